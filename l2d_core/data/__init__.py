@@ -1,0 +1,27 @@
+"""Data: one record type, SQuAD JSON and Hugging Face sources, article splits, registry."""
+
+from .records import DataFormatError, QADataset, QARecord
+from .registry import DATASETS, load_dataset
+from .splits import (
+    BENCHMARK_TEST_ARTICLES,
+    EmptySplitError,
+    benchmark_split,
+    random_article_split,
+    validation_split,
+)
+from .squad_json import load_squad_json, read_json
+
+__all__ = [
+    "QARecord",
+    "QADataset",
+    "DataFormatError",
+    "DATASETS",
+    "load_dataset",
+    "BENCHMARK_TEST_ARTICLES",
+    "EmptySplitError",
+    "benchmark_split",
+    "random_article_split",
+    "validation_split",
+    "load_squad_json",
+    "read_json",
+]

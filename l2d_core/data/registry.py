@@ -1,0 +1,76 @@
+"""Named datasets: the names BENCHMARK.md uses, resolved under ``L2D_DATA_DIR``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from ..paths import DataNotFoundError, data_dir
+from .records import QADataset
+from .squad_json import load_squad_json
+
+__all__ = ["DatasetSpec", "DATASETS", "load_dataset", "dataset_path"]
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    description: str
+    files: tuple[str, ...] = ()  # SQuAD JSON: candidates under the data dir, first found wins
+    hf_path: str = ""  # Hugging Face `datasets` source (hub id or local path)
+    hf_config: str | None = None
+    hf_split: str = "validation"
+
+
+DATASETS: dict[str, DatasetSpec] = {
+    s.name: s
+    for s in (
+        DatasetSpec("squad11", "SQuAD v1.1 dev (official file)", files=("squad/dev-v1.1.json",)),
+        DatasetSpec(
+            "squad20",
+            "SQuAD v2.0 dev (official file, else the derived rebuild)",
+            files=("squad/dev-v2.0.json", "squad/derived/dev-v2.0.explorer-derived.json"),
+        ),
+        DatasetSpec("hf-squad", "SQuAD v1.1 via Hugging Face datasets", hf_path="squad"),
+        DatasetSpec("hf-squad_v2", "SQuAD v2.0 via Hugging Face datasets", hf_path="squad_v2"),
+        DatasetSpec(
+            "hf-trivia_qa", "TriviaQA rc via Hugging Face datasets", hf_path="trivia_qa", hf_config="rc"
+        ),
+    )
+}
+
+
+def dataset_path(name: str, root: Path | None = None) -> Path:
+    """The file a SQuAD-JSON dataset loads from; a clear error naming where it looked."""
+    spec = _spec(name)
+    root = Path(root) if root else data_dir()
+    for rel in spec.files:
+        if (root / rel).is_file():
+            return root / rel
+    raise DataNotFoundError(
+        f"dataset {name!r}: none of {list(spec.files)} under {root}. Set L2D_DATA_DIR or run "
+        f"`python scripts/download_data.py`."
+    )
+
+
+def _spec(name: str) -> DatasetSpec:
+    try:
+        return DATASETS[name]
+    except KeyError:
+        raise KeyError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}") from None
+
+
+@lru_cache(maxsize=8)
+def _load_cached(name: str, root: str) -> QADataset:
+    spec = _spec(name)
+    if spec.files:
+        return load_squad_json(dataset_path(name, Path(root)), name=name)
+    from .hf import load_hf_dataset
+
+    return load_hf_dataset(spec.hf_path, config=spec.hf_config, split=spec.hf_split, name=name)
+
+
+def load_dataset(name: str, root: Path | None = None) -> QADataset:
+    """Load a registered dataset (memoized per process)."""
+    return _load_cached(name, str(Path(root) if root else data_dir()))

@@ -1,0 +1,69 @@
+"""SQuAD-format JSON files: the official v1.1/v2.0 dev sets and the derived v2.0 file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .records import DataFormatError, QADataset, QARecord
+
+__all__ = ["load_squad_json", "read_json"]
+
+
+def read_json(path: str | Path, what: str = "JSON file"):
+    """Parse a JSON file, turning every failure into a message that names the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} not found: {path}")
+    try:
+        with path.open(encoding="utf-8") as fh:
+            return json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise DataFormatError(
+            f"{what} {path} is not valid JSON (truncated or corrupt?): {exc.msg} "
+            f"at line {exc.lineno}, column {exc.colno}"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise DataFormatError(f"{what} {path} is not UTF-8 text: {exc}") from None
+
+
+def load_squad_json(path: str | Path, name: str | None = None) -> QADataset:
+    """Load a SQuAD v1.1 or v2.0 file (``answer_start`` optional, as in the derived file).
+
+    The dataset counts as v2.0 when its version string starts with ``v2`` or any question
+    carries ``is_impossible``.
+    """
+    path = Path(path)
+    doc = read_json(path, "SQuAD file")
+    if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
+        raise DataFormatError(f"SQuAD file {path}: expected an object with a 'data' list")
+    version = str(doc.get("version", ""))
+    v2 = version.lower().lstrip("v").startswith("2")
+    records: list[QARecord] = []
+    for a_i, article in enumerate(doc["data"]):
+        try:
+            title = article["title"]
+            for paragraph in article["paragraphs"]:
+                context = paragraph["context"]
+                for qa in paragraph["qas"]:
+                    impossible = bool(qa.get("is_impossible", False))
+                    v2 = v2 or "is_impossible" in qa
+                    answers = [] if impossible else qa.get("answers", [])
+                    records.append(
+                        QARecord(
+                            qid=str(qa["id"]),
+                            title=title,
+                            context=context,
+                            question=qa["question"],
+                            answers=tuple(a["text"] for a in answers),
+                            answer_starts=tuple(a.get("answer_start") for a in answers),
+                            is_impossible=impossible,
+                        )
+                    )
+        except (KeyError, TypeError) as exc:
+            raise DataFormatError(
+                f"SQuAD file {path}: article #{a_i} is missing field {exc}"
+            ) from None
+    if not records:
+        raise DataFormatError(f"SQuAD file {path} holds no questions")
+    return QADataset(name or path.stem, tuple(records), v2=v2, source=str(path))

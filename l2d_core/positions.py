@@ -1,0 +1,146 @@
+"""SPEC §2: answer spans as start/end indices in the normalized word sequence of the context.
+
+Every agent is compared in one tokenizer-free space. A text answer is located in the
+context (first occurrence of its normalized word sequence, or the occurrence nearest to
+a known character offset); no answer is the null position ``(-1, -1)``; an answer that
+cannot be found is ``(-2, -2)``, which is never correct.
+
+>>> idx = ContextIndex.build("The Denver Broncos beat the Carolina Panthers.")
+>>> idx.words
+('denver', 'broncos', 'beat', 'carolina', 'panthers')
+>>> locate("Carolina Panthers", idx)
+Location(start=3, end=4, status='exact')
+>>> locate("", idx), locate("?", idx)[:2]
+(Location(start=-1, end=-1, status='null'), (-1, -1))
+>>> locate("Seattle", idx).status
+'not_found'
+>>> endpoint_correct(Location(3, 4, "exact"), [(3, 4), (0, 1)])
+(True, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from .squad_eval import normalized_words
+
+__all__ = [
+    "NULL_POS",
+    "NOT_FOUND_POS",
+    "ContextIndex",
+    "Location",
+    "locate",
+    "gold_positions",
+    "endpoint_correct",
+    "is_no_answer",
+]
+
+NULL_POS = -1
+NOT_FOUND_POS = -2
+
+
+class Location(NamedTuple):
+    start: int
+    end: int
+    status: str  # exact | ambiguous | offset | substring | null | not_found
+
+
+@dataclass(frozen=True)
+class ContextIndex:
+    """Normalized words of a context and the character span of the token each came from."""
+
+    words: tuple[str, ...]
+    tok_bounds: tuple[tuple[int, int, int, int], ...]  # (char_start, char_end, first_word, last_word)
+
+    @classmethod
+    def build(cls, context: str) -> ContextIndex:
+        words: list[str] = []
+        bounds = []
+        pos = 0
+        for raw in context.split():
+            start = context.index(raw, pos)
+            pos = start + len(raw)
+            toks = normalized_words(raw)
+            if toks:
+                bounds.append((start, pos, len(words), len(words) + len(toks) - 1))
+                words.extend(toks)
+        return cls(tuple(words), tuple(bounds))
+
+    def char_span_to_words(self, char_start: int, char_end: int) -> tuple[int, int] | None:
+        """Word indices of the first and last tokens overlapping ``[char_start, char_end)``."""
+        hits = [b for b in self.tok_bounds if b[1] > char_start and b[0] < char_end]
+        if not hits:
+            return None
+        return hits[0][2], hits[-1][3]
+
+    def occurrences(self, seq: list[str]) -> list[int]:
+        n, m = len(self.words), len(seq)
+        first = seq[0]
+        return [
+            i
+            for i in range(n - m + 1)
+            if self.words[i] == first and list(self.words[i : i + m]) == seq
+        ]
+
+
+def is_no_answer(answer: str | None) -> bool:
+    """Empty answer, or the few-shot LLM's ``?``."""
+    return answer is None or answer.strip() in ("", "?")
+
+
+def locate(answer: str | None, index: ContextIndex, char_start: int | None = None,
+           context: str | None = None) -> Location:
+    """Position of ``answer`` in the context behind ``index``.
+
+    With ``char_start`` (a gold offset) the occurrence nearest to it wins; otherwise the
+    first. When the normalized words do not occur (an answer cut inside a token), a
+    case-insensitive substring match in ``context`` is mapped to the tokens it touches.
+    """
+    if is_no_answer(answer):
+        return Location(NULL_POS, NULL_POS, "null")
+    assert answer is not None
+    anchor = None
+    if char_start is not None and char_start >= 0:
+        span = index.char_span_to_words(char_start, char_start + len(answer))
+        anchor = span[0] if span else None
+    seq = normalized_words(answer)
+    occ = index.occurrences(seq) if seq else []
+    if occ:
+        start = occ[0] if anchor is None else min(occ, key=lambda i: (abs(i - anchor), i))
+        status = "exact" if len(occ) == 1 else ("offset" if anchor is not None else "ambiguous")
+        return Location(start, start + len(seq) - 1, status)
+    if context is not None:
+        lowered, target = context.lower(), answer.strip().lower()
+        at = char_start if (char_start is not None and char_start >= 0
+                            and lowered[char_start:char_start + len(target)] == target) \
+            else lowered.find(target)
+        if target and at >= 0:
+            span = index.char_span_to_words(at, at + len(target))
+            if span:
+                return Location(span[0], span[1], "substring")
+    return Location(NOT_FOUND_POS, NOT_FOUND_POS, "not_found")
+
+
+def gold_positions(answers: Iterable[str], starts: Iterable[int | None] | None,
+                   index: ContextIndex, context: str) -> list[tuple[int, int]]:
+    """Positions of every gold answer; ``[(-1, -1)]`` for an unanswerable question."""
+    answers = list(answers)
+    if not answers:
+        return [(NULL_POS, NULL_POS)]
+    starts = list(starts) if starts is not None else [None] * len(answers)
+    out = []
+    for text, st in zip(answers, starts):
+        loc = locate(text, index, st, context)
+        if loc.status != "not_found":
+            out.append((loc.start, loc.end))
+    return sorted(set(out))
+
+
+def endpoint_correct(loc: Location | tuple[int, int], golds: list[tuple[int, int]]) -> tuple[bool, bool]:
+    """Per-endpoint correctness against any gold answer (SPEC §2)."""
+    start, end = loc[0], loc[1]
+    if start == NOT_FOUND_POS:
+        return False, False
+    return any(start == g[0] for g in golds), any(end == g[1] for g in golds)
