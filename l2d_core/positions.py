@@ -125,16 +125,24 @@ def locate(answer: str | None, index: ContextIndex, char_start: int | None = Non
 
 def gold_positions(answers: Iterable[str], starts: Iterable[int | None] | None,
                    index: ContextIndex, context: str) -> list[tuple[int, int]]:
-    """Positions of every gold answer; ``[(-1, -1)]`` for an unanswerable question."""
+    """Positions of every gold answer; ``[(-1, -1)]`` for an unanswerable question.
+
+    >>> ctx = "Tesla moved to Paris; later Paris honoured Tesla."
+    >>> gold_positions(["Paris"], [28], ContextIndex.build(ctx), ctx)
+    [(3, 3), (5, 5)]
+    """
     answers = list(answers)
     if not answers:
         return [(NULL_POS, NULL_POS)]
     starts = list(starts) if starts is not None else [None] * len(answers)
     out = []
     for text, st in zip(answers, starts):
-        loc = locate(text, index, st, context)
-        if loc.status != "not_found":
-            out.append((loc.start, loc.end))
+        # The occurrence at the gold offset, and the first occurrence: a text-only agent is
+        # located by first occurrence (SPEC §2), so the same text counts as the same span.
+        for anchor in {st, None}:
+            loc = locate(text, index, anchor, context)
+            if loc.status != "not_found":
+                out.append((loc.start, loc.end))
     return sorted(set(out))
 
 

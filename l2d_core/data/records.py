@@ -31,7 +31,7 @@ class QARecord:
     is_impossible: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # identity hash: cheap to memoize on
 class QADataset:
     """An ordered collection of records with a name; ``v2`` selects SQuAD v2.0 scoring."""
 

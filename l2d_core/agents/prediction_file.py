@@ -1,0 +1,114 @@
+"""Agents known only by a SQuAD-format prediction file ``{question_id: answer_text}``."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..agent_cache import AgentCache
+from ..data.records import DataFormatError, QADataset
+from ..data.squad_json import read_json
+from ..scoring import MISSING, gold_index, score_answer
+from .registry import AgentSpec
+
+__all__ = ["read_prediction_file", "import_predictions", "ImportReport", "MAX_PREDICTION_BYTES"]
+
+MAX_PREDICTION_BYTES = 200 * 1024 * 1024  # a SQuAD dev prediction file is ~0.6 MB
+
+
+@dataclass
+class ImportReport:
+    agent: str
+    dataset: str
+    questions: int
+    answered: int
+    missing: int  # dataset questions the file has no answer for (scored wrong)
+    unknown_ids: int  # ids in the file that the dataset does not have (ignored)
+    not_found: int  # answers that could not be located in the context (positions wrong)
+    ambiguous: int  # answers whose words occur more than once in the context (first taken)
+    em: float
+    f1: float
+    sha256: str
+    unknown_examples: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        return [
+            f"{self.agent} on {self.dataset}: EM {self.em:.2f}  F1 {self.f1:.2f}  "
+            f"({self.answered}/{self.questions} answered)",
+            f"  missing ids (counted wrong): {self.missing}; ids not in the dataset (ignored): "
+            f"{self.unknown_ids}{' e.g. ' + ', '.join(self.unknown_examples) if self.unknown_examples else ''}",
+            f"  answers not found in the context: {self.not_found}; ambiguous (first occurrence): "
+            f"{self.ambiguous}",
+        ]
+
+
+def read_prediction_file(path: str | Path) -> dict[str, str]:
+    """Read and validate a prediction file; every problem becomes a DataFormatError."""
+    path = Path(path)
+    if path.is_file() and path.stat().st_size > MAX_PREDICTION_BYTES:
+        raise DataFormatError(
+            f"prediction file {path} is {path.stat().st_size / 2**20:.0f} MiB; the limit is "
+            f"{MAX_PREDICTION_BYTES / 2**20:.0f} MiB"
+        )
+    doc = read_json(path, "prediction file")
+    if not isinstance(doc, dict):
+        raise DataFormatError(
+            f"prediction file {path}: expected a JSON object {{question_id: answer}}, "
+            f"got {type(doc).__name__}"
+        )
+    bad = [k for k, v in doc.items() if not isinstance(v, str)]
+    if bad:
+        raise DataFormatError(
+            f"prediction file {path}: {len(bad)} answers are not strings (e.g. id {bad[0]!r}: "
+            f"{doc[bad[0]]!r})"
+        )
+    if not doc:
+        raise DataFormatError(f"prediction file {path} is empty")
+    return doc
+
+
+def import_predictions(spec: AgentSpec, dataset: QADataset, cache: AgentCache,
+                       path: str | Path | None = None) -> ImportReport:
+    """Score a prediction file against ``dataset`` and write every question to the cache.
+
+    The file is read and validated completely before anything is written, so a bad file
+    leaves the cache as it was.
+    """
+    path = Path(path) if path else spec.resolved_path()
+    preds = read_prediction_file(path)
+    known = set(dataset.qids)
+    unknown = [q for q in preds if q not in known]
+    if len(unknown) == len(preds):
+        raise DataFormatError(
+            f"prediction file {path}: none of its {len(preds)} ids belong to dataset "
+            f"{dataset.name!r} (e.g. {unknown[0]!r}) — wrong dataset?"
+        )
+    gold = gold_index(dataset)
+    records = {}
+    for qid in dataset.qids:
+        rec = score_answer(gold, qid, preds.get(qid))
+        rec.update(gflops=spec.gflops, latency_ms=None, source=f"file:{path.name}")
+        records[qid] = rec
+    statuses = [r["status"] for r in records.values()]
+    report = ImportReport(
+        agent=spec.id,
+        dataset=dataset.name,
+        questions=len(records),
+        answered=len(records) - statuses.count(MISSING),
+        missing=statuses.count(MISSING),
+        unknown_ids=len(unknown),
+        not_found=statuses.count("not_found"),
+        ambiguous=statuses.count("ambiguous"),
+        em=100 * sum(r["em"] for r in records.values()) / len(records),
+        f1=100 * sum(r["f1"] for r in records.values()) / len(records),
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        unknown_examples=unknown[:3],
+    )
+    cache.put_many(dataset.name, spec.id, records, meta={
+        "gflops": spec.gflops, "gflops_source": spec.gflops_source, "kind": spec.kind,
+        "source": str(path), "sha256": report.sha256, "missing": report.missing,
+        "unknown_ids": report.unknown_ids, "not_found": report.not_found,
+        "ambiguous": report.ambiguous, "questions": report.questions,
+    })
+    return report
