@@ -1,0 +1,120 @@
+"""SPEC §3: agent costs per endpoint and the true deferral loss (TDL).
+
+Arrays: ``errors`` is (N, 2, A) boolean — agent a wrong on endpoint i (0 = start, 1 = end)
+of query n; agent 0 is the main model, 1..J the experts.
+
+>>> errs = np.array([[[1, 0, 0], [0, 0, 1]]], dtype=bool)   # (1, 2, 3)
+>>> costs = CostConfig(alpha=[1.0, 1.0], beta=[0.1, 0.3])
+>>> cost_matrix(errs, costs)[0]
+array([[1. , 0.1, 0.3],
+       [0. , 0.1, 1.3]])
+>>> tdl(cost_matrix(errs, costs), np.array([1]))
+array([0.2])
+>>> beta_from_gflops(0.05, [100.0, 1730.0]).round(5)
+array([0.05   , 0.04325])
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["CostConfig", "InvalidCostError", "beta_from_gflops", "cost_matrix", "tdl", "query_costs"]
+
+
+class InvalidCostError(ValueError):
+    """α or β is NaN, infinite, negative, or of the wrong length."""
+
+
+def _check(name: str, values: Sequence[float]) -> tuple[float, ...]:
+    out = []
+    for j, v in enumerate(values, start=1):
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            raise InvalidCostError(f"{name}_{j} must be a number, got {v!r}") from None
+        if not math.isfinite(f):
+            raise InvalidCostError(f"{name}_{j} must be finite, got {f}")
+        if f < 0:
+            raise InvalidCostError(f"{name}_{j} must be >= 0, got {f}")
+        out.append(f)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class CostConfig:
+    """Per-expert α_j (weight of the expert's error) and β_j (consultation cost), j = 1..J."""
+
+    alpha: tuple[float, ...]
+    beta: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "alpha", _check("alpha", self.alpha))
+        object.__setattr__(self, "beta", _check("beta", self.beta))
+        if len(self.alpha) != len(self.beta) or not self.alpha:
+            raise InvalidCostError(
+                f"need one alpha and one beta per expert (J >= 1); got {len(self.alpha)} alphas "
+                f"and {len(self.beta)} betas"
+            )
+
+    @property
+    def n_experts(self) -> int:
+        return len(self.alpha)
+
+    @classmethod
+    def from_beta1(cls, beta1: float, expert_gflops: Sequence[float],
+                   alpha: float | Sequence[float] = 1.0) -> CostConfig:
+        """β from the GFLOPs rule of SPEC §3 and one α for every expert (or one each)."""
+        j = len(expert_gflops)
+        alphas = [alpha] * j if isinstance(alpha, int | float) else list(alpha)
+        return cls(tuple(alphas), tuple(beta_from_gflops(beta1, expert_gflops)))
+
+    def to_json(self) -> str:
+        return json.dumps({"alpha": list(self.alpha), "beta": list(self.beta)})
+
+    @classmethod
+    def from_json(cls, text: str) -> CostConfig:
+        try:
+            doc = json.loads(text)
+            return cls(tuple(doc["alpha"]), tuple(doc["beta"]))
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise InvalidCostError(f"cost settings must be JSON {{'alpha': [...], 'beta': [...]}}: {exc}") from None
+
+
+def beta_from_gflops(beta1: float, expert_gflops: Sequence[float]) -> np.ndarray:
+    """β_j = β_1 · GFLOPs(M_j) / (20 · GFLOPs(M_1)) for j ≥ 2 (SPEC §3); β_1 as given."""
+    (b1,) = _check("beta", [beta1])
+    g = np.asarray(expert_gflops, dtype=float)
+    if g.size == 0 or not np.all(np.isfinite(g)) or np.any(g <= 0):
+        raise InvalidCostError(f"the GFLOPs rule needs positive expert GFLOPs, got {list(g)}")
+    beta = b1 * g / (20.0 * g[0])
+    beta[0] = b1
+    return beta
+
+
+def cost_matrix(errors: np.ndarray, costs: CostConfig) -> np.ndarray:
+    """c_j(x, y^i): (N, 2, A) float from (N, 2, A) errors; c_0 = error, c_j = α_j·error + β_j."""
+    errors = np.asarray(errors, dtype=float)
+    if errors.ndim != 3 or errors.shape[1] != 2 or errors.shape[2] != costs.n_experts + 1:
+        raise InvalidCostError(
+            f"errors must be (N, 2, {costs.n_experts + 1}) for {costs.n_experts} experts, "
+            f"got {errors.shape}"
+        )
+    alpha = np.concatenate([[1.0], costs.alpha])  # (A,)
+    beta = np.concatenate([[0.0], costs.beta])  # (A,)
+    return errors * alpha + beta
+
+
+def query_costs(cost: np.ndarray) -> np.ndarray:
+    """Σ_i c_j(x, y^i): (N, A) — the TDL each agent would incur if it took the whole query."""
+    return np.asarray(cost).sum(axis=1)
+
+
+def tdl(cost: np.ndarray, choice: np.ndarray) -> np.ndarray:
+    """Per-query TDL of a single-agent policy: Σ_i c_{π(x)}(x, y^i), shape (N,)."""
+    qc = query_costs(cost)
+    return qc[np.arange(len(qc)), np.asarray(choice)]
