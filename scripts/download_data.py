@@ -238,7 +238,9 @@ def download_entry(
         except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", exc)
             errors.append(f"{url}: {type(exc).__name__}: {reason}")
-    stale = " (the existing file there has a different sha256 and was left as it is)" if target.exists() else ""
+    stale = (
+        " (the existing file there has a different sha256 and was left as it is)" if target.exists() else ""
+    )
     raise RuntimeError("; ".join(errors) + stale)
 
 
@@ -246,12 +248,26 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description="Download the SQuAD dev sets and leaderboard prediction files (sha256-verified).",
     )
-    ap.add_argument("--dest", type=Path, default=None, help="data dir to fill (default: L2D_DATA_DIR / "
-                    "the project's data dir if writable, else PROJECT_ROOT/data)")
-    ap.add_argument("--base-url-override", metavar="URL", default=None,
-                    help="replace scheme+host of every URL by URL (a mirror with the same path layout)")
-    ap.add_argument("--only", metavar="PATTERN", action="append", default=None,
-                    help="only destinations matching PATTERN (glob like 'squad/*', or a substring); repeatable")
+    ap.add_argument(
+        "--dest",
+        type=Path,
+        default=None,
+        help="data dir to fill (default: L2D_DATA_DIR / "
+        "the project's data dir if writable, else PROJECT_ROOT/data)",
+    )
+    ap.add_argument(
+        "--base-url-override",
+        metavar="URL",
+        default=None,
+        help="replace scheme+host of every URL by URL (a mirror with the same path layout)",
+    )
+    ap.add_argument(
+        "--only",
+        metavar="PATTERN",
+        action="append",
+        default=None,
+        help="only destinations matching PATTERN (glob like 'squad/*', or a substring); repeatable",
+    )
     ap.add_argument("--timeout", type=float, default=60.0, help="network timeout per request in seconds")
     ap.add_argument("--manifest", type=Path, default=MANIFEST_PATH, help=argparse.SUPPRESS)
     ap.add_argument("--list", action="store_true", help="list the files and exit")

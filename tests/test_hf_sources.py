@@ -115,9 +115,7 @@ TRIVIA_ROWS = [
     # no context at all: skipped
     _trivia_row("tq3", "What is nothing?", "Nothing", ["Void"]),
     # context but the answer never occurs in it: skipped
-    _trivia_row(
-        "tq4", "Largest planet?", "Jupiter", ["Jove"], wiki=["Saturn has rings."], titles=["Saturn"]
-    ),
+    _trivia_row("tq4", "Largest planet?", "Jupiter", ["Jove"], wiki=["Saturn has rings."], titles=["Saturn"]),
     # first wiki context blank: the first non-blank one (and its title) is used
     _trivia_row(
         "tq5",
