@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,8 +31,12 @@ class InvalidCostError(ValueError):
 
 
 def _check(name: str, values: Sequence[float]) -> tuple[float, ...]:
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise InvalidCostError(f"{name} must be a sequence of numbers, one per expert, got {values!r}")
     out = []
     for j, v in enumerate(values, start=1):
+        if isinstance(v, str | bytes | bool):
+            raise InvalidCostError(f"{name}_{j} must be a number, got {v!r}")
         try:
             f = float(v)
         except (TypeError, ValueError):

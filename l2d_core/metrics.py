@@ -61,6 +61,8 @@ def allocation(choice: np.ndarray, n_agents: int) -> np.ndarray:
 
 def mean_gflops(choice: np.ndarray, gflops: np.ndarray, rejector_gflops: float = 0.0) -> float:
     """Mean GFLOPs per query: the rejector's plus the chosen agent's."""
+    if len(choice) == 0:
+        raise ValueError("no queries to evaluate (empty split)")
     return float(rejector_gflops + chosen(gflops, choice).mean())
 
 

@@ -20,6 +20,8 @@ Location(start=3, end=4, status='exact')
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -111,13 +113,12 @@ def locate(answer: str | None, index: ContextIndex, char_start: int | None = Non
         start = occ[0] if anchor is None else min(occ, key=lambda i: (abs(i - anchor), i))
         status = "exact" if len(occ) == 1 else ("offset" if anchor is not None else "ambiguous")
         return Location(start, start + len(seq) - 1, status)
-    if context is not None:
-        lowered, target = context.lower(), answer.strip().lower()
-        at = char_start if (char_start is not None and char_start >= 0
-                            and lowered[char_start:char_start + len(target)] == target) \
-            else lowered.find(target)
-        if target and at >= 0:
-            span = index.char_span_to_words(at, at + len(target))
+    if context is not None and answer.strip():
+        pattern = re.compile(re.escape(answer.strip()), re.IGNORECASE)
+        m = pattern.match(context, char_start) if char_start is not None and char_start >= 0 else None
+        m = m or pattern.search(context)
+        if m:
+            span = index.char_span_to_words(m.start(), m.end())
             if span:
                 return Location(span[0], span[1], "substring")
     return Location(NOT_FOUND_POS, NOT_FOUND_POS, "not_found")

@@ -22,13 +22,13 @@ __all__ = ["TrainConfig", "PAPER_CONFIG", "FAST_CONFIG", "train_loop"]
 
 @dataclass(frozen=True)
 class TrainConfig:
-    lr: float = 1e-3  # AdamW learning rate
-    epochs: int = 40
-    batch_size: int = 128
+    lr: float = 2e-3  # AdamW learning rate
+    epochs: int = 15
+    batch_size: int = 256
     dropout: float = 0.1
     warmup_ratio: float = 0.1  # share of steps with linear warm-up, then linear decay to 0
     weight_decay: float = 1e-3
-    hidden: int = 256  # hidden width of the rejector head
+    hidden: int = 64  # hidden width of the rejector head
     nu: float = 1.0  # comp-sum parameter of the SDL (1 = log-softmax, the paper's choice)
     seed: int = 0
     val_fraction: float = 0.0  # validation articles carved from the training articles
@@ -43,8 +43,8 @@ class TrainConfig:
 
 # Paper's rejector hyper-parameters (SPEC §4), for the full (fine-tuned encoder) mode.
 PAPER_CONFIG = TrainConfig(lr=1e-5, epochs=6, batch_size=128, dropout=0.1, warmup_ratio=0.1,
-                           weight_decay=1e-3)
-# Fast mode trains only a head on frozen embeddings: larger steps, more epochs.
+                           weight_decay=1e-3, hidden=256)
+# Fast mode trains only a small head on frozen embeddings: larger steps, ~2 s on 2 CPU cores.
 FAST_CONFIG = TrainConfig()
 
 

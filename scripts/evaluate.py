@@ -1,0 +1,96 @@
+"""Evaluate a routing policy on the BENCHMARK.md split.
+
+    python scripts/evaluate.py --dataset squad11 --pool P3 --beta1 0.05 --policy sdl
+    python scripts/evaluate.py --dataset squad11 --pool P2 --policy plugin --sweep --json
+
+Costs: α_j (one value for every expert, or one per expert) and β_j from β₁ by the GFLOPs
+rule of SPEC §3, or every β given with --beta. Prints a table, or JSON with --json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+import _bootstrap  # noqa: F401
+
+from l2d_core.agents import list_pools
+from l2d_core.costs import CostConfig, InvalidCostError
+from l2d_core.data import DATASETS
+from l2d_core.experiment import BETA_POINTS, prepare, run_policy
+from l2d_core.policies import POLICIES
+from l2d_core.training import FAST_CONFIG
+
+JSON_KEYS = ("em", "f1", "gflops_per_query", "gflops_per_em", "allocation", "tpr", "fpr", "tdl",
+             "tdl_random")
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dataset", default="squad11", choices=sorted(DATASETS))
+    p.add_argument("--pool", default="P3", help="pool name: " + ", ".join(x.name for x in list_pools()))
+    p.add_argument("--policy", default="sdl", choices=POLICIES)
+    p.add_argument("--beta1", type=float, default=0.05, help="β₁; β_j for j ≥ 2 by the GFLOPs rule")
+    p.add_argument("--beta", type=float, nargs="+", help="every β_j by hand (overrides --beta1)")
+    p.add_argument("--alpha", type=float, nargs="+", default=[1.0], help="α (one, or one per expert)")
+    p.add_argument("--sweep", action="store_true", help="run the BENCHMARK.md β₁ points")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--features", default="separate", choices=["separate", "pair"])
+    p.add_argument("--encoder", default="minilm", help="HF encoder id or path (default: packaged MiniLM)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (a list with --sweep)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    return p.parse_args(argv)
+
+
+def costs_for(args, bench, beta1: float) -> CostConfig:
+    j = bench.pool.experts
+    alpha = args.alpha * len(j) if len(args.alpha) == 1 else args.alpha
+    if args.beta and not args.sweep:
+        return CostConfig(tuple(alpha), tuple(args.beta))
+    return CostConfig.from_beta1(beta1, bench.expert_gflops, alpha)
+
+
+def fmt(x) -> str:
+    return "nan" if isinstance(x, float) and math.isnan(x) else (f"{x:.3f}" if isinstance(x, float) else str(x))
+
+
+def table(rows: list[dict], agents) -> str:
+    head = ["β₁", "EM", "F1", "GFLOPs/q", "GFLOPs/EM", "TPR", "FPR", "TDL", "TDL rand",
+            *[f"→{a}" for a in agents]]
+    lines = ["  ".join(f"{h:>10}" for h in head)]
+    for r in rows:
+        vals = [r.get("beta1", r["beta"][0]), r["em"], r["f1"], r["gflops_per_query"], r["gflops_per_em"],
+                r["tpr"], r["fpr"], r["tdl"], r["tdl_random"], *r["allocation"].values()]
+        lines.append("  ".join(f"{fmt(v):>10}" for v in vals))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        if any(not math.isfinite(b) or b < 0 for b in [args.beta1, *(args.beta or []), *args.alpha]):
+            raise InvalidCostError("α and β must be finite numbers >= 0")
+        bench = prepare(args.dataset, args.pool, args.encoder, args.features, progress=not args.quiet)
+        betas = BETA_POINTS if args.sweep else [args.beta1]
+        rows = []
+        for b in betas:
+            costs = costs_for(args, bench, b)
+            r = run_policy(bench, args.policy, costs, args.seed, FAST_CONFIG, progress=not args.quiet)
+            rows.append({**r, "beta1": b})
+    except (KeyError, ValueError, FileNotFoundError, LookupError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        out = [{k: r[k] for k in JSON_KEYS} | {"beta": r["beta"], "alpha": r["alpha"]} for r in rows]
+        print(json.dumps(out if args.sweep else out[0], indent=1))
+    else:
+        print(f"{args.policy} on {args.dataset} pool {args.pool} ({len(bench.test)} test questions; "
+              f"rejector {bench.rejector_gflops:.2f} GFLOPs/query)")
+        print(table(rows, bench.pool.agent_ids))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""Shared fixtures. Every test session writes its caches into a fresh temporary directory,
+never into the project's cache/; real data comes from L2D_DATA_DIR (default ../shared/data)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from l2d_core.paths import data_dir
+
+
+def pytest_configure(config):
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache(tmp_path_factory):
+    """One cache directory for the whole session (embeddings of the real benchmark are
+    computed once and shared by the end-to-end tests)."""
+    path = tmp_path_factory.mktemp("l2d_cache")
+    old = os.environ.get("L2D_CACHE_DIR")
+    os.environ["L2D_CACHE_DIR"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("L2D_CACHE_DIR", None)
+    else:
+        os.environ["L2D_CACHE_DIR"] = old
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """A cache directory of the test's own."""
+    path = tmp_path / "cache"
+    monkeypatch.setenv("L2D_CACHE_DIR", str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
+def real_data():
+    """The real data directory; the suite needs it (CI runs with ../shared beside the clone)."""
+    root = data_dir()
+    if not (root / "squad" / "dev-v1.1.json").is_file():
+        pytest.fail(f"real data not found under {root}: set L2D_DATA_DIR or run scripts/download_data.py")
+    return root
