@@ -1,0 +1,102 @@
+"""Engine speed on the real benchmark (2 CPU cores): medians over several runs.
+
+    python scripts/bench_engine.py [--runs 5] [--pool P3]
+
+Measures: embedding throughput (texts/s, fresh texts, no cache hits), agent-cache re-open
+(new cache object + packed tables of the pool), fast-mode head training on the training
+articles, plug-in reweight of the test questions (policy + every metric), and the 7-point
+SDL β sweep with fresh training at each point. Targets from the engine issue are printed
+beside each figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+
+import _bootstrap  # noqa: F401
+import diskcache
+import numpy as np
+
+from l2d_core.agent_cache import AgentCache
+from l2d_core.experiment import BETA_POINTS, _encoder, evaluate_choice, fit_plugin, prepare
+from l2d_core.policies import plugin_policy
+from l2d_core.rejector import SDLRejector
+from l2d_core.training import FAST_CONFIG
+
+
+def timed(fn, runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def report(name: str, times: list[float], target: str, unit_fn=lambda t: f"{1000 * t:.1f} ms") -> None:
+    med = statistics.median(times)
+    spread = f"min {unit_fn(min(times))}, max {unit_fn(max(times))}"
+    print(f"{name:<44} median {unit_fn(med):>12}   ({spread}; {len(times)} runs)   target {target}")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--dataset", default="squad11")
+    p.add_argument("--pool", default="P3")
+    args = p.parse_args(argv)
+
+    bench = prepare(args.dataset, args.pool, progress=True)
+    print(f"{args.dataset} / {args.pool}: {len(bench.train)} training, {len(bench.test)} test questions; "
+          f"features {bench.X_train.shape[1]}-d; rejector {bench.rejector_gflops:.2f} GFLOPs/query")
+
+    enc = _encoder("minilm")
+    texts = [r.context for r in bench.test_records[:400]]
+    contexts = list(dict.fromkeys(texts))[:128]
+    questions = [r.question for r in bench.test_records[:512]]
+    for name, batch in (("embedding throughput, contexts", contexts), ("embedding throughput, questions", questions)):
+        rates = []
+        for _ in range(max(2, args.runs // 2)):
+            with tempfile.TemporaryDirectory() as d, diskcache.Cache(d) as store:
+                t = time.perf_counter()
+                enc.embed(batch, store=store)
+                rates.append(len(batch) / (time.perf_counter() - t))
+        report(name, rates, "-", lambda r: f"{r:.0f} texts/s")
+
+    pool_agents = bench.pool.agent_ids
+    def reopen():
+        c = AgentCache()
+        for a in pool_agents:
+            c.table(args.dataset, a)
+        c.close()
+    report("agent cache re-open (pool tables)", timed(reopen, args.runs), "-")
+
+    costs = bench.costs(0.05)
+    report(f"head training ({len(bench.train)} questions)",
+           timed(lambda: SDLRejector(config=FAST_CONFIG, costs=costs).fit(bench.X_train, bench.train),
+                 max(3, args.runs // 2)), "<= 3 s", lambda t: f"{t:.2f} s")
+
+    p_err = fit_plugin(bench).error_proba(bench.X_test)
+    rng = np.random.default_rng(0)
+    betas = rng.uniform(0, 0.5, size=max(20, args.runs))
+    it = iter(betas)
+    report(f"plug-in reweight + metrics ({len(bench.test)} q)",
+           timed(lambda: evaluate_choice(plugin_policy(p_err, bench.costs(next(it))), bench.test,
+                                         bench.costs(0.05), bench.rejector_gflops), len(betas)), "<= 20 ms")
+
+    def sdl_sweep():
+        for b in BETA_POINTS:
+            c = bench.costs(b)
+            est = SDLRejector(config=FAST_CONFIG, costs=c).fit(bench.X_train, bench.train)
+            evaluate_choice(est.predict(bench.X_test), bench.test, c, bench.rejector_gflops)
+    report("SDL β sweep, 7 points (fresh training)", timed(sdl_sweep, max(2, args.runs // 2)), "<= 20 s",
+           lambda t: f"{t:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

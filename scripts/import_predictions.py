@@ -1,0 +1,53 @@
+"""Turn a SQuAD-format prediction file ``{question_id: answer}`` into an agent.
+
+    python scripts/import_predictions.py --file my_preds.json --agent my-model \
+        --dataset squad11 --gflops 42 [--name "My model"] [--pool MyPool --main match-lstm]
+
+The agent is registered in the user registry (<cache>/registry.json) with its declared
+GFLOPs per query, scored against the dataset (SPEC §2) and written to the agent cache.
+With --pool, a pool of the given main agent plus this agent (and --experts) is added.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import _bootstrap  # noqa: F401
+
+from l2d_core.agent_cache import AgentCache
+from l2d_core.agents import AgentSpec, PoolSpec, import_predictions, register_agent, register_pool
+from l2d_core.data import DATASETS, DataFormatError, load_dataset
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--file", required=True, type=Path, help="prediction file {question_id: answer}")
+    p.add_argument("--agent", required=True, help="agent id to create (or replace)")
+    p.add_argument("--dataset", default="squad11", choices=sorted(DATASETS))
+    p.add_argument("--gflops", required=True, type=float, help="declared GFLOPs per query")
+    p.add_argument("--name", default="", help="display name")
+    p.add_argument("--pool", help="also register a pool of this name")
+    p.add_argument("--main", help="main agent of that pool (default: this agent)")
+    p.add_argument("--experts", nargs="*", default=[], help="other experts of that pool")
+    args = p.parse_args(argv)
+    try:
+        spec = AgentSpec(id=args.agent, dataset=args.dataset, kind="prediction_file", gflops=args.gflops,
+                         gflops_source="declared", path=str(args.file.resolve()), name=args.name or args.agent)
+        report = import_predictions(spec, load_dataset(args.dataset), AgentCache(), args.file)
+        register_agent(spec)  # only once the file has been read and scored
+        print("\n".join(report.lines()))
+        if args.pool:
+            main_agent = args.main or args.agent
+            experts = [a for a in [*args.experts, args.agent] if a != main_agent]
+            register_pool(PoolSpec(args.pool, args.dataset, main_agent, tuple(dict.fromkeys(experts))))
+            print(f"pool {args.pool}: main {main_agent}; experts {', '.join(dict.fromkeys(experts))}")
+    except (DataFormatError, FileNotFoundError, KeyError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
