@@ -88,8 +88,12 @@ def rejector_gflops(encoder_name: str = DEFAULT_ENCODER, length: int = 384) -> f
 
 def prepare(dataset: str = "squad11", pool: str | PoolSpec = "P3", encoder: str = DEFAULT_ENCODER,
             features: str = "separate", val_fraction: float = 0.0, seed: int = 0,
-            cache: AgentCache | None = None, progress: bool = False) -> Benchmark:
-    """Load data, split by the BENCHMARK.md test articles, featurize both sides."""
+            cache: AgentCache | None = None, progress: bool = False, features_needed: bool = True
+            ) -> Benchmark:
+    """Load data, split by the BENCHMARK.md test articles, featurize both sides.
+
+    ``features_needed=False`` skips the encoder (enough for the oracle and random policies).
+    """
     ds = load_dataset(dataset)
     pool = get_pool(pool) if isinstance(pool, str) else pool
     if pool.dataset != dataset:
@@ -99,11 +103,15 @@ def prepare(dataset: str = "squad11", pool: str | PoolSpec = "P3", encoder: str 
     if len(train) == 0 or len(test) == 0:
         raise ValueError(f"empty split on {dataset}: {len(train)} training, {len(test)} test questions")
     recs = {r.qid: r for r in ds}
-    enc = _encoder(encoder)
     train_recs = tuple(recs[q] for q in train.qids)
     test_recs = tuple(recs[q] for q in test.qids)
-    X_train = featurize(enc, train_recs, features, progress)
-    X_test = featurize(enc, test_recs, features, progress)
+    if features_needed:
+        enc = _encoder(encoder)
+        X_train = featurize(enc, train_recs, features, progress)
+        X_test = featurize(enc, test_recs, features, progress)
+    else:
+        X_train = np.zeros((len(train_recs), 0), np.float32)
+        X_test = np.zeros((len(test_recs), 0), np.float32)
     bench = Benchmark(ds, pool, train, test, X_train, X_test, train_recs, test_recs, encoder,
                       features, rejector_gflops(encoder))
     if val_fraction > 0:

@@ -72,7 +72,8 @@ def main(argv=None) -> int:
     try:
         if any(not math.isfinite(b) or b < 0 for b in [args.beta1, *(args.beta or []), *args.alpha]):
             raise InvalidCostError("α and β must be finite numbers >= 0")
-        bench = prepare(args.dataset, args.pool, args.encoder, args.features, progress=not args.quiet)
+        bench = prepare(args.dataset, args.pool, args.encoder, args.features, progress=not args.quiet,
+                        features_needed=args.policy in ("sdl", "plugin"))
         betas = BETA_POINTS if args.sweep else [args.beta1]
         rows = []
         for b in betas:

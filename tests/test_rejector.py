@@ -1,0 +1,596 @@
+"""SPEC §6 rejector: encoder + embedding cache, features, fast-mode estimators (SDL and
+plug-in), checkpoints, the full (fine-tuned encoder) mode, GFLOPs and device selection.
+
+Everything runs on a tiny BERT built offline in a temporary directory and loaded through
+``load_encoder`` (the same ``from_pretrained`` path users take), on a synthetic routing
+problem whose outcome is a function of one word of the question:
+
+- ``alpha`` questions: every agent right → the main model (agent 0) is Bayes-optimal;
+- ``beta`` questions: only expert 2 right → agent 2;
+- ``gamma`` questions: main model wrong on the end, expert 1 right, expert 2 wrong → agent 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from pathlib import Path
+
+import diskcache
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from l2d_core.costs import CostConfig
+from l2d_core.data.records import QARecord
+from l2d_core.encoder import Encoder, embedding_key, load_encoder, pool
+from l2d_core.policies import bayes_policy, learned_policy
+from l2d_core.rejector import (
+    FullSDLRejector,
+    PluginRejector,
+    SDLRejector,
+    featurize,
+    load_head,
+)
+from l2d_core.routing_data import RoutingData
+from l2d_core.runtime import pick_device
+from l2d_core.training import PAPER_CONFIG, TrainConfig, train_loop
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+CLASS_WORDS = ("alpha", "beta", "gamma")
+WH = ["what", "who", "where", "when", "which"]
+FILLER = ["river", "city", "king", "queen", "war", "year", "house", "bridge", "tower", "church",
+          "school", "music", "painter", "writer", "island", "lake", "mountain", "north", "south"]
+CONTEXT_WORDS = ["old", "new", "large", "small", "famous", "east", "west", "born", "built", "named"]
+WORDS = ["the", "a", "is", "of", "in", "and", "to", "was", ".", "?", *CLASS_WORDS, *WH, *FILLER,
+         *CONTEXT_WORDS]
+HIDDEN = 32
+N_QUERIES = 42
+N_CONTEXTS = 7
+AGENTS = ("main", "expert1", "expert2")
+COSTS = CostConfig(alpha=[1.0, 1.0], beta=[0.1, 0.2])
+HEAD_CONFIG = TrainConfig(lr=1e-2, epochs=60, batch_size=16, dropout=0.0, hidden=16, seed=0)
+PICKLE_SUFFIXES = {".pt", ".pth", ".pkl", ".pickle", ".bin", ".ckpt"}
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+
+def _build_bert(directory: Path, words: list[str], seed: int = 0) -> Path:
+    """A tiny random BERT and its WordPiece tokenizer, saved as a from_pretrained directory."""
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    directory.mkdir(parents=True, exist_ok=True)
+    vocab = SPECIALS + words
+    vocab_file = directory / "vocab.txt"
+    vocab_file.write_text("\n".join(vocab) + "\n")
+    # transformers 5 takes the vocabulary as ``vocab=`` (``vocab_file=`` is silently ignored)
+    tok = BertTokenizer(vocab=str(vocab_file))
+    assert len(tok) == len(vocab)
+    config = BertConfig(hidden_size=HIDDEN, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, vocab_size=len(vocab), max_position_embeddings=128)
+    torch.manual_seed(seed)
+    model = BertModel(config)
+    model.save_pretrained(directory)
+    tok.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory) -> Path:
+    return _build_bert(tmp_path_factory.mktemp("tiny_bert"), WORDS)
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_dir) -> Encoder:
+    enc = load_encoder(str(tiny_dir), max_length=64, device="cpu")
+    # the vocabulary really is in use (not everything mapped to [UNK])
+    ids = enc.tokenizer("what is alpha ?")["input_ids"]
+    assert enc.tokenizer.unk_token_id not in ids
+    return enc
+
+
+def _unique(enc: Encoder) -> Encoder:
+    """The same model under a fingerprint no cache has seen: every text is encoded afresh."""
+    return dataclasses.replace(enc, fingerprint=uuid.uuid4().hex)
+
+
+def _make_problem(n: int = N_QUERIES, seed: int = 0) -> tuple[tuple[QARecord, ...], RoutingData, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    contexts = [f"the {rng.choice(CONTEXT_WORDS)} {f} of the {g} was {rng.choice(CONTEXT_WORDS)} ."
+                for f, g in zip(FILLER[:N_CONTEXTS], FILLER[-N_CONTEXTS:])]
+    records, cls = [], []
+    for i in range(n):
+        c = i % 3
+        f1, f2 = rng.choice(FILLER, size=2, replace=False)
+        question = f"{WH[i % len(WH)]} is the {CLASS_WORDS[c]} {f1} of the {f2} {i // 3 % 4 * 'a '}?"
+        k = i % N_CONTEXTS
+        records.append(QARecord(qid=f"q{i}", title=f"t{k}", context=contexts[k], question=question,
+                                answers=(contexts[k].split()[2],), answer_starts=(None,)))
+        cls.append(c)
+    cls = np.array(cls)
+    #                    alpha               beta                 gamma
+    start = np.array([[1, 1, 1], [0, 0, 1], [1, 1, 0]], dtype=bool)[cls]
+    end = np.array([[1, 1, 1], [0, 0, 1], [0, 1, 0]], dtype=bool)[cls]
+    correct = start & end
+    answers = np.array([[r.answers[0] if ok else "wrong" for ok in row]
+                        for r, row in zip(records, correct)], dtype=object)
+    data = RoutingData(
+        dataset="tiny",
+        agent_ids=AGENTS,
+        qids=tuple(r.qid for r in records),
+        titles=np.array([r.title for r in records], dtype=object),
+        start_ok=start,
+        end_ok=end,
+        em=correct.astype(float),
+        f1=np.where(correct, 1.0, 0.4),
+        gflops=np.tile([10.0, 5.0, 100.0], (n, 1)),
+        answers=answers,
+    )
+    return tuple(records), data, cls
+
+
+@pytest.fixture(scope="module")
+def problem():
+    records, data, cls = _make_problem()
+    assert len(set(r.question for r in records)) == len(records)
+    return records, data, cls
+
+
+@pytest.fixture(scope="module")
+def features(encoder, problem) -> np.ndarray:
+    return featurize(encoder, problem[0], "separate")
+
+
+@pytest.fixture(scope="module")
+def sdl_est(features, problem) -> SDLRejector:
+    return SDLRejector(config=HEAD_CONFIG, costs=COSTS).fit(features, problem[1])
+
+
+@pytest.fixture(scope="module")
+def plugin_est(features, problem) -> PluginRejector:
+    return PluginRejector(config=HEAD_CONFIG).fit(features, problem[1])
+
+
+def _bayes(data: RoutingData, costs: CostConfig) -> np.ndarray:
+    """The Bayes rule with the true error rates (outcomes are deterministic given the class)."""
+    return bayes_policy(data.errors.astype(float), costs)
+
+
+def _no_pickle(directory: Path) -> None:
+    found = [p for p in Path(directory).rglob("*") if p.suffix in PICKLE_SUFFIXES]
+    assert not found, f"pickle-style files written: {found}"
+
+
+# ----------------------------------------------------------------------------- (1) embeddings
+
+
+def test_embed_shape_deterministic_and_cached(encoder, tmp_path, monkeypatch):
+    texts = ["what is the alpha river ?", "the old king of the city .", "who was the beta queen ?",
+             "what is the alpha river ?"]  # duplicate on purpose
+    calls: list[list[str]] = []
+    original = Encoder._encode
+
+    def counting(self, texts, batch_size, progress):
+        calls.append(list(texts))
+        return original(self, texts, batch_size, progress)
+
+    monkeypatch.setattr(Encoder, "_encode", counting)
+    store = diskcache.Cache(str(tmp_path / "a"))
+    first = encoder.embed(texts, store=store)
+    assert first.shape == (4, HIDDEN) and first.dtype == np.float32
+    assert np.isfinite(first).all()
+    assert len(calls) == 1 and sorted(calls[0]) == sorted(set(texts))  # duplicate encoded once
+    np.testing.assert_array_equal(first[0], first[3])
+    assert not np.allclose(first[0], first[1])
+
+    # second call: served from the cache; the model is not run again
+    def boom(self, *args, **kwargs):
+        raise AssertionError("the model was called for cached texts")
+
+    monkeypatch.setattr(Encoder, "_encode", boom)
+    again = encoder.embed(texts, store=store)
+    np.testing.assert_array_equal(again, first)
+    # a partly new batch encodes only the new text
+    monkeypatch.setattr(Encoder, "_encode", counting)
+    calls.clear()
+    mixed = encoder.embed([texts[1], "where is the gamma lake ?"], store=store)
+    assert calls == [["where is the gamma lake ?"]]
+    np.testing.assert_array_equal(mixed[0], first[1])
+
+    # deterministic: an empty cache computes the same vectors again
+    other = encoder.embed(texts, store=diskcache.Cache(str(tmp_path / "b")))
+    np.testing.assert_array_equal(other, first)
+
+
+def test_embedding_key_separates_settings(encoder, tmp_path, monkeypatch):
+    base = ("fp", "mean", 64, "bf16", "what is alpha ?")
+    key = embedding_key(*base)
+    assert key == embedding_key(*base)
+    for i, changed in enumerate(["fp2", "cls", 32, "fp16", "what is beta ?"]):
+        args = list(base)
+        args[i] = changed
+        assert embedding_key(*args) != key, f"field {i} does not enter the key"
+
+    # through embed: another pooling or max_length misses the cache and gives other vectors
+    store = diskcache.Cache(str(tmp_path / "store"))
+    calls = []
+    original = Encoder._encode
+    monkeypatch.setattr(Encoder, "_encode",
+                        lambda self, t, b, p: calls.append(self.pooling) or original(self, t, b, p))
+    texts = ["what is the alpha river of the king ?"]
+    mean = encoder.embed(texts, store=store)
+    cls = dataclasses.replace(encoder, pooling="cls").embed(texts, store=store)
+    short = dataclasses.replace(encoder, max_length=4).embed(texts, store=store)
+    assert calls == ["mean", "cls", "mean"]
+    assert not np.allclose(mean, cls)
+    assert not np.allclose(mean, short)  # truncated to 4 tokens
+
+
+def test_pool_mean_ignores_padding_and_cls_takes_first():
+    hidden = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]]])
+    mask = torch.tensor([[1, 1, 0]])
+    assert pool(hidden, mask, "mean").tolist() == [[2.0, 3.0]]
+    assert pool(hidden, mask, "cls").tolist() == [[1.0, 2.0]]
+    with pytest.raises(ValueError, match="pooling"):
+        pool(hidden, mask, "max")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG embedding_store() is lru_cached with directory=None as the key, so the store is fixed "
+    "at the first call and later changes of L2D_CACHE_DIR (the fresh_cache fixture) are ignored"))
+def test_default_store_follows_cache_dir(encoder, fresh_cache, monkeypatch):
+    enc = _unique(encoder)
+    calls = []
+    original = Encoder._encode
+    monkeypatch.setattr(Encoder, "_encode",
+                        lambda self, t, b, p: calls.append(len(t)) or original(self, t, b, p))
+    enc.embed(["what is the alpha king ?"])
+    second = fresh_cache.parent / "second_cache"
+    monkeypatch.setenv("L2D_CACHE_DIR", str(second))
+    enc.embed(["what is the alpha king ?"])
+    assert (second / "embeddings").is_dir()
+    assert calls == [1, 1]  # a new cache directory starts empty
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG _fingerprint hashes config.json and file sizes, not the weights: new weights of the "
+    "same shape saved to the same directory hit the old weights' cached embeddings"))
+def test_fingerprint_changes_with_weights(tmp_path):
+    store = diskcache.Cache(str(tmp_path / "store"))
+    path = tmp_path / "model"
+    texts = ["what is the alpha river ?"]
+    _build_bert(path, WORDS, seed=0)
+    old = load_encoder(str(path), max_length=64, device="cpu")
+    e_old = old.embed(texts, store=store)
+    _build_bert(path, WORDS, seed=1)  # e.g. a fine-tuned encoder re-saved in place
+    new = load_encoder(str(path), max_length=64, device="cpu")
+    direct = new._encode(texts, 8, False)
+    assert not np.allclose(e_old, direct, atol=1e-2)  # the weights really differ
+    np.testing.assert_allclose(new.embed(texts, store=store), direct, atol=1e-2)
+
+
+# ----------------------------------------------------------------------------- (2) features
+
+
+def test_featurize_separate_encodes_each_context_once(encoder, problem, monkeypatch):
+    records = problem[0]
+    enc = _unique(encoder)
+    seen: list[str] = []
+    original = Encoder._encode
+    monkeypatch.setattr(Encoder, "_encode",
+                        lambda self, t, b, p: seen.extend(t) or original(self, t, b, p))
+    X = featurize(enc, records, "separate")
+    assert X.shape == (len(records), 4 * HIDDEN) and X.dtype == np.float32
+    contexts = {r.context for r in records}
+    assert len(contexts) == N_CONTEXTS
+    assert len(seen) == len(set(seen)) == N_CONTEXTS + len(records)
+    assert contexts <= set(seen)
+
+    q = enc.embed([r.question for r in records])
+    c = enc.embed([r.context for r in records])
+    np.testing.assert_array_equal(X[:, :HIDDEN], q)
+    np.testing.assert_array_equal(X[:, HIDDEN:2 * HIDDEN], c)
+    np.testing.assert_allclose(X[:, 2 * HIDDEN:3 * HIDDEN], q * c)
+    np.testing.assert_allclose(X[:, 3 * HIDDEN:], np.abs(q - c))
+
+    # featurizing again (records repeated) encodes nothing new
+    seen.clear()
+    X2 = featurize(enc, records + records, "separate")
+    assert seen == []
+    np.testing.assert_array_equal(X2[: len(records)], X)
+
+
+def test_featurize_pair_and_unknown_kind(encoder, problem):
+    records = problem[0][:6]
+    enc = _unique(encoder)
+    X = featurize(enc, records, "pair")
+    assert X.shape == (6, HIDDEN)
+    q_only = enc.embed([r.question for r in records])
+    assert not np.allclose(X, q_only)  # the context is part of the pair
+    with pytest.raises(ValueError, match="unknown feature kind"):
+        featurize(enc, records, "concat")
+
+
+# ----------------------------------------------------------------------------- (3) SDL rejector
+
+
+def test_sdl_rejector_shapes_and_learned_policy(sdl_est, features, problem):
+    records, data, cls = problem
+    S = sdl_est.scores(features)
+    assert S.shape == (len(data), 2, 3) and np.isfinite(S).all()
+    choice = sdl_est.predict(features)
+    assert choice.shape == (len(data),) and choice.dtype.kind == "i"
+    np.testing.assert_array_equal(choice, S.sum(axis=1).argmax(axis=1))
+    np.testing.assert_array_equal(choice, learned_policy(S))
+    assert sdl_est.agent_ids_ == AGENTS
+    assert len(sdl_est.history_["train"]) == HEAD_CONFIG.epochs
+    assert sdl_est.history_["train"][-1] < sdl_est.history_["train"][0]
+    # learns the pattern: routes (almost) as the Bayes rule with the true error rates would
+    bayes = _bayes(data, COSTS)
+    assert sorted(set(bayes.tolist())) == [0, 1, 2]  # all three agents are optimal somewhere
+    assert (choice == bayes).mean() >= 0.9
+
+
+def test_sdl_rejector_needs_costs_and_fit(features, problem):
+    with pytest.raises(ValueError, match="costs"):
+        SDLRejector(config=HEAD_CONFIG).fit(features, problem[1])
+    with pytest.raises(RuntimeError, match="fit"):
+        SDLRejector(config=HEAD_CONFIG, costs=COSTS).scores(features)
+
+
+def test_sdl_rejector_follows_costs(sdl_est, features, problem):
+    records, data, cls = problem
+    base = sdl_est.predict(features)
+    # expert 2 made expensive: the beta questions go to the main model (cost 2 < 2.2 for expert 1)
+    costly2 = CostConfig(alpha=[1.0, 1.0], beta=[0.1, 10.0])
+    pricey = SDLRejector(config=HEAD_CONFIG, costs=costly2).fit(features, data).predict(features)
+    assert (base == 2).sum() >= 0.9 * (cls == 1).sum()
+    assert (pricey == 2).sum() == 0
+    assert (pricey == _bayes(data, costly2)).mean() >= 0.9
+    assert (pricey[cls == 2] == 1).mean() >= 0.9  # gamma questions still go to expert 1
+    # every expert far dearer than any error of the main model: everything stays with agent 0
+    huge = CostConfig(alpha=[1.0, 1.0], beta=[10.0, 10.0])
+    everything = SDLRejector(config=HEAD_CONFIG, costs=huge).fit(features, data).predict(features)
+    assert (everything == 0).all()
+    assert (base == 0).mean() < 0.5
+
+
+# ----------------------------------------------------------------------------- (4) plug-in
+
+
+def test_plugin_rejector_probabilities_and_costs_without_refit(plugin_est, features, problem):
+    records, data, cls = problem
+    P = plugin_est.error_proba(features)
+    assert P.shape == (len(data), 2, 3)
+    assert ((P > 0) & (P < 1)).all()
+    # the error estimates themselves are learned: thresholded they reproduce the outcomes
+    assert ((P > 0.5) == data.errors).mean() >= 0.9
+    weights = {k: v.clone() for k, v in plugin_est.head_.state_dict().items()}
+    with pytest.raises(ValueError, match="costs"):
+        plugin_est.predict(features)
+    settings = [COSTS, CostConfig(alpha=[1.0, 1.0], beta=[0.1, 10.0]),
+                CostConfig(alpha=[1.0, 1.0], beta=[10.0, 10.0])]
+    choices = [plugin_est.predict(features, c) for c in settings]
+    for c, choice in zip(settings, choices):
+        assert (choice == _bayes(data, c)).mean() >= 0.9
+    assert (choices[1] == 2).sum() == 0 < (choices[0] == 2).sum()
+    assert (choices[2] == 0).all()
+    # the costs given at construction are the default
+    plugin_est.costs = settings[1]
+    try:
+        np.testing.assert_array_equal(plugin_est.predict(features), choices[1])
+    finally:
+        plugin_est.costs = None
+    for k, v in plugin_est.head_.state_dict().items():  # nothing was refitted
+        torch.testing.assert_close(v, weights[k], rtol=0, atol=0)
+
+
+# ----------------------------------------------------------------------------- (5) checkpoints
+
+
+def test_sdl_save_load_roundtrip(sdl_est, features, tmp_path):
+    path = tmp_path / "sdl"
+    sdl_est.save(path)
+    assert {p.name for p in path.iterdir()} == {"model.safetensors", "scaler.safetensors", "config.json"}
+    _no_pickle(path)
+    config = json.loads((path / "config.json").read_text())
+    assert config["estimator"] == "SDLRejector"
+    assert config["agent_ids"] == list(AGENTS)
+    assert config["in_dim"] == 4 * HIDDEN
+    assert config["train"] == HEAD_CONFIG.to_dict()
+    assert set(load_file(str(path / "scaler.safetensors"))) == {"mu", "sd"}
+    loaded = SDLRejector.load(path, costs=COSTS)
+    assert loaded.config == HEAD_CONFIG and loaded.agent_ids_ == AGENTS
+    np.testing.assert_array_equal(loaded.scores(features), sdl_est.scores(features))
+    np.testing.assert_array_equal(loaded.predict(features), sdl_est.predict(features))
+
+
+def test_plugin_save_load_roundtrip(plugin_est, features, tmp_path):
+    path = tmp_path / "plugin"
+    plugin_est.save(path, extra={"pool": "P-tiny"})
+    assert {p.name for p in path.iterdir()} == {"model.safetensors", "scaler.safetensors", "config.json"}
+    _no_pickle(path)
+    config = json.loads((path / "config.json").read_text())
+    assert config["estimator"] == "PluginRejector" and config["pool"] == "P-tiny"
+    loaded = PluginRejector.load(path)
+    np.testing.assert_array_equal(loaded.error_proba(features), plugin_est.error_proba(features))
+    np.testing.assert_array_equal(loaded.predict(features, COSTS), plugin_est.predict(features, COSTS))
+
+
+# ----------------------------------------------------------------------------- (6) determinism
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG _HeadEstimator.fit builds RejectorHead before train_loop calls set_seed(config.seed): "
+    "the initial weights come from whatever the global torch RNG holds, not from the seed"))
+def test_same_seed_same_scores(features, problem):
+    data = problem[1]
+    torch.manual_seed(1)
+    a = SDLRejector(config=HEAD_CONFIG.but(epochs=5), costs=COSTS).fit(features, data)
+    torch.manual_seed(2)  # unrelated work in between must not matter
+    b = SDLRejector(config=HEAD_CONFIG.but(epochs=5), costs=COSTS).fit(features, data)
+    np.testing.assert_array_equal(a.scores(features), b.scores(features))
+
+
+def test_seed_controls_training(features, problem):
+    data = problem[1]
+    cfg = HEAD_CONFIG.but(epochs=5, dropout=0.1)
+
+    def fit(seed):
+        torch.manual_seed(123)  # same global state (works around the bug above)
+        return SDLRejector(config=cfg.but(seed=seed), costs=COSTS).fit(features, data).scores(features)
+
+    np.testing.assert_array_equal(fit(0), fit(0))
+    assert not np.allclose(fit(0), fit(1))
+
+
+# ----------------------------------------------------------------------------- (7) validation, errors
+
+
+def test_fit_with_validation_restores_best_epoch(features, problem):
+    records, data, cls = problem
+    # validation outcomes contradict the training ones (alpha <-> beta), so validation loss
+    # rises as the head learns and the best epoch is an early one
+    swap = np.where(cls == 0, 1, np.where(cls == 1, 0, 2))
+    order = np.array([np.flatnonzero(cls == s)[k % (cls == s).sum()]
+                      for k, s in enumerate(swap)])  # a query of the swapped class
+    val = dataclasses.replace(data, start_ok=data.start_ok[order], end_ok=data.end_ok[order])
+    est = SDLRejector(config=HEAD_CONFIG.but(epochs=30), costs=COSTS)
+    est.fit(features, data, features, val)
+    h = est.history_
+    assert len(h["train"]) == len(h["val"]) == 30
+    best = int(h["best_epoch"][0])
+    assert best == int(np.argmin(h["val"])) and best < 29
+    assert min(h["val"]) < h["val"][-1] - 1e-3
+    # the weights in place are those of the best epoch
+    restored = float(est._loss(torch.from_numpy(est.scores(features)), est._targets(val)))
+    assert restored == pytest.approx(min(h["val"]), rel=1e-5, abs=1e-6)
+    # without validation data there is no best epoch
+    plain = SDLRejector(config=HEAD_CONFIG.but(epochs=3), costs=COSTS).fit(features, data)
+    assert plain.history_["val"] == [] and "best_epoch" not in plain.history_
+
+
+def test_length_mismatch_and_empty_training(features, problem, tiny_dir):
+    records, data, cls = problem
+    with pytest.raises(ValueError, match="feature rows"):
+        SDLRejector(config=HEAD_CONFIG, costs=COSTS).fit(features[:-1], data)
+    with pytest.raises(ValueError, match="feature rows"):
+        PluginRejector(config=HEAD_CONFIG).fit(features, data.take(np.arange(5)))
+    with pytest.raises(ValueError, match="records"):
+        FullSDLRejector(costs=COSTS, encoder=str(tiny_dir), device="cpu").fit(records[:3], data)
+    with pytest.raises(ValueError, match="empty"):
+        train_loop(torch.nn.Linear(2, 2), 0, lambda idx: torch.zeros(()), HEAD_CONFIG)
+
+
+# ----------------------------------------------------------------------------- (8) full mode
+
+FULL_CONFIG = PAPER_CONFIG.but(epochs=2, batch_size=8, lr=1e-3, hidden=16)
+
+
+def _full_rejector_checks(est: FullSDLRejector, records, data, tiny_dir, device: str) -> None:
+    before = load_encoder(str(tiny_dir), device="cpu").model.state_dict()
+    est.fit(records, data)
+    assert est.encoder_.device.type == device
+    assert len(est.history_["train"]) == 2 and np.isfinite(est.history_["train"]).all()
+    S = est.scores(records, batch_size=16)
+    assert S.shape == (len(records), 2, 3) and np.isfinite(S).all()
+    choice = est.predict(records)
+    assert choice.shape == (len(records),)
+    np.testing.assert_array_equal(choice, learned_policy(S))
+    # end to end: the encoder itself moved, not only the head
+    after = {k: v.cpu() for k, v in est.model_.encoder.state_dict().items()}
+    moved = [k for k in before if not torch.equal(before[k], after[k])]
+    assert any("encoder.layer" in k for k in moved)
+
+
+def test_full_sdl_rejector_cpu(tiny_dir, problem, tmp_path):
+    records, data, cls = problem
+    est = FullSDLRejector(costs=COSTS, encoder=str(tiny_dir), config=FULL_CONFIG, max_length=64,
+                          device="cpu")
+    _full_rejector_checks(est, records, data, tiny_dir, "cpu")
+
+    path = est.save(tmp_path / "full")
+    assert (path / "encoder" / "model.safetensors").is_file()
+    assert (path / "encoder" / "config.json").is_file()
+    assert (path / "model.safetensors").is_file() and (path / "config.json").is_file()
+    _no_pickle(path)
+    config = json.loads((path / "config.json").read_text())
+    assert config["estimator"] == "FullSDLRejector"
+    assert config["costs"] == {"alpha": [1.0, 1.0], "beta": [0.1, 0.2]}
+    assert config["train"] == FULL_CONFIG.to_dict() and config["max_length"] == 64
+    # the checkpoint alone reproduces the scores: saved encoder + saved head
+    enc = load_encoder(str(path / "encoder"), max_length=64, device="cpu")
+    head, _ = load_head(path)
+    with torch.no_grad():
+        tok = enc.tokenize([r.question for r in records], [r.context for r in records])
+        again = head(enc.forward_pooled(tok)).numpy()
+    np.testing.assert_allclose(again, est.scores(records), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG FullSDLRejector.save writes agent_ids as list(range(A)) instead of the RoutingData "
+    "agent ids the head was trained on (SDLRejector keeps data.agent_ids)"))
+def test_full_sdl_checkpoint_names_agents(tiny_dir, problem, tmp_path):
+    records, data, cls = problem
+    est = FullSDLRejector(costs=COSTS, encoder=str(tiny_dir), config=FULL_CONFIG.but(epochs=1),
+                          max_length=32, device="cpu").fit(records[:8], data.take(np.arange(8)))
+    config = json.loads((est.save(tmp_path / "full") / "config.json").read_text())
+    assert config["agent_ids"] == list(AGENTS)
+
+
+# ----------------------------------------------------------------------------- (9) GFLOPs, device
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG Encoder.gflops feeds token id 100, out of range for vocabularies of <= 100 tokens "
+    "(IndexError); use a valid id such as tokenizer.unk_token_id"))
+def test_gflops_small_vocabulary(tiny_dir):
+    enc = load_encoder(str(tiny_dir), max_length=64, device="cpu", eager_attention=True)
+    assert enc.model.config.vocab_size <= 100
+    assert enc.gflops(32) > 0
+
+
+def test_gflops_positive_and_grows_with_length(tmp_path):
+    # a vocabulary padded with [unused] tokens past id 100 (see the xfail above)
+    path = _build_bert(tmp_path / "bert", WORDS + [f"[unused{i}]" for i in range(60)])
+    enc = load_encoder(str(path), max_length=64, device="cpu", eager_attention=True)
+    g32, g64 = enc.gflops(32), enc.gflops(64)
+    assert g32 > 0
+    assert g64 > 1.8 * g32
+    assert g64 < 4.5 * g32  # linear layers dominate at this width: far from more than quadratic
+    assert enc.gflops() == pytest.approx(g64)  # default length is max_length
+    # the order of magnitude: ~2 multiply-adds per weight and token (embeddings are lookups)
+    weights = sum(p.numel() for n, p in enc.model.named_parameters()
+                  if p.ndim == 2 and "embeddings" not in n)
+    assert 0.5 * 2 * weights * 64 / 1e9 < g64 < 3 * 2 * weights * 64 / 1e9
+
+
+def test_pick_device(monkeypatch):
+    monkeypatch.delenv("L2D_DEVICE", raising=False)
+    assert pick_device("cpu") == torch.device("cpu")
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert pick_device().type == expected
+    monkeypatch.setenv("L2D_DEVICE", "cpu")
+    assert pick_device() == torch.device("cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="CUDA"):
+            pick_device("cuda")
+        monkeypatch.setenv("L2D_DEVICE", "cuda")
+        with pytest.raises(RuntimeError, match="CUDA"):
+            pick_device()
+
+
+# ----------------------------------------------------------------------------- (10) GPU
+
+
+@pytest.mark.gpu
+def test_full_sdl_rejector_cuda(tiny_dir, problem):
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    records, data, cls = problem
+    est = FullSDLRejector(costs=COSTS, encoder=str(tiny_dir), config=FULL_CONFIG, max_length=64,
+                          device="cuda")
+    _full_rejector_checks(est, records, data, tiny_dir, "cuda")
