@@ -24,11 +24,11 @@ from .data.records import QADataset
 from .encoder import DEFAULT_ENCODER, Encoder, load_encoder
 from .paths import cache_dir
 from .policies import POLICIES, oracle_policy, random_policy
-from .rejector import PluginRejector, SDLRejector, featurize
+from .rejector import FullSDLRejector, PluginRejector, SDLRejector, featurize
 from .routing_data import RoutingData, load_routing_data
-from .training import FAST_CONFIG, TrainConfig
+from .training import FAST_CONFIG, PAPER_CONFIG, TrainConfig
 
-__all__ = ["BETA_POINTS", "Benchmark", "prepare", "evaluate_choice", "fit_sdl", "fit_plugin",
+__all__ = ["BETA_POINTS", "Benchmark", "prepare", "evaluate_choice", "fit_sdl", "fit_full_sdl", "fit_plugin",
            "run_policy", "sweep", "rejector_gflops"]
 
 # BENCHMARK.md sweep points for β₁ (β_j from the GFLOPs rule, α_j = 1).
@@ -148,6 +148,18 @@ def fit_sdl(bench: Benchmark, costs: CostConfig, config: TrainConfig = FAST_CONF
     return _fit_cached(SDLRejector(config=config, costs=costs, progress=progress), "sdl", bench, costs)
 
 
+def fit_full_sdl(bench: Benchmark, costs: CostConfig, config: TrainConfig = PAPER_CONFIG,
+                 progress: bool = False, device: str | None = None) -> FullSDLRejector:
+    """The paper's rejector in full mode (fine-tuned encoder); cached on disk."""
+    path = _head_dir("full-sdl", bench, config, costs)
+    if (path / "model.safetensors").is_file() and (path / "encoder").is_dir():
+        return FullSDLRejector.load(path, device)
+    est = FullSDLRejector(costs, bench.encoder_name, config, device=device, progress=progress)
+    est.fit(list(bench.train_records), bench.train)
+    est.save(path)
+    return est
+
+
 def fit_plugin(bench: Benchmark, config: TrainConfig = FAST_CONFIG, progress: bool = False) -> PluginRejector:
     """The cost-free error estimator behind the reweight policy; cached on disk."""
     return _fit_cached(PluginRejector(config=config, progress=progress), "plugin", bench, None)
@@ -180,10 +192,16 @@ def evaluate_choice(choice: np.ndarray, data: RoutingData, costs: CostConfig,
 
 
 def run_policy(bench: Benchmark, policy: str, costs: CostConfig, seed: int = 0,
-               config: TrainConfig = FAST_CONFIG, progress: bool = False) -> dict:
-    """Fit (or load) ``policy`` on the training articles and evaluate it on the test articles."""
+               config: TrainConfig = FAST_CONFIG, progress: bool = False, mode: str = "fast") -> dict:
+    """Fit (or load) ``policy`` on the training articles and evaluate it on the test articles.
+
+    ``mode="full"`` fine-tunes the encoder for the SDL rejector (use ``PAPER_CONFIG``).
+    """
     test = bench.test
-    if policy == "sdl":
+    if policy == "sdl" and mode == "full":
+        choice = fit_full_sdl(bench, costs, config.but(seed=seed), progress).predict(list(bench.test_records))
+        rg = bench.rejector_gflops
+    elif policy == "sdl":
         choice = fit_sdl(bench, costs, config.but(seed=seed), progress).predict(bench.X_test)
         rg = bench.rejector_gflops
     elif policy == "plugin":

@@ -237,6 +237,7 @@ class FullSDLRejector:
     progress: bool = False
     model_: _PairModel | None = field(default=None, init=False, repr=False)
     encoder_: Encoder | None = field(default=None, init=False, repr=False)
+    agent_ids_: tuple[str, ...] = field(default=(), init=False)
     history_: dict = field(default_factory=dict, init=False, repr=False)
 
     def _batches(self, records: Sequence[QARecord]):
@@ -245,6 +246,7 @@ class FullSDLRejector:
     def fit(self, X: Sequence[QARecord], data: RoutingData):
         if len(X) != len(data):
             raise ValueError(f"{len(X)} records for {len(data)} queries")
+        self.agent_ids_ = data.agent_ids
         self.encoder_ = load_encoder(self.encoder, max_length=self.max_length, device=self.device)
         dev = self.encoder_.device
         self.model_ = _PairModel(self.encoder_, data.n_agents, self.config.hidden, self.config.dropout).to(dev)
@@ -278,5 +280,19 @@ class FullSDLRejector:
         self.encoder_.tokenizer.save_pretrained(directory / "encoder")
         config = {"estimator": "FullSDLRejector", "costs": asdict(self.costs), "encoder": self.encoder,
                   "max_length": self.max_length, "in_dim": self.encoder_.dim,
-                  "agent_ids": list(range(self.model_.head.n_agents)), "train": self.config.to_dict()}
+                  "agent_ids": list(self.agent_ids_), "train": self.config.to_dict()}
         return save_head(directory, self.model_.head, config)
+
+    @classmethod
+    def load(cls, directory: str | Path, device: str | None = None) -> FullSDLRejector:
+        """Reload a saved full-mode rejector (fine-tuned encoder + head)."""
+        directory = Path(directory)
+        head, config = load_head(directory)
+        est = cls(CostConfig(**config["costs"]), config["encoder"], TrainConfig(**config["train"]),
+                  config["max_length"], device)
+        est.encoder_ = load_encoder(str(directory / "encoder"), max_length=est.max_length, device=device)
+        est.model_ = _PairModel(est.encoder_, len(config["agent_ids"]), est.config.hidden, est.config.dropout)
+        est.model_.head = head
+        est.model_.to(est.encoder_.device).eval()
+        est.agent_ids_ = tuple(config["agent_ids"])
+        return est

@@ -31,7 +31,6 @@ class TrainConfig:
     hidden: int = 64  # hidden width of the rejector head
     nu: float = 1.0  # comp-sum parameter of the SDL (1 = log-softmax, the paper's choice)
     seed: int = 0
-    val_fraction: float = 0.0  # validation articles carved from the training articles
     max_grad_norm: float = 1.0
 
     def to_dict(self) -> dict:

@@ -21,7 +21,7 @@ from l2d_core.costs import CostConfig, InvalidCostError
 from l2d_core.data import DATASETS
 from l2d_core.experiment import BETA_POINTS, prepare, run_policy
 from l2d_core.policies import POLICIES
-from l2d_core.training import FAST_CONFIG
+from l2d_core.training import FAST_CONFIG, PAPER_CONFIG
 
 JSON_KEYS = ("em", "f1", "gflops_per_query", "gflops_per_em", "allocation", "tpr", "fpr", "tdl",
              "tdl_random")
@@ -39,6 +39,11 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--features", default="separate", choices=["separate", "pair"])
     p.add_argument("--encoder", default="minilm", help="HF encoder id or path (default: packaged MiniLM)")
+    p.add_argument("--mode", default="fast", choices=["fast", "full"],
+                   help="SDL rejector: fast = head on frozen embeddings; full = fine-tune the encoder "
+                   "(paper hyper-parameters; CUDA when present, slow on a CPU)")
+    p.add_argument("--val-fraction", type=float, default=0.0,
+                   help="validation articles carved from the training articles (best epoch kept)")
     p.add_argument("--json", action="store_true", help="print one JSON object (a list with --sweep)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p.parse_args(argv)
@@ -72,13 +77,14 @@ def main(argv=None) -> int:
     try:
         if any(not math.isfinite(b) or b < 0 for b in [args.beta1, *(args.beta or []), *args.alpha]):
             raise InvalidCostError("α and β must be finite numbers >= 0")
-        bench = prepare(args.dataset, args.pool, args.encoder, args.features, progress=not args.quiet,
-                        features_needed=args.policy in ("sdl", "plugin"))
+        bench = prepare(args.dataset, args.pool, args.encoder, args.features, args.val_fraction,
+                        args.seed, progress=not args.quiet, features_needed=args.policy in ("sdl", "plugin"))
+        config = PAPER_CONFIG if args.mode == "full" else FAST_CONFIG
         betas = BETA_POINTS if args.sweep else [args.beta1]
         rows = []
         for b in betas:
             costs = costs_for(args, bench, b)
-            r = run_policy(bench, args.policy, costs, args.seed, FAST_CONFIG, progress=not args.quiet)
+            r = run_policy(bench, args.policy, costs, args.seed, config, not args.quiet, args.mode)
             rows.append({**r, "beta1": b})
     except (KeyError, ValueError, FileNotFoundError, LookupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
