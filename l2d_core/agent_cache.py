@@ -62,7 +62,7 @@ class AgentCache:
                 c.set(qid, {k: rec.get(k) for k in RECORD_FIELDS})
             if meta is not None:
                 c.set(_META, {**(c.get(_META) or {}), **meta})
-            c.incr(_GEN, default=0)
+            c.set(_GEN, int(c.get(_GEN, default=0)) + 1)  # JSONDisk: incr() cannot add to JSON
         return len(records)
 
     def set_meta(self, dataset: str, agent: str, **meta) -> None:
@@ -72,6 +72,7 @@ class AgentCache:
 
     def delete(self, dataset: str, agent: str) -> None:
         """Remove one agent's records (explicit user action only)."""
+        _check_name("dataset", dataset), _check_name("agent", agent)
         c = self._open.pop((dataset, agent), None)
         if c is not None:
             c.close()
@@ -79,9 +80,11 @@ class AgentCache:
 
     # --- reading -------------------------------------------------------------------------
     def has(self, dataset: str, agent: str) -> bool:
+        _check_name("dataset", dataset), _check_name("agent", agent)
         return (self.directory / dataset / agent / "cache.db").is_file() and bool(self.done_ids(dataset, agent))
 
     def agents(self, dataset: str) -> list[str]:
+        root = self.directory / _check_name("dataset", dataset)
         root = self.directory / dataset
         return sorted(p.name for p in root.iterdir() if (p / "cache.db").is_file()) if root.is_dir() else []
 

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from .costs import query_costs, tdl
+from .policies import random_policy
 
 __all__ = [
     "chosen",
@@ -96,7 +97,5 @@ def random_tdl(cost: np.ndarray, probs: np.ndarray | None = None,
     """TDL of random allocation (uniform, or with ``probs``), mean and std over seeds."""
     qc = query_costs(cost)
     n, a = qc.shape
-    p = None if probs is None else np.asarray(probs, dtype=float) / np.sum(probs)
-    vals = [float(qc[np.arange(n), np.random.default_rng(s).choice(a, size=n, p=p)].mean())
-            for s in seeds]
+    vals = [float(chosen(qc, random_policy(n, a, s, probs)).mean()) for s in seeds]
     return float(np.mean(vals)), float(np.std(vals))

@@ -60,7 +60,8 @@ class RoutingData:
 
     def take(self, index: np.ndarray) -> RoutingData:
         """Rows selected by a boolean mask or integer index."""
-        idx = np.flatnonzero(index) if np.asarray(index).dtype == bool else np.asarray(index)
+        arr = np.asarray(index)
+        idx = np.flatnonzero(arr) if arr.dtype == bool else arr.astype(np.intp, copy=False)
         return replace(
             self,
             qids=tuple(self.qids[i] for i in idx),
@@ -76,6 +77,8 @@ class RoutingData:
         """Replace declared GFLOPs (e.g. edited by the user) for some agents."""
         g = self.gflops.copy()
         for a, v in agent_gflops.items():
+            if a not in self.agent_ids:
+                raise KeyError(f"agent {a!r} is not in this pool {self.agent_ids}")
             g[:, self.agent_ids.index(a)] = float(v)
         return replace(self, gflops=g)
 
@@ -83,13 +86,15 @@ class RoutingData:
 def ensure_cached(dataset: QADataset, agents: list[AgentSpec], cache: AgentCache) -> None:
     """Import prediction-file agents that are not cached yet; fail clearly for live ones."""
     for spec in agents:
-        if cache.has(dataset.name, spec.id):
+        missing = set(dataset.qids) - cache.done_ids(dataset.name, spec.id)
+        if not missing:
             continue
         if spec.kind == "prediction_file":
             import_predictions(spec, dataset, cache)
         else:
             raise AgentNotCachedError(
-                f"agent {spec.id!r} ({spec.kind}) has no cached answers for {dataset.name}; run "
+                f"agent {spec.id!r} ({spec.kind}) has no cached answers for {len(missing)} of "
+                f"{len(dataset)} questions of {dataset.name}; run "
                 f"`python scripts/precompute_cache.py --dataset {dataset.name} --agents {spec.id}`"
             )
 

@@ -48,8 +48,8 @@ def read_prediction_file(path: str | Path) -> dict[str, str]:
     path = Path(path)
     if path.is_file() and path.stat().st_size > MAX_PREDICTION_BYTES:
         raise DataFormatError(
-            f"prediction file {path} is {path.stat().st_size / 2**20:.0f} MiB; the limit is "
-            f"{MAX_PREDICTION_BYTES / 2**20:.0f} MiB"
+            f"prediction file {path} is {path.stat().st_size:,} bytes; the limit is "
+            f"{MAX_PREDICTION_BYTES:,} bytes"
         )
     doc = read_json(path, "prediction file")
     if not isinstance(doc, dict):

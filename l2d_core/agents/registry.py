@@ -51,7 +51,7 @@ class AgentSpec:
             raise ValueError(f"agent id must be non-empty and without '|': {self.id!r}")
         if self.kind not in AGENT_KINDS:
             raise ValueError(f"agent {self.id}: unknown kind {self.kind!r}; known: {AGENT_KINDS}")
-        if not (isinstance(self.gflops, int | float) and math.isfinite(self.gflops) and self.gflops >= 0):
+        if isinstance(self.gflops, bool) or not (isinstance(self.gflops, int | float) and math.isfinite(self.gflops) and self.gflops >= 0):
             raise ValueError(f"agent {self.id}: GFLOPs must be a finite number >= 0, got {self.gflops!r}")
 
     def resolved_path(self) -> Path:
@@ -70,6 +70,8 @@ class PoolSpec:
     description: str = ""
 
     def __post_init__(self) -> None:
+        if isinstance(self.experts, str):
+            raise TypeError(f"pool {self.name}: experts must be a list of agent ids, got a string")
         object.__setattr__(self, "experts", tuple(self.experts))
         if not self.experts:
             raise ValueError(f"pool {self.name}: needs at least one expert (J >= 1)")
@@ -97,11 +99,15 @@ def _read(path: Path) -> dict:
 def _load() -> tuple[dict[str, AgentSpec], dict[str, PoolSpec]]:
     agents: dict[str, AgentSpec] = {}
     pools: dict[str, PoolSpec] = {}
-    for doc in (_read(BUILTIN), _read(user_registry_path())):  # user entries override
-        for a in doc.get("agents", []):
-            agents[a["id"]] = AgentSpec(**a)
-        for p in doc.get("pools", []):
-            pools[p["name"]] = PoolSpec(**p)
+    for path in (BUILTIN, user_registry_path()):  # user entries override
+        doc = _read(path)
+        try:
+            for a in doc.get("agents", []):
+                agents[a["id"]] = AgentSpec(**a)
+            for p in doc.get("pools", []):
+                pools[p["name"]] = PoolSpec(**p)
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"agent registry {path} is malformed: {exc}") from None
     return agents, pools
 
 
