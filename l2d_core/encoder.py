@@ -158,7 +158,9 @@ def load_encoder(name_or_path: str = DEFAULT_ENCODER, pooling: str = "mean", max
                  device: str | None = None, eager_attention: bool = False) -> Encoder:
     """Load tokenizer and encoder from a local path or hub id (``minilm`` = packaged default)."""
     from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # our own bars report progress; keep logs readable
     path = resolve_encoder(name_or_path)
     dev = pick_device(device)
     kwargs = {"attn_implementation": "eager"} if eager_attention else {}
