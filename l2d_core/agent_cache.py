@@ -20,8 +20,19 @@ from .paths import cache_dir
 
 __all__ = ["AgentCache", "RECORD_FIELDS"]
 
-RECORD_FIELDS = ("answer", "start", "end", "status", "start_ok", "end_ok", "em", "f1",
-                 "gflops", "latency_ms", "source")
+RECORD_FIELDS = (
+    "answer",
+    "start",
+    "end",
+    "status",
+    "start_ok",
+    "end_ok",
+    "em",
+    "f1",
+    "gflops",
+    "latency_ms",
+    "source",
+)
 _META = "\x00meta"
 _TABLE = "\x00table"
 _GEN = "\x00generation"
@@ -53,8 +64,9 @@ class AgentCache:
         self._open.clear()
 
     # --- writing -------------------------------------------------------------------------
-    def put_many(self, dataset: str, agent: str, records: Mapping[str, dict],
-                 meta: dict | None = None) -> int:
+    def put_many(
+        self, dataset: str, agent: str, records: Mapping[str, dict], meta: dict | None = None
+    ) -> int:
         """Write ``{qid: record}`` (and optional agent metadata) in one transaction."""
         c = self._cache(dataset, agent)
         with c.transact():
@@ -81,7 +93,9 @@ class AgentCache:
     # --- reading -------------------------------------------------------------------------
     def has(self, dataset: str, agent: str) -> bool:
         _check_name("dataset", dataset), _check_name("agent", agent)
-        return (self.directory / dataset / agent / "cache.db").is_file() and bool(self.done_ids(dataset, agent))
+        return (self.directory / dataset / agent / "cache.db").is_file() and bool(
+            self.done_ids(dataset, agent)
+        )
 
     def agents(self, dataset: str) -> list[str]:
         root = self.directory / _check_name("dataset", dataset)
@@ -110,8 +124,11 @@ class AgentCache:
         if packed is None or packed.get("generation") != gen:
             qids = sorted(self.done_ids(dataset, agent))
             rows = [c.get(q) for q in qids]
-            packed = {"generation": gen, "qids": qids,
-                      "columns": {f: [r[f] for r in rows] for f in RECORD_FIELDS}}
+            packed = {
+                "generation": gen,
+                "qids": qids,
+                "columns": {f: [r[f] for r in rows] for f in RECORD_FIELDS},
+            }
             c.set(_TABLE, packed)
         df = pd.DataFrame(packed["columns"], index=pd.Index(packed["qids"], name="qid"))
         return df
@@ -122,8 +139,15 @@ class AgentCache:
         for a in agents if agents is not None else self.agents(dataset):
             t = self.table(dataset, a)
             m = self.meta(dataset, a)
-            rows.append({"agent": a, "questions": len(t), "em": 100 * t["em"].mean(),
-                         "f1": 100 * t["f1"].mean(), "gflops": t["gflops"].astype(float).mean(),
-                         "gflops_source": m.get("gflops_source", ""),
-                         "missing": int((t["status"] == "missing").sum())})
+            rows.append(
+                {
+                    "agent": a,
+                    "questions": len(t),
+                    "em": 100 * t["em"].mean(),
+                    "f1": 100 * t["f1"].mean(),
+                    "gflops": t["gflops"].astype(float).mean(),
+                    "gflops_source": m.get("gflops_source", ""),
+                    "missing": int((t["status"] == "missing").sum()),
+                }
+            )
         return pd.DataFrame(rows)

@@ -70,8 +70,9 @@ class CostConfig:
         return len(self.alpha)
 
     @classmethod
-    def from_beta1(cls, beta1: float, expert_gflops: Sequence[float],
-                   alpha: float | Sequence[float] = 1.0) -> CostConfig:
+    def from_beta1(
+        cls, beta1: float, expert_gflops: Sequence[float], alpha: float | Sequence[float] = 1.0
+    ) -> CostConfig:
         """β from the GFLOPs rule of SPEC §3 and one α for every expert (or one each)."""
         j = len(expert_gflops)
         alphas = [alpha] * j if isinstance(alpha, int | float) else list(alpha)
@@ -86,7 +87,9 @@ class CostConfig:
             doc = json.loads(text)
             return cls(tuple(doc["alpha"]), tuple(doc["beta"]))
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise InvalidCostError(f"cost settings must be JSON {{'alpha': [...], 'beta': [...]}}: {exc}") from None
+            raise InvalidCostError(
+                f"cost settings must be JSON {{'alpha': [...], 'beta': [...]}}: {exc}"
+            ) from None
 
 
 def beta_from_gflops(beta1: float, expert_gflops: Sequence[float]) -> np.ndarray:
@@ -105,8 +108,7 @@ def cost_matrix(errors: np.ndarray, costs: CostConfig) -> np.ndarray:
     errors = np.asarray(errors, dtype=float)
     if errors.ndim != 3 or errors.shape[1] != 2 or errors.shape[2] != costs.n_experts + 1:
         raise InvalidCostError(
-            f"errors must be (N, 2, {costs.n_experts + 1}) for {costs.n_experts} experts, "
-            f"got {errors.shape}"
+            f"errors must be (N, 2, {costs.n_experts + 1}) for {costs.n_experts} experts, got {errors.shape}"
         )
     alpha = np.concatenate([[1.0], costs.alpha])  # (A,)
     beta = np.concatenate([[0.0], costs.beta])  # (A,)

@@ -79,9 +79,14 @@ class Encoder:
         return "bf16" if self.device.type == "cpu" else "fp16"
 
     def tokenize(self, texts: Sequence[str], pairs: Sequence[str] | None = None, padding=True):
-        return self.tokenizer(list(texts), list(pairs) if pairs is not None else None,
-                              truncation="only_second" if pairs is not None else True,
-                              max_length=self.max_length, padding=padding, return_tensors="pt")
+        return self.tokenizer(
+            list(texts),
+            list(pairs) if pairs is not None else None,
+            truncation="only_second" if pairs is not None else True,
+            max_length=self.max_length,
+            padding=padding,
+            return_tensors="pt",
+        )
 
     def forward_pooled(self, enc) -> torch.Tensor:
         enc = {k: v.to(self.device) for k, v in enc.items()}
@@ -103,12 +108,18 @@ class Encoder:
         bar.close()
         return out
 
-    def embed(self, texts: Sequence[str], batch_size: int = 64, progress: bool = False,
-              store: diskcache.Cache | None = None) -> np.ndarray:
+    def embed(
+        self,
+        texts: Sequence[str],
+        batch_size: int = 64,
+        progress: bool = False,
+        store: diskcache.Cache | None = None,
+    ) -> np.ndarray:
         """(N, H) embeddings; texts already in the cache are not encoded again."""
         store = store if store is not None else embedding_store()
-        keys = [embedding_key(self.fingerprint, self.pooling, self.max_length, self.precision, t)
-                for t in texts]
+        keys = [
+            embedding_key(self.fingerprint, self.pooling, self.max_length, self.precision, t) for t in texts
+        ]
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         todo: dict[str, list[int]] = {}
         for i, k in enumerate(keys):
@@ -129,15 +140,19 @@ class Encoder:
     def gflops(self, length: int | None = None) -> float:
         """Measured GFLOPs of one forward pass at ``length`` tokens (default: max_length)."""
         length = length or self.max_length
-        ids = torch.full((1, length), 100, dtype=torch.long, device=self.device)
+        tok_id = self.tokenizer.unk_token_id or 0
+        ids = torch.full((1, length), tok_id, dtype=torch.long, device=self.device)
         mask = torch.ones_like(ids)
         return count_gflops(lambda: self.model(input_ids=ids, attention_mask=mask))
 
 
-@lru_cache(maxsize=4)
 def embedding_store(directory: str | None = None) -> diskcache.Cache:
-    return diskcache.Cache(directory or str(cache_dir() / "embeddings"), timeout=60,
-                           size_limit=8 * 2**30)
+    return _open_store(str(directory or cache_dir() / "embeddings"))
+
+
+@lru_cache(maxsize=4)
+def _open_store(directory: str) -> diskcache.Cache:
+    return diskcache.Cache(directory, timeout=60, size_limit=8 * 2**30)
 
 
 def _fingerprint(path: str) -> str:
@@ -146,7 +161,7 @@ def _fingerprint(path: str) -> str:
         parts = [path]
         for f in sorted(p.glob("*")):
             if f.suffix in (".json", ".safetensors", ".bin", ".txt") and f.is_file():
-                parts.append(f"{f.name}:{f.stat().st_size}")
+                parts.append(f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}")
         cfg = p / "config.json"
         if cfg.is_file():
             parts.append(hashlib.sha256(cfg.read_bytes()).hexdigest())
@@ -154,8 +169,13 @@ def _fingerprint(path: str) -> str:
     return hashlib.sha256(path.encode()).hexdigest()[:16]
 
 
-def load_encoder(name_or_path: str = DEFAULT_ENCODER, pooling: str = "mean", max_length: int = 384,
-                 device: str | None = None, eager_attention: bool = False) -> Encoder:
+def load_encoder(
+    name_or_path: str = DEFAULT_ENCODER,
+    pooling: str = "mean",
+    max_length: int = 384,
+    device: str | None = None,
+    eager_attention: bool = False,
+) -> Encoder:
     """Load tokenizer and encoder from a local path or hub id (``minilm`` = packaged default)."""
     from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging

@@ -28,8 +28,18 @@ from .rejector import FullSDLRejector, PluginRejector, SDLRejector, featurize
 from .routing_data import RoutingData, load_routing_data
 from .training import FAST_CONFIG, PAPER_CONFIG, TrainConfig
 
-__all__ = ["BETA_POINTS", "Benchmark", "prepare", "evaluate_choice", "fit_sdl", "fit_full_sdl", "fit_plugin",
-           "run_policy", "sweep", "rejector_gflops"]
+__all__ = [
+    "BETA_POINTS",
+    "Benchmark",
+    "prepare",
+    "evaluate_choice",
+    "fit_sdl",
+    "fit_full_sdl",
+    "fit_plugin",
+    "run_policy",
+    "sweep",
+    "rejector_gflops",
+]
 
 # BENCHMARK.md sweep points for β₁ (β_j from the GFLOPs rule, α_j = 1).
 BETA_POINTS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
@@ -64,8 +74,17 @@ class Benchmark:
     def fingerprint(self) -> str:
         """Identity of the training data and features (part of every trained-head key)."""
         h = hashlib.sha256()
-        h.update(json.dumps([self.dataset.name, list(self.pool.agent_ids), self.encoder_name,
-                             self.features, len(self.train)]).encode())
+        h.update(
+            json.dumps(
+                [
+                    self.dataset.name,
+                    list(self.pool.agent_ids),
+                    self.encoder_name,
+                    self.features,
+                    len(self.train),
+                ]
+            ).encode()
+        )
         h.update(self.train.errors.tobytes())
         h.update(np.ascontiguousarray(self.X_train[:50]).tobytes())
         return h.hexdigest()[:16]
@@ -86,10 +105,17 @@ def rejector_gflops(encoder_name: str = DEFAULT_ENCODER, length: int = 384) -> f
         return float(meta[key])
 
 
-def prepare(dataset: str = "squad11", pool: str | PoolSpec = "P3", encoder: str = DEFAULT_ENCODER,
-            features: str = "separate", val_fraction: float = 0.0, seed: int = 0,
-            cache: AgentCache | None = None, progress: bool = False, features_needed: bool = True
-            ) -> Benchmark:
+def prepare(
+    dataset: str = "squad11",
+    pool: str | PoolSpec = "P3",
+    encoder: str = DEFAULT_ENCODER,
+    features: str = "separate",
+    val_fraction: float = 0.0,
+    seed: int = 0,
+    cache: AgentCache | None = None,
+    progress: bool = False,
+    features_needed: bool = True,
+) -> Benchmark:
     """Load data, split by the BENCHMARK.md test articles, featurize both sides.
 
     ``features_needed=False`` skips the encoder (enough for the oracle and random policies).
@@ -112,12 +138,23 @@ def prepare(dataset: str = "squad11", pool: str | PoolSpec = "P3", encoder: str 
     else:
         X_train = np.zeros((len(train_recs), 0), np.float32)
         X_test = np.zeros((len(test_recs), 0), np.float32)
-    bench = Benchmark(ds, pool, train, test, X_train, X_test, train_recs, test_recs, encoder,
-                      features, rejector_gflops(encoder))
+    bench = Benchmark(
+        ds,
+        pool,
+        train,
+        test,
+        X_train,
+        X_test,
+        train_recs,
+        test_recs,
+        encoder,
+        features,
+        rejector_gflops(encoder),
+    )
     if val_fraction > 0:
-        fit_ds, val_ds = validation_split(ds.by_titles([t for t in ds.titles
-                                                        if t not in BENCHMARK_TEST_ARTICLES]),
-                                          val_fraction, seed)
+        fit_ds, val_ds = validation_split(
+            ds.by_titles([t for t in ds.titles if t not in BENCHMARK_TEST_ARTICLES]), val_fraction, seed
+        )
         val_mask = np.isin(train.titles, list(val_ds.titles))
         bench.val, bench.X_val = train.take(val_mask), X_train[val_mask]
         bench.train, bench.X_train = train.take(~val_mask), X_train[~val_mask]
@@ -126,30 +163,42 @@ def prepare(dataset: str = "squad11", pool: str | PoolSpec = "P3", encoder: str 
 
 
 def _head_dir(kind: str, bench: Benchmark, config: TrainConfig, costs: CostConfig | None) -> Path:
-    key = json.dumps([kind, bench.fingerprint(), config.to_dict(),
-                      asdict(costs) if costs else None, bench.val is not None], sort_keys=True)
+    key = json.dumps(
+        [
+            kind,
+            bench.fingerprint(),
+            config.to_dict(),
+            asdict(costs) if costs else None,
+            bench.val is not None,
+        ],
+        sort_keys=True,
+    )
     return cache_dir() / "rejectors" / hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
 def _fit_cached(est, kind: str, bench: Benchmark, costs: CostConfig | None):
     path = _head_dir(kind, bench, est.config, costs)
     if (path / "model.safetensors").is_file() and (path / "scaler.safetensors").is_file():
-        loaded = type(est).load(path, progress=est.progress)
-        loaded.costs = costs
-        return loaded
+        return type(est).load(path, progress=est.progress, costs=costs)
     est.fit(bench.X_train, bench.train, bench.X_val, bench.val)
-    est.save(path, {"costs": asdict(costs) if costs else None, "pool": bench.pool.name})
+    est.save(path, {"pool": bench.pool.name})
     return est
 
 
-def fit_sdl(bench: Benchmark, costs: CostConfig, config: TrainConfig = FAST_CONFIG,
-            progress: bool = False) -> SDLRejector:
+def fit_sdl(
+    bench: Benchmark, costs: CostConfig, config: TrainConfig = FAST_CONFIG, progress: bool = False
+) -> SDLRejector:
     """The paper's rejector (fast mode) for one cost setting; cached on disk."""
     return _fit_cached(SDLRejector(config=config, costs=costs, progress=progress), "sdl", bench, costs)
 
 
-def fit_full_sdl(bench: Benchmark, costs: CostConfig, config: TrainConfig = PAPER_CONFIG,
-                 progress: bool = False, device: str | None = None) -> FullSDLRejector:
+def fit_full_sdl(
+    bench: Benchmark,
+    costs: CostConfig,
+    config: TrainConfig = PAPER_CONFIG,
+    progress: bool = False,
+    device: str | None = None,
+) -> FullSDLRejector:
     """The paper's rejector in full mode (fine-tuned encoder); cached on disk."""
     path = _head_dir("full-sdl", bench, config, costs)
     if (path / "model.safetensors").is_file() and (path / "encoder").is_dir():
@@ -165,8 +214,9 @@ def fit_plugin(bench: Benchmark, config: TrainConfig = FAST_CONFIG, progress: bo
     return _fit_cached(PluginRejector(config=config, progress=progress), "plugin", bench, None)
 
 
-def evaluate_choice(choice: np.ndarray, data: RoutingData, costs: CostConfig,
-                    rejector_gflops: float = 0.0, seeds=range(5)) -> dict:
+def evaluate_choice(
+    choice: np.ndarray, data: RoutingData, costs: CostConfig, rejector_gflops: float = 0.0, seeds=range(5)
+) -> dict:
     """Every SPEC §7 metric of one allocation on ``data``."""
     cost = cost_matrix(data.errors, costs)
     em = 100 * M.chosen_mean(data.em, choice)
@@ -191,8 +241,15 @@ def evaluate_choice(choice: np.ndarray, data: RoutingData, costs: CostConfig,
     }
 
 
-def run_policy(bench: Benchmark, policy: str, costs: CostConfig, seed: int = 0,
-               config: TrainConfig = FAST_CONFIG, progress: bool = False, mode: str = "fast") -> dict:
+def run_policy(
+    bench: Benchmark,
+    policy: str,
+    costs: CostConfig,
+    seed: int = 0,
+    config: TrainConfig = FAST_CONFIG,
+    progress: bool = False,
+    mode: str = "fast",
+) -> dict:
     """Fit (or load) ``policy`` on the training articles and evaluate it on the test articles.
 
     ``mode="full"`` fine-tunes the encoder for the SDL rejector (use ``PAPER_CONFIG``).
@@ -218,8 +275,16 @@ def run_policy(bench: Benchmark, policy: str, costs: CostConfig, seed: int = 0,
     return out
 
 
-def sweep(bench: Benchmark, policy: str, betas=BETA_POINTS, alpha: float = 1.0, seed: int = 0,
-          config: TrainConfig = FAST_CONFIG, progress: bool = False) -> list[dict]:
+def sweep(
+    bench: Benchmark,
+    policy: str,
+    betas=BETA_POINTS,
+    alpha: float = 1.0,
+    seed: int = 0,
+    config: TrainConfig = FAST_CONFIG,
+    progress: bool = False,
+) -> list[dict]:
     """``run_policy`` at every β₁ of the sweep."""
-    return [dict(run_policy(bench, policy, bench.costs(b, alpha), seed, config, progress), beta1=b)
-            for b in betas]
+    return [
+        dict(run_policy(bench, policy, bench.costs(b, alpha), seed, config, progress), beta1=b) for b in betas
+    ]

@@ -47,8 +47,7 @@ def tau(cost: torch.Tensor) -> torch.Tensor:
     return cost.sum(dim=-1, keepdim=True) - cost
 
 
-def sdl(scores: torch.Tensor, cost: torch.Tensor, nu: float = 1.0,
-        reduction: str = "mean") -> torch.Tensor:
+def sdl(scores: torch.Tensor, cost: torch.Tensor, nu: float = 1.0, reduction: str = "mean") -> torch.Tensor:
     """Φ_def^ν(r, x, y) = Σ_i Σ_j τ_j(x, y^i) Φ^ν(r^i, x, j); batch mean by default."""
     if scores.shape != cost.shape:
         raise ValueError(f"scores {tuple(scores.shape)} and costs {tuple(cost.shape)} differ in shape")

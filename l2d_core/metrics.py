@@ -92,8 +92,9 @@ def mean_tdl(cost: np.ndarray, choice: np.ndarray) -> float:
     return float(tdl(cost, choice).mean())
 
 
-def random_tdl(cost: np.ndarray, probs: np.ndarray | None = None,
-               seeds: Iterable[int] = range(5)) -> tuple[float, float]:
+def random_tdl(
+    cost: np.ndarray, probs: np.ndarray | None = None, seeds: Iterable[int] = range(5)
+) -> tuple[float, float]:
     """TDL of random allocation (uniform, or with ``probs``), mean and std over seeds."""
     qc = query_costs(cost)
     n, a = qc.shape

@@ -21,7 +21,6 @@ Location(start=3, end=4, status='exact')
 from __future__ import annotations
 
 import re
-
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -80,11 +79,7 @@ class ContextIndex:
     def occurrences(self, seq: list[str]) -> list[int]:
         n, m = len(self.words), len(seq)
         first = seq[0]
-        return [
-            i
-            for i in range(n - m + 1)
-            if self.words[i] == first and list(self.words[i : i + m]) == seq
-        ]
+        return [i for i in range(n - m + 1) if self.words[i] == first and list(self.words[i : i + m]) == seq]
 
 
 def is_no_answer(answer: str | None) -> bool:
@@ -92,8 +87,9 @@ def is_no_answer(answer: str | None) -> bool:
     return answer is None or answer.strip() in ("", "?")
 
 
-def locate(answer: str | None, index: ContextIndex, char_start: int | None = None,
-           context: str | None = None) -> Location:
+def locate(
+    answer: str | None, index: ContextIndex, char_start: int | None = None, context: str | None = None
+) -> Location:
     """Position of ``answer`` in the context behind ``index``.
 
     With ``char_start`` (a gold offset) the occurrence nearest to it wins; otherwise the
@@ -124,8 +120,9 @@ def locate(answer: str | None, index: ContextIndex, char_start: int | None = Non
     return Location(NOT_FOUND_POS, NOT_FOUND_POS, "not_found")
 
 
-def gold_positions(answers: Iterable[str], starts: Iterable[int | None] | None,
-                   index: ContextIndex, context: str) -> list[tuple[int, int]]:
+def gold_positions(
+    answers: Iterable[str], starts: Iterable[int | None] | None, index: ContextIndex, context: str
+) -> list[tuple[int, int]]:
     """Positions of every gold answer; ``[(-1, -1)]`` for an unanswerable question.
 
     >>> ctx = "Tesla moved to Paris; later Paris honoured Tesla."

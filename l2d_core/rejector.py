@@ -30,6 +30,7 @@ from .encoder import Encoder, load_encoder
 from .losses import sdl
 from .policies import learned_policy, plugin_policy
 from .routing_data import RoutingData
+from .runtime import set_seed
 from .training import FAST_CONFIG, PAPER_CONFIG, TrainConfig, train_loop
 
 __all__ = [
@@ -46,12 +47,14 @@ __all__ = [
 FEATURE_KINDS = ("separate", "pair")
 
 
-def featurize(encoder: Encoder, records: Sequence[QARecord], kind: str = "separate",
-              progress: bool = False) -> np.ndarray:
+def featurize(
+    encoder: Encoder, records: Sequence[QARecord], kind: str = "separate", progress: bool = False
+) -> np.ndarray:
     """Fast-mode features of each query, (N, d); embeddings come from the on-disk cache."""
     if kind == "pair":
-        return encoder.embed([f"{r.question}{encoder.tokenizer.sep_token}{r.context}" for r in records],
-                             progress=progress)
+        return encoder.embed(
+            [f"{r.question}{encoder.tokenizer.sep_token}{r.context}" for r in records], progress=progress
+        )
     if kind != "separate":
         raise ValueError(f"unknown feature kind {kind!r}; known: {FEATURE_KINDS}")
     contexts = list(dict.fromkeys(r.context for r in records))
@@ -69,7 +72,10 @@ class RejectorHead(nn.Module):
         super().__init__()
         self.n_agents = n_agents
         self.net = nn.Sequential(
-            nn.Dropout(dropout), nn.Linear(in_dim, hidden), nn.GELU(), nn.Dropout(dropout),
+            nn.Dropout(dropout),
+            nn.Linear(in_dim, hidden),
+            nn.GELU(),
+            nn.Dropout(dropout),
             nn.Linear(hidden, 2 * n_agents),
         )
 
@@ -81,8 +87,10 @@ def save_head(directory: str | Path, head: nn.Module, config: dict) -> Path:
     """Write ``model.safetensors`` and ``config.json`` (never pickle)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()},
-              str(directory / "model.safetensors"))
+    save_file(
+        {k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()},
+        str(directory / "model.safetensors"),
+    )
     (directory / "config.json").write_text(json.dumps(config, indent=1))
     return directory
 
@@ -90,8 +98,9 @@ def save_head(directory: str | Path, head: nn.Module, config: dict) -> Path:
 def load_head(directory: str | Path) -> tuple[RejectorHead, dict]:
     directory = Path(directory)
     config = json.loads((directory / "config.json").read_text())
-    head = RejectorHead(config["in_dim"], len(config["agent_ids"]), config["train"]["hidden"],
-                        config["train"]["dropout"])
+    head = RejectorHead(
+        config["in_dim"], len(config["agent_ids"]), config["train"]["hidden"], config["train"]["dropout"]
+    )
     head.load_state_dict(load_file(str(directory / "model.safetensors")))
     return head.eval(), config
 
@@ -122,21 +131,33 @@ class _HeadEstimator:
     def _x(self, X: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(((np.asarray(X, dtype=np.float32) - self.mu_) / self.sd_).astype(np.float32))
 
-    def fit(self, X: np.ndarray, data: RoutingData, X_val: np.ndarray | None = None,
-            data_val: RoutingData | None = None):
+    def fit(
+        self,
+        X: np.ndarray,
+        data: RoutingData,
+        X_val: np.ndarray | None = None,
+        data_val: RoutingData | None = None,
+    ):
         if len(X) != len(data):
             raise ValueError(f"{len(X)} feature rows for {len(data)} queries")
         self.agent_ids_ = data.agent_ids
         self.mu_, self.sd_ = _standardize(np.asarray(X, dtype=np.float32))
         x, y = self._x(X), self._targets(data)
         cfg = self.config
+        set_seed(cfg.seed)
         self.head_ = RejectorHead(x.shape[1], data.n_agents, cfg.hidden, cfg.dropout)
         val = None
         if X_val is not None and data_val is not None and len(data_val):
             xv, yv = self._x(X_val), self._targets(data_val)
             val = lambda: self._loss(self.head_(xv), yv)  # noqa: E731
-        self.history_ = train_loop(self.head_, len(x), lambda idx: self._loss(self.head_(x[idx]), y[idx]),
-                                   cfg, val_loss=val, progress=self.progress)
+        self.history_ = train_loop(
+            self.head_,
+            len(x),
+            lambda idx: self._loss(self.head_(x[idx]), y[idx]),
+            cfg,
+            val_loss=val,
+            progress=self.progress,
+        )
         return self
 
     def raw_scores(self, X: np.ndarray) -> np.ndarray:
@@ -146,16 +167,29 @@ class _HeadEstimator:
             return self.head_.eval()(self._x(X)).numpy()
 
     def save(self, directory: str | Path, extra: dict | None = None) -> Path:
-        config = {"estimator": type(self).__name__, "agent_ids": list(self.agent_ids_),
-                  "in_dim": int(self.mu_.shape[0]), "train": self.config.to_dict(), **(extra or {})}
+        costs = getattr(self, "costs", None)
+        config = {
+            "estimator": type(self).__name__,
+            "agent_ids": list(self.agent_ids_),
+            "in_dim": int(self.mu_.shape[0]),
+            "train": self.config.to_dict(),
+            "costs": asdict(costs) if costs else None,
+            **(extra or {}),
+        }
         path = save_head(directory, self.head_, config)
-        save_file({"mu": torch.from_numpy(self.mu_), "sd": torch.from_numpy(self.sd_)},
-                  str(Path(directory) / "scaler.safetensors"))
+        save_file(
+            {"mu": torch.from_numpy(self.mu_), "sd": torch.from_numpy(self.sd_)},
+            str(Path(directory) / "scaler.safetensors"),
+        )
         return path
 
     @classmethod
     def load(cls, directory: str | Path, **kwargs):
         head, config = load_head(directory)
+        if config.get("estimator") != cls.__name__:
+            raise ValueError(f"{directory} holds a {config.get('estimator')}, not a {cls.__name__}")
+        if "costs" not in kwargs and config.get("costs"):
+            kwargs["costs"] = CostConfig(**config["costs"])
         est = cls(config=TrainConfig(**config["train"]), **kwargs)
         scaler = load_file(str(Path(directory) / "scaler.safetensors"))
         est.head_, est.agent_ids_ = head, tuple(config["agent_ids"])
@@ -199,7 +233,8 @@ class PluginRejector(_HeadEstimator):
 
     def error_proba(self, X: np.ndarray) -> np.ndarray:
         """p̂_j^i(x) = P[agent j wrong on endpoint i], (N, 2, A)."""
-        return 1.0 / (1.0 + np.exp(-self.raw_scores(X)))
+        x = self.raw_scores(X).astype(np.float64)
+        return np.exp(-np.logaddexp(0.0, -x))  # stable sigmoid
 
     def predict(self, X: np.ndarray, costs: CostConfig | None = None) -> np.ndarray:
         costs = costs or self.costs
@@ -249,7 +284,10 @@ class FullSDLRejector:
         self.agent_ids_ = data.agent_ids
         self.encoder_ = load_encoder(self.encoder, max_length=self.max_length, device=self.device)
         dev = self.encoder_.device
-        self.model_ = _PairModel(self.encoder_, data.n_agents, self.config.hidden, self.config.dropout).to(dev)
+        set_seed(self.config.seed)
+        self.model_ = _PairModel(self.encoder_, data.n_agents, self.config.hidden, self.config.dropout).to(
+            dev
+        )
         cost = torch.from_numpy(cost_matrix(data.errors, self.costs).astype(np.float32))
         use_amp = dev.type == "cuda"
 
@@ -278,9 +316,15 @@ class FullSDLRejector:
         directory = Path(directory)
         self.encoder_.model.save_pretrained(directory / "encoder", safe_serialization=True)
         self.encoder_.tokenizer.save_pretrained(directory / "encoder")
-        config = {"estimator": "FullSDLRejector", "costs": asdict(self.costs), "encoder": self.encoder,
-                  "max_length": self.max_length, "in_dim": self.encoder_.dim,
-                  "agent_ids": list(self.agent_ids_), "train": self.config.to_dict()}
+        config = {
+            "estimator": "FullSDLRejector",
+            "costs": asdict(self.costs),
+            "encoder": self.encoder,
+            "max_length": self.max_length,
+            "in_dim": self.encoder_.dim,
+            "agent_ids": list(self.agent_ids_),
+            "train": self.config.to_dict(),
+        }
         return save_head(directory, self.model_.head, config)
 
     @classmethod
@@ -288,8 +332,13 @@ class FullSDLRejector:
         """Reload a saved full-mode rejector (fine-tuned encoder + head)."""
         directory = Path(directory)
         head, config = load_head(directory)
-        est = cls(CostConfig(**config["costs"]), config["encoder"], TrainConfig(**config["train"]),
-                  config["max_length"], device)
+        est = cls(
+            CostConfig(**config["costs"]),
+            config["encoder"],
+            TrainConfig(**config["train"]),
+            config["max_length"],
+            device,
+        )
         est.encoder_ = load_encoder(str(directory / "encoder"), max_length=est.max_length, device=device)
         est.model_ = _PairModel(est.encoder_, len(config["agent_ids"]), est.config.hidden, est.config.dropout)
         est.model_.head = head

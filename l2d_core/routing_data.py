@@ -65,8 +65,10 @@ class RoutingData:
         return replace(
             self,
             qids=tuple(self.qids[i] for i in idx),
-            **{f: getattr(self, f)[idx] for f in
-               ("titles", "start_ok", "end_ok", "em", "f1", "gflops", "answers")},
+            **{
+                f: getattr(self, f)[idx]
+                for f in ("titles", "start_ok", "end_ok", "em", "f1", "gflops", "answers")
+            },
         )
 
     def split(self, test_titles) -> tuple[RoutingData, RoutingData]:
@@ -99,8 +101,9 @@ def ensure_cached(dataset: QADataset, agents: list[AgentSpec], cache: AgentCache
             )
 
 
-def load_routing_data(dataset: QADataset, pool: PoolSpec | tuple[str, ...],
-                      cache: AgentCache | None = None) -> RoutingData:
+def load_routing_data(
+    dataset: QADataset, pool: PoolSpec | tuple[str, ...], cache: AgentCache | None = None
+) -> RoutingData:
     """Arrays for every question of ``dataset`` and every agent of ``pool`` (main first).
 
     A question an agent has no record for counts as wrong for that agent (and is reported
@@ -116,7 +119,9 @@ def load_routing_data(dataset: QADataset, pool: PoolSpec | tuple[str, ...],
             raise ValueError(f"agent {s.id} answers {s.dataset}, not {dataset.name}")
     ensure_cached(dataset, specs, cache)
     qids = list(dataset.qids)
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("start_ok", "end_ok", "em", "f1", "gflops", "answer")}
+    cols: dict[str, list[np.ndarray]] = {
+        k: [] for k in ("start_ok", "end_ok", "em", "f1", "gflops", "answer")
+    }
     for s in specs:
         t = cache.table(dataset.name, s.id).reindex(qids)
         missing = t["em"].isna().to_numpy()

@@ -47,8 +47,16 @@ def score_answer(gold: GoldIndex, qid: str, answer: str | None) -> dict:
     """The cache fields for ``answer`` to question ``qid``; ``None`` means no prediction."""
     r = gold.record(qid)
     if answer is None:
-        return {"answer": None, "start": -2, "end": -2, "status": MISSING,
-                "start_ok": False, "end_ok": False, "em": 0.0, "f1": 0.0}
+        return {
+            "answer": None,
+            "start": -2,
+            "end": -2,
+            "status": MISSING,
+            "start_ok": False,
+            "end_ok": False,
+            "em": 0.0,
+            "f1": 0.0,
+        }
     loc = locate(answer, gold.contexts[r.context], None, r.context)
     s_ok, e_ok = endpoint_correct(loc, gold.golds[qid])
     return {

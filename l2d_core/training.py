@@ -41,8 +41,9 @@ class TrainConfig:
 
 
 # Paper's rejector hyper-parameters (SPEC §4), for the full (fine-tuned encoder) mode.
-PAPER_CONFIG = TrainConfig(lr=1e-5, epochs=6, batch_size=128, dropout=0.1, warmup_ratio=0.1,
-                           weight_decay=1e-3, hidden=256)
+PAPER_CONFIG = TrainConfig(
+    lr=1e-5, epochs=6, batch_size=128, dropout=0.1, warmup_ratio=0.1, weight_decay=1e-3, hidden=256
+)
 # Fast mode trains only a small head on frozen embeddings: larger steps, ~2 s on 2 CPU cores.
 FAST_CONFIG = TrainConfig()
 
@@ -72,11 +73,14 @@ def train_loop(
     gen = torch.Generator().manual_seed(config.seed)
     decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim > 1]
     no_decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim <= 1]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=config.lr)
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.lr,
+    )
     steps_per_epoch = math.ceil(n_train / config.batch_size)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, _schedule(steps_per_epoch * config.epochs,
-                                                             config.warmup_ratio))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, _schedule(steps_per_epoch * config.epochs, config.warmup_ratio)
+    )
     history: dict[str, list[float]] = {"train": [], "val": []}
     best = (math.inf, None)
     bar = tqdm(total=config.epochs, desc="training", unit="epoch", disable=not progress)

@@ -51,14 +51,19 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     bench = prepare(args.dataset, args.pool, progress=True)
-    print(f"{args.dataset} / {args.pool}: {len(bench.train)} training, {len(bench.test)} test questions; "
-          f"features {bench.X_train.shape[1]}-d; rejector {bench.rejector_gflops:.2f} GFLOPs/query")
+    print(
+        f"{args.dataset} / {args.pool}: {len(bench.train)} training, {len(bench.test)} test questions; "
+        f"features {bench.X_train.shape[1]}-d; rejector {bench.rejector_gflops:.2f} GFLOPs/query"
+    )
 
     enc = _encoder("minilm")
     texts = [r.context for r in bench.test_records[:400]]
     contexts = list(dict.fromkeys(texts))[:128]
     questions = [r.question for r in bench.test_records[:512]]
-    for name, batch in (("embedding throughput, contexts", contexts), ("embedding throughput, questions", questions)):
+    for name, batch in (
+        ("embedding throughput, contexts", contexts),
+        ("embedding throughput, questions", questions),
+    ):
         rates = []
         for _ in range(max(2, args.runs // 2)):
             with tempfile.TemporaryDirectory() as d, diskcache.Cache(d) as store:
@@ -68,33 +73,56 @@ def main(argv=None) -> int:
         report(name, rates, "-", lambda r: f"{r:.0f} texts/s")
 
     pool_agents = bench.pool.agent_ids
+
     def reopen():
         c = AgentCache()
         for a in pool_agents:
             c.table(args.dataset, a)
         c.close()
+
     report("agent cache re-open (pool tables)", timed(reopen, args.runs), "-")
 
     costs = bench.costs(0.05)
-    report(f"head training ({len(bench.train)} questions)",
-           timed(lambda: SDLRejector(config=FAST_CONFIG, costs=costs).fit(bench.X_train, bench.train),
-                 max(3, args.runs // 2)), "<= 3 s", lambda t: f"{t:.2f} s")
+    report(
+        f"head training ({len(bench.train)} questions)",
+        timed(
+            lambda: SDLRejector(config=FAST_CONFIG, costs=costs).fit(bench.X_train, bench.train),
+            max(3, args.runs // 2),
+        ),
+        "<= 3 s",
+        lambda t: f"{t:.2f} s",
+    )
 
     p_err = fit_plugin(bench).error_proba(bench.X_test)
     rng = np.random.default_rng(0)
     betas = rng.uniform(0, 0.5, size=max(20, args.runs))
     it = iter(betas)
-    report(f"plug-in reweight + metrics ({len(bench.test)} q)",
-           timed(lambda: evaluate_choice(plugin_policy(p_err, bench.costs(next(it))), bench.test,
-                                         bench.costs(0.05), bench.rejector_gflops), len(betas)), "<= 20 ms")
+    report(
+        f"plug-in reweight + metrics ({len(bench.test)} q)",
+        timed(
+            lambda: evaluate_choice(
+                plugin_policy(p_err, bench.costs(next(it))),
+                bench.test,
+                bench.costs(0.05),
+                bench.rejector_gflops,
+            ),
+            len(betas),
+        ),
+        "<= 20 ms",
+    )
 
     def sdl_sweep():
         for b in BETA_POINTS:
             c = bench.costs(b)
             est = SDLRejector(config=FAST_CONFIG, costs=c).fit(bench.X_train, bench.train)
             evaluate_choice(est.predict(bench.X_test), bench.test, c, bench.rejector_gflops)
-    report("SDL β sweep, 7 points (fresh training)", timed(sdl_sweep, max(2, args.runs // 2)), "<= 20 s",
-           lambda t: f"{t:.1f} s")
+
+    report(
+        "SDL β sweep, 7 points (fresh training)",
+        timed(sdl_sweep, max(2, args.runs // 2)),
+        "<= 20 s",
+        lambda t: f"{t:.1f} s",
+    )
     return 0
 
 

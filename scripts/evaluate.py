@@ -23,8 +23,18 @@ from l2d_core.experiment import BETA_POINTS, prepare, run_policy
 from l2d_core.policies import POLICIES
 from l2d_core.training import FAST_CONFIG, PAPER_CONFIG
 
-JSON_KEYS = ("em", "f1", "gflops_per_query", "gflops_per_em", "allocation", "tpr", "fpr", "tdl",
-             "tdl_random", "tdl_random_matched")
+JSON_KEYS = (
+    "em",
+    "f1",
+    "gflops_per_query",
+    "gflops_per_em",
+    "allocation",
+    "tpr",
+    "fpr",
+    "tdl",
+    "tdl_random",
+    "tdl_random_matched",
+)
 
 
 def parse_args(argv):
@@ -39,11 +49,19 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--features", default="separate", choices=["separate", "pair"])
     p.add_argument("--encoder", default="minilm", help="HF encoder id or path (default: packaged MiniLM)")
-    p.add_argument("--mode", default="fast", choices=["fast", "full"],
-                   help="SDL rejector: fast = head on frozen embeddings; full = fine-tune the encoder "
-                   "(paper hyper-parameters; CUDA when present, slow on a CPU)")
-    p.add_argument("--val-fraction", type=float, default=0.0,
-                   help="validation articles carved from the training articles (best epoch kept)")
+    p.add_argument(
+        "--mode",
+        default="fast",
+        choices=["fast", "full"],
+        help="SDL rejector: fast = head on frozen embeddings; full = fine-tune the encoder "
+        "(paper hyper-parameters; CUDA when present, slow on a CPU)",
+    )
+    p.add_argument(
+        "--val-fraction",
+        type=float,
+        default=0.0,
+        help="validation articles carved from the training articles (best epoch kept)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object (a list with --sweep)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p.parse_args(argv)
@@ -58,16 +76,38 @@ def costs_for(args, bench, beta1: float) -> CostConfig:
 
 
 def fmt(x) -> str:
-    return "nan" if isinstance(x, float) and math.isnan(x) else (f"{x:.3f}" if isinstance(x, float) else str(x))
+    return (
+        "nan" if isinstance(x, float) and math.isnan(x) else (f"{x:.3f}" if isinstance(x, float) else str(x))
+    )
 
 
 def table(rows: list[dict], agents) -> str:
-    head = ["β₁", "EM", "F1", "GFLOPs/q", "GFLOPs/EM", "TPR", "FPR", "TDL", "TDL rand",
-            *[f"→{a}" for a in agents]]
+    head = [
+        "β₁",
+        "EM",
+        "F1",
+        "GFLOPs/q",
+        "GFLOPs/EM",
+        "TPR",
+        "FPR",
+        "TDL",
+        "TDL rand",
+        *[f"→{a}" for a in agents],
+    ]
     lines = ["  ".join(f"{h:>10}" for h in head)]
     for r in rows:
-        vals = [r.get("beta1", r["beta"][0]), r["em"], r["f1"], r["gflops_per_query"], r["gflops_per_em"],
-                r["tpr"], r["fpr"], r["tdl"], r["tdl_random"], *r["allocation"].values()]
+        vals = [
+            r.get("beta1", r["beta"][0]),
+            r["em"],
+            r["f1"],
+            r["gflops_per_query"],
+            r["gflops_per_em"],
+            r["tpr"],
+            r["fpr"],
+            r["tdl"],
+            r["tdl_random"],
+            *r["allocation"].values(),
+        ]
         lines.append("  ".join(f"{fmt(v):>10}" for v in vals))
     return "\n".join(lines)
 
@@ -77,8 +117,16 @@ def main(argv=None) -> int:
     try:
         if any(not math.isfinite(b) or b < 0 for b in [args.beta1, *(args.beta or []), *args.alpha]):
             raise InvalidCostError("α and β must be finite numbers >= 0")
-        bench = prepare(args.dataset, args.pool, args.encoder, args.features, args.val_fraction,
-                        args.seed, progress=not args.quiet, features_needed=args.policy in ("sdl", "plugin"))
+        bench = prepare(
+            args.dataset,
+            args.pool,
+            args.encoder,
+            args.features,
+            args.val_fraction,
+            args.seed,
+            progress=not args.quiet,
+            features_needed=args.policy in ("sdl", "plugin"),
+        )
         config = PAPER_CONFIG if args.mode == "full" else FAST_CONFIG
         betas = BETA_POINTS if args.sweep else [args.beta1]
         rows = []
@@ -93,8 +141,10 @@ def main(argv=None) -> int:
         out = [{k: r[k] for k in JSON_KEYS} | {"beta": r["beta"], "alpha": r["alpha"]} for r in rows]
         print(json.dumps(out if args.sweep else out[0], indent=1))
     else:
-        print(f"{args.policy} on {args.dataset} pool {args.pool} ({len(bench.test)} test questions; "
-              f"rejector cost counted: {rows[0]['rejector_gflops']:.2f} GFLOPs/query)")
+        print(
+            f"{args.policy} on {args.dataset} pool {args.pool} ({len(bench.test)} test questions; "
+            f"rejector cost counted: {rows[0]['rejector_gflops']:.2f} GFLOPs/query)"
+        )
         print(table(rows, bench.pool.agent_ids))
     return 0
 

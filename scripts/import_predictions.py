@@ -33,8 +33,15 @@ def main(argv=None) -> int:
     p.add_argument("--experts", nargs="*", default=[], help="other experts of that pool")
     args = p.parse_args(argv)
     try:
-        spec = AgentSpec(id=args.agent, dataset=args.dataset, kind="prediction_file", gflops=args.gflops,
-                         gflops_source="declared", path=str(args.file.resolve()), name=args.name or args.agent)
+        spec = AgentSpec(
+            id=args.agent,
+            dataset=args.dataset,
+            kind="prediction_file",
+            gflops=args.gflops,
+            gflops_source="declared",
+            path=str(args.file.resolve()),
+            name=args.name or args.agent,
+        )
         report = import_predictions(spec, load_dataset(args.dataset), AgentCache(), args.file)
         register_agent(spec)  # only once the file has been read and scored
         print("\n".join(report.lines()))

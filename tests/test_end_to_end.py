@@ -45,8 +45,17 @@ def test_evaluate_cli_json_p2_and_p3(real_data, capsys):
     for pool in ("P2", "P3"):
         assert evaluate.main(["--pool", pool, "--policy", "sdl", "--beta1", "0.05", "--json", "--quiet"]) == 0
         out = json.loads(capsys.readouterr().out)
-        assert set(out) >= {"em", "f1", "gflops_per_query", "gflops_per_em", "allocation", "tpr", "fpr",
-                            "tdl", "tdl_random"}
+        assert set(out) >= {
+            "em",
+            "f1",
+            "gflops_per_query",
+            "gflops_per_em",
+            "allocation",
+            "tpr",
+            "fpr",
+            "tdl",
+            "tdl_random",
+        }
         assert abs(sum(out["allocation"].values()) - 1.0) < 1e-9
         assert 60.0 < out["em"] < 95.0
         assert out["gflops_per_em"] == pytest.approx(out["gflops_per_query"] / out["em"])
@@ -101,8 +110,24 @@ def test_import_predictions_script_makes_an_agent(real_data, tmp_path, capsys):
     preds = dict(list(src.items())[:-100])  # 100 missing ids: counted wrong, reported
     f = tmp_path / "mine.json"
     f.write_text(json.dumps(preds))
-    rc = importer.main(["--file", str(f), "--agent", "mine", "--dataset", "squad11", "--gflops", "4",
-                        "--pool", "Mine", "--main", "mine", "--experts", "bert-ens"])
+    rc = importer.main(
+        [
+            "--file",
+            str(f),
+            "--agent",
+            "mine",
+            "--dataset",
+            "squad11",
+            "--gflops",
+            "4",
+            "--pool",
+            "Mine",
+            "--main",
+            "mine",
+            "--experts",
+            "bert-ens",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0 and "missing ids (counted wrong): 100" in out
     assert evaluate.main(["--pool", "Mine", "--policy", "oracle", "--json", "--quiet"]) == 0

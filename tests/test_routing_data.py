@@ -79,7 +79,7 @@ def test_with_gflops_override(p3):
     np.testing.assert_array_equal(rd.agent_gflops, [5.0, 100.0, 1730.0])  # original untouched
     assert cheap.qids == rd.qids
     np.testing.assert_array_equal(cheap.em, rd.em)
-    with pytest.raises(KeyError, match='not in this pool'):
+    with pytest.raises(KeyError, match="not in this pool"):
         rd.with_gflops({"not-in-pool": 1.0})
 
 

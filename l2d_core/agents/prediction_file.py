@@ -33,11 +33,12 @@ class ImportReport:
     unknown_examples: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
+        examples = f" e.g. {', '.join(self.unknown_examples)}" if self.unknown_examples else ""
         return [
             f"{self.agent} on {self.dataset}: EM {self.em:.2f}  F1 {self.f1:.2f}  "
             f"({self.answered}/{self.questions} answered)",
             f"  missing ids (counted wrong): {self.missing}; ids not in the dataset (ignored): "
-            f"{self.unknown_ids}{' e.g. ' + ', '.join(self.unknown_examples) if self.unknown_examples else ''}",
+            f"{self.unknown_ids}{examples}",
             f"  answers not found in the context: {self.not_found}; ambiguous (first occurrence): "
             f"{self.ambiguous}",
         ]
@@ -68,8 +69,9 @@ def read_prediction_file(path: str | Path) -> dict[str, str]:
     return doc
 
 
-def import_predictions(spec: AgentSpec, dataset: QADataset, cache: AgentCache,
-                       path: str | Path | None = None) -> ImportReport:
+def import_predictions(
+    spec: AgentSpec, dataset: QADataset, cache: AgentCache, path: str | Path | None = None
+) -> ImportReport:
     """Score a prediction file against ``dataset`` and write every question to the cache.
 
     The file is read and validated completely before anything is written, so a bad file
@@ -105,10 +107,21 @@ def import_predictions(spec: AgentSpec, dataset: QADataset, cache: AgentCache,
         sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
         unknown_examples=unknown[:3],
     )
-    cache.put_many(dataset.name, spec.id, records, meta={
-        "gflops": spec.gflops, "gflops_source": spec.gflops_source, "kind": spec.kind,
-        "source": str(path), "sha256": report.sha256, "missing": report.missing,
-        "unknown_ids": report.unknown_ids, "not_found": report.not_found,
-        "ambiguous": report.ambiguous, "questions": report.questions,
-    })
+    cache.put_many(
+        dataset.name,
+        spec.id,
+        records,
+        meta={
+            "gflops": spec.gflops,
+            "gflops_source": spec.gflops_source,
+            "kind": spec.kind,
+            "source": str(path),
+            "sha256": report.sha256,
+            "missing": report.missing,
+            "unknown_ids": report.unknown_ids,
+            "not_found": report.not_found,
+            "ambiguous": report.ambiguous,
+            "questions": report.questions,
+        },
+    )
     return report

@@ -51,7 +51,9 @@ class AgentSpec:
             raise ValueError(f"agent id must be non-empty and without '|': {self.id!r}")
         if self.kind not in AGENT_KINDS:
             raise ValueError(f"agent {self.id}: unknown kind {self.kind!r}; known: {AGENT_KINDS}")
-        if isinstance(self.gflops, bool) or not (isinstance(self.gflops, int | float) and math.isfinite(self.gflops) and self.gflops >= 0):
+        if isinstance(self.gflops, bool) or not (
+            isinstance(self.gflops, int | float) and math.isfinite(self.gflops) and self.gflops >= 0
+        ):
             raise ValueError(f"agent {self.id}: GFLOPs must be a finite number >= 0, got {self.gflops!r}")
 
     def resolved_path(self) -> Path:

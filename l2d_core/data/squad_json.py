@@ -61,9 +61,7 @@ def load_squad_json(path: str | Path, name: str | None = None) -> QADataset:
                         )
                     )
         except (KeyError, TypeError) as exc:
-            raise DataFormatError(
-                f"SQuAD file {path}: article #{a_i} is missing field {exc}"
-            ) from None
+            raise DataFormatError(f"SQuAD file {path}: article #{a_i} is missing field {exc}") from None
     if not records:
         raise DataFormatError(f"SQuAD file {path} holds no questions")
     return QADataset(name or path.stem, tuple(records), v2=v2, source=str(path))
