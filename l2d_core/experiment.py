@@ -43,6 +43,8 @@ __all__ = [
 
 # BENCHMARK.md sweep points for β₁ (β_j from the GFLOPs rule, α_j = 1).
 BETA_POINTS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+# Part of every trained-head cache key: bump when training code changes what a fit produces.
+HEAD_FORMAT = 2
 
 
 @dataclass(eq=False)
@@ -165,6 +167,7 @@ def prepare(
 def _head_dir(kind: str, bench: Benchmark, config: TrainConfig, costs: CostConfig | None) -> Path:
     key = json.dumps(
         [
+            HEAD_FORMAT,
             kind,
             bench.fingerprint(),
             config.to_dict(),
