@@ -100,3 +100,26 @@ def random_tdl(
     n, a = qc.shape
     vals = [float(chosen(qc, random_policy(n, a, s, probs)).mean()) for s in seeds]
     return float(np.mean(vals)), float(np.std(vals))
+
+
+def upper_hull(cost: np.ndarray, quality: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Non-decreasing upper convex hull of (cost, quality) points: what random mixing of
+    the points can reach (the zero router when the points are single agents).
+
+    >>> upper_hull(np.array([1.0, 2.0, 3.0, 10.0]), np.array([60.0, 61.0, 80.0, 85.0]))
+    (array([ 1.,  3., 10.]), array([60., 80., 85.]))
+    """
+    order = np.lexsort((-np.asarray(quality), np.asarray(cost)))
+    hull: list[tuple[float, float]] = []
+    for c, q in zip(np.asarray(cost, float)[order], np.asarray(quality, float)[order]):
+        if hull and q <= hull[-1][1]:
+            continue  # costs more, no better: never on a non-decreasing frontier
+        while len(hull) >= 2:
+            (c1, q1), (c2, q2) = hull[-2], hull[-1]
+            if (q2 - q1) * (c - c1) <= (q - q1) * (c2 - c1):  # middle point under the chord
+                hull.pop()
+            else:
+                break
+        hull.append((c, q))
+    arr = np.array(hull)
+    return arr[:, 0], arr[:, 1]
