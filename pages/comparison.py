@@ -1,0 +1,4 @@
+import streamlit as st
+
+st.title("comparison")
+st.info("coming soon")

@@ -1,0 +1,4 @@
+import streamlit as st
+
+st.title("decisions")
+st.info("coming soon")
