@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-__all__ = ["QARecord", "QADataset", "DataFormatError"]
+__all__ = ["QARecord", "QADataset", "DataFormatError", "QUESTION_TYPES", "question_type"]
+
+QUESTION_TYPES = ("what", "which", "who", "whom", "whose", "when", "where", "why", "how")
+
+
+def question_type(question: str) -> str:
+    """The first wh-word of a question, else ``other``.
+
+    >>> question_type("In what year did Tesla die?"), question_type("Is it red?")
+    ('what', 'other')
+    """
+    for w in re.findall(r"[a-z]+", question.lower()):
+        if w in QUESTION_TYPES:
+            return w
+    return "other"
 
 
 class DataFormatError(ValueError):
