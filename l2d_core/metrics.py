@@ -123,3 +123,133 @@ def upper_hull(cost: np.ndarray, quality: np.ndarray) -> tuple[np.ndarray, np.nd
         hull.append((c, q))
     arr = np.array(hull)
     return arr[:, 0], arr[:, 1]
+
+
+# --- router-comparison metrics (SPEC §7, from RouterBench and RouteLLM) -----------------------
+
+
+def aiq(cost: np.ndarray, quality: np.ndarray, lo: float, hi: float, left: str = "zero") -> float:
+    """AIQ: mean height over ``[lo, hi]`` of the router's non-decreasing upper convex hull.
+
+    The hull (:func:`upper_hull`) is linear between its vertices and **extended flat to the
+    right** up to ``hi`` (a router can always leave budget unspent). Left of its cheapest
+    vertex no operating point of the router exists: ``left="zero"`` counts quality 0 there,
+    as RouterBench's code does (``calc_AIQ`` integrates from the first hull point and divides
+    by the whole range) — a lower bound; ``left="flat"`` extends the cheapest vertex's quality
+    to ``lo`` — an upper bound, under which one dear agent alone scores its own quality over
+    the whole range. Points outside ``[lo, hi]`` shape the hull but only ``[lo, hi]`` is
+    integrated (exactly: the curve is piecewise linear); ``lo == hi`` gives the height there.
+
+    >>> aiq(np.array([0.0, 10.0]), np.array([0.0, 100.0]), 0.0, 10.0)      # the diagonal
+    50.0
+    >>> aiq(np.array([1.0, 3.0, 10.0]), np.array([60.0, 80.0, 85.0]), 1.0, 10.0)  # 717.5 / 9
+    79.72222222222223
+    >>> aiq(np.array([0.0, 4.0, 10.0]), np.array([0.0, 20.0, 100.0]), 0.0, 10.0)  # (4,20) under the chord
+    50.0
+    >>> aiq(np.array([5.0]), np.array([70.0]), 0.0, 10.0)    # 0 on [0, 5), 70 on [5, 10]
+    35.0
+    >>> aiq(np.array([5.0]), np.array([70.0]), 0.0, 10.0, left="flat")
+    70.0
+    >>> aiq(np.array([0.0, 20.0]), np.array([50.0, 90.0]), 0.0, 10.0)   # hull beyond hi: 50→70
+    60.0
+    """
+    if not hi >= lo:
+        raise ValueError(f"AIQ needs lo <= hi, got [{lo}, {hi}]")
+    if len(cost) == 0:
+        raise ValueError("AIQ needs at least one (cost, quality) point")
+    if left not in ("zero", "flat"):
+        raise ValueError(f"left must be 'zero' or 'flat', got {left!r}")
+    hc, hq = upper_hull(np.asarray(cost, float), np.asarray(quality, float))
+    a = lo if left == "flat" else max(lo, float(hc[0]))  # zero below the cheapest vertex
+    if hi == lo:
+        return float(np.interp(lo, hc, hq)) if a <= lo else 0.0
+    if a >= hi:
+        return 0.0
+    xs = np.unique(np.concatenate([[a, hi], hc[(hc > a) & (hc < hi)]]))
+    ys = np.interp(xs, hc, hq)  # np.interp is flat outside [hc[0], hc[-1]]
+    return float(np.trapezoid(ys, xs) / (hi - lo))
+
+
+def pgr(quality: np.ndarray | float, weakest: float, strongest: float) -> np.ndarray | float:
+    """Performance gap recovered: (Q − Q_weakest) / (Q_strongest − Q_weakest).
+
+    >>> pgr(75.0, 60.0, 80.0)
+    0.75
+    >>> pgr(np.array([60.0, 80.0]), 60.0, 80.0).tolist()
+    [0.0, 1.0]
+    """
+    if strongest == weakest:
+        raise ValueError("PGR is undefined when the strongest and weakest agents score the same")
+    out = (np.asarray(quality, float) - weakest) / (strongest - weakest)
+    return float(out) if out.ndim == 0 else out
+
+
+def pgr_curve(
+    share_strong: np.ndarray, quality: np.ndarray, weakest: float, strongest: float, grid: int = 101
+) -> tuple[np.ndarray, np.ndarray]:
+    """PGR as a function of the share of strong calls, on ``grid`` points of [0, 1].
+
+    The router's points are sorted by share and interpolated linearly (points at the same
+    share are averaged). When the points do not reach share 0 (or 1), the curve is anchored at
+    (0, PGR 0) (or (1, PGR 1)): a threshold router at ±∞ is the weak (strong) agent alone.
+
+    >>> s, p = pgr_curve(np.array([0.5]), np.array([70.0]), 60.0, 80.0, grid=5)
+    >>> s.tolist(), p.tolist()
+    ([0.0, 0.25, 0.5, 0.75, 1.0], [0.0, 0.25, 0.5, 0.75, 1.0])
+    """
+    share = np.asarray(share_strong, float)
+    if len(share) == 0 or len(share) != len(quality):
+        raise ValueError("pgr_curve needs one share of strong calls per quality point")
+    if np.any((share < -1e-9) | (share > 1 + 1e-9)):
+        raise ValueError("shares of strong calls must lie in [0, 1]")
+    xs, inv = np.unique(np.clip(share, 0.0, 1.0), return_inverse=True)
+    ys = np.bincount(inv, weights=np.asarray(pgr(np.asarray(quality, float), weakest, strongest)))
+    ys = ys / np.bincount(inv)
+    if xs[0] > 0:
+        xs, ys = np.concatenate([[0.0], xs]), np.concatenate([[0.0], ys])
+    if xs[-1] < 1:
+        xs, ys = np.concatenate([xs, [1.0]]), np.concatenate([ys, [1.0]])
+    g = np.linspace(0.0, 1.0, grid)
+    return g, np.interp(g, xs, ys)
+
+
+def apgr(
+    share_strong: np.ndarray, quality: np.ndarray, weakest: float, strongest: float, grid: int = 101
+) -> float:
+    """Average PGR over the share of strong calls in [0, 1] (RouteLLM): the area under
+    :func:`pgr_curve` (trapezoid rule on the grid; exact for piecewise-linear curves whose
+    vertices lie on the grid).
+
+    >>> apgr(np.array([0.0, 1.0]), np.array([60.0, 80.0]), 60.0, 80.0)   # random mixing
+    0.5
+    >>> apgr(np.array([0.0, 1.0]), np.array([80.0, 80.0]), 60.0, 80.0)   # oracle-like
+    1.0
+    >>> apgr(np.array([0.2]), np.array([80.0]), 60.0, 80.0)              # 0→1 by 0.2, then 1
+    0.9
+    """
+    g, p = pgr_curve(share_strong, quality, weakest, strongest, grid)
+    return float(np.trapezoid(p, g))
+
+
+def cpt(
+    share_strong: np.ndarray,
+    quality: np.ndarray,
+    weakest: float,
+    strongest: float,
+    target: float,
+    grid: int = 1001,
+) -> float:
+    """Call-performance threshold: the smallest share of strong calls whose interpolated PGR
+    reaches ``target`` (e.g. 0.5 for CPT(50%)); NaN when the curve never reaches it.
+
+    >>> cpt(np.array([0.0, 1.0]), np.array([60.0, 80.0]), 60.0, 80.0, 0.8)
+    0.8
+    >>> cpt(np.array([0.2]), np.array([80.0]), 60.0, 80.0, 0.5)
+    0.1
+    """
+    g, p = pgr_curve(share_strong, quality, weakest, strongest, grid)
+    hit = np.flatnonzero(p >= target - 1e-12)
+    return float(g[hit[0]]) if len(hit) else float("nan")
+
+
+__all__ += ["upper_hull", "aiq", "pgr", "pgr_curve", "apgr", "cpt"]

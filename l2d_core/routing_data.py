@@ -13,6 +13,7 @@ import numpy as np
 from .agent_cache import AgentCache
 from .agents import AgentSpec, PoolSpec, get_agent, import_predictions
 from .data.records import QADataset
+from .scoring import SCORING_VERSION
 
 __all__ = ["RoutingData", "ensure_cached", "load_routing_data", "AgentNotCachedError"]
 
@@ -89,9 +90,10 @@ def ensure_cached(dataset: QADataset, agents: list[AgentSpec], cache: AgentCache
     """Import prediction-file agents that are not cached yet; fail clearly for live ones."""
     for spec in agents:
         missing = set(dataset.qids) - cache.done_ids(dataset.name, spec.id)
-        if not missing:
+        stale = cache.meta(dataset.name, spec.id).get("scoring_version") != SCORING_VERSION
+        if not missing and not (stale and spec.kind == "prediction_file"):
             continue
-        if spec.kind == "prediction_file":
+        if spec.kind == "prediction_file":  # (re-)score the file: cheap, and always current
             import_predictions(spec, dataset, cache)
         else:
             raise AgentNotCachedError(

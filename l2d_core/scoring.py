@@ -12,9 +12,12 @@ from .data.records import QADataset, QARecord
 from .positions import ContextIndex, endpoint_correct, gold_positions, locate
 from .squad_eval import exact_match, f1
 
-__all__ = ["GoldIndex", "gold_index", "score_answer", "MISSING"]
+__all__ = ["GoldIndex", "gold_index", "score_answer", "MISSING", "SCORING_VERSION"]
 
 MISSING = "missing"  # status of a question an agent gave no answer for (counted wrong)
+# Stored with every agent's cache metadata; bump when scoring changes what a record holds,
+# so that cached prediction-file agents are re-scored instead of silently reused.
+SCORING_VERSION = 2
 
 
 @dataclass(frozen=True)

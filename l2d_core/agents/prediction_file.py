@@ -9,7 +9,7 @@ from pathlib import Path
 from ..agent_cache import AgentCache
 from ..data.records import DataFormatError, QADataset
 from ..data.squad_json import read_json
-from ..scoring import MISSING, gold_index, score_answer
+from ..scoring import MISSING, SCORING_VERSION, gold_index, score_answer
 from .registry import AgentSpec
 
 __all__ = ["read_prediction_file", "import_predictions", "ImportReport", "MAX_PREDICTION_BYTES"]
@@ -112,6 +112,7 @@ def import_predictions(
         spec.id,
         records,
         meta={
+            "scoring_version": SCORING_VERSION,
             "gflops": spec.gflops,
             "gflops_source": spec.gflops_source,
             "kind": spec.kind,

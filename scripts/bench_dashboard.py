@@ -1,0 +1,353 @@
+"""Dashboard speed on the real benchmark (2 CPU cores): medians over several runs.
+
+    python scripts/bench_dashboard.py [--runs 3] [--values 10] [--moves 8] [--no-browser]
+
+Measures, each beside its target:
+
+- **slider → metrics, server side**: ``AppTest`` of the cost explorer; after a warm first
+  run, ``at.slider(key="beta1").set_value(v).run()`` for several β₁ values (≤ 300 ms);
+- **cold start of each page**: the first ``AppTest`` run of the page in a fresh Python
+  process (``st.cache_resource`` is process-wide, so a fresh process is the only cold one);
+  the embeddings are on disk by then (≤ 10 s);
+- **slider → metrics, in a browser**: ``streamlit run app.py`` driven by Debian's chromium
+  through playwright; time from the key release on the β₁ slider to the EM metric's text
+  changing (≤ 1.5 s).
+
+The server and browser helpers below are shared with ``tests/test_browser.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import _bootstrap  # noqa: F401
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"  # Debian packages chromium + chromium-driver; never `playwright install`
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+VIEWPORT = {"width": 1400, "height": 3000}  # Streamlit scrolls inside its own container: tall viewport
+SLIDER_LABEL, SLIDER_KEY = "β₁", "beta1"
+HEALTH_TIMEOUT_S = 90.0
+FIRST_LOAD_TIMEOUT_S = 240.0  # the first visit prepares the benchmark (embeddings from disk or computed)
+CHANGE_TIMEOUT_S = 60.0
+COLD_TIMEOUT_S = 300.0
+
+TARGET_SLIDER_SERVER_S = 0.300
+TARGET_COLD_S = 10.0
+TARGET_SLIDER_BROWSER_S = 1.5
+
+
+# --------------------------------------------------------------------------- server + browser
+
+
+def page_scripts() -> dict[str, Path]:
+    """Every page of the dashboard: the entry script (Overview) and each file page that
+    app.py's ``st.navigation`` lists."""
+    pages = {"overview (app.py)": ROOT / "app.py"}
+    for rel in re.findall(r"st\.Page\(\s*[\"']([^\"']+\.py)[\"']", (ROOT / "app.py").read_text()):
+        pages[Path(rel).stem] = ROOT / rel
+    return pages
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Terminate the server's whole process group, then kill it if it lingers."""
+    if proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@contextmanager
+def dashboard_server(log_path: Path, env: dict | None = None) -> Iterator[str]:
+    """``streamlit run app.py`` on a free local port; yields its base URL once healthy.
+
+    The server runs in its own process group, always terminated on exit. Its output goes to
+    ``log_path`` (quoted in the error when it dies or never becomes healthy).
+    """
+    port = free_port()
+    cmd = [
+        sys.executable, "-m", "streamlit", "run", "app.py",
+        "--server.headless", "true",
+        "--server.address", "127.0.0.1",
+        "--server.port", str(port),
+        "--browser.gatherUsageStats", "false",
+    ]  # fmt: skip
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=dict(os.environ if env is None else env), stdin=subprocess.DEVNULL,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + HEALTH_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited with {proc.returncode}:\n{_tail(log_path)}")
+            try:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no health response in {HEALTH_TIMEOUT_S:.0f} s:\n{_tail(log_path)}")
+            time.sleep(0.25)
+        yield base
+    finally:
+        _stop(proc)
+
+
+def _tail(path: Path, n: int = 40) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+
+
+def launch_chromium(playwright):
+    """Headless Debian chromium (the browser playwright downloads is never used)."""
+    if not Path(CHROMIUM).is_file():
+        raise FileNotFoundError(f"{CHROMIUM} not found: apt-get install -y chromium chromium-driver")
+    return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+
+
+def _exact(text: str) -> re.Pattern:
+    return re.compile(rf"^\s*{re.escape(text)}\s*$")
+
+
+def metric_value(page, label: str):
+    """The value element of the ``st.metric`` labelled exactly ``label``."""
+    label_el = page.get_by_test_id("stMetricLabel").filter(has_text=_exact(label))
+    return page.get_by_test_id("stMetric").filter(has=label_el).get_by_test_id("stMetricValue")
+
+
+def slider_thumb(page, label: str):
+    """The thumb (ARIA role slider) of the ``st.slider`` labelled exactly ``label``."""
+    label_el = page.get_by_test_id("stWidgetLabel").filter(has_text=_exact(label))
+    return page.get_by_test_id("stSlider").filter(has=label_el).get_by_role("slider")
+
+
+def slider_value(thumb) -> float:
+    """A slider thumb's value: an ``<input type=range>`` or an ARIA ``role=slider`` element."""
+    return float(thumb.evaluate("el => el.value ?? el.getAttribute('aria-valuenow')"))
+
+
+def number(text: str) -> float:
+    """The first number in a metric's text ("1,234.5 GFLOPs" → 1234.5)."""
+    m = re.search(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", text.replace(",", ""))
+    if m is None:
+        raise ValueError(f"no number in metric text {text!r}")
+    return float(m.group())
+
+
+_METRIC_TEXT_JS = """([label, old]) => {
+    for (const m of document.querySelectorAll('[data-testid="stMetric"]')) {
+        const l = m.querySelector('[data-testid="stMetricLabel"]');
+        const v = m.querySelector('[data-testid="stMetricValue"]');
+        if (l && v && l.textContent.trim() === label) return v.textContent !== old;
+    }
+    return false;
+}"""
+
+
+def wait_metric_change(page, label: str, old: str, timeout_s: float = CHANGE_TIMEOUT_S) -> str:
+    """Wait, checking every animation frame, until the value of the metric labelled ``label``
+    reads other than ``old`` (the element is looked up afresh each frame); returns the text."""
+    page.wait_for_function(_METRIC_TEXT_JS, arg=[label, old], polling="raf", timeout=1000 * timeout_s)
+    return metric_value(page, label).inner_text()
+
+
+def wait_idle(page, timeout_s: float = CHANGE_TIMEOUT_S) -> None:
+    """Wait until the app's "running" indicator is gone (the rerun has finished)."""
+    page.get_by_test_id("stStatusWidget").wait_for(state="hidden", timeout=1000 * timeout_s)
+
+
+def open_cost_explorer(page, base: str):
+    """Open the cost explorer, wait for its EM metric; returns the EM value locator."""
+    page.goto(f"{base}/cost_explorer", timeout=60_000)
+    em = metric_value(page, "EM")
+    em.wait_for(timeout=1000 * FIRST_LOAD_TIMEOUT_S)
+    return em
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+def report(name: str, times: list[float], target: float | None) -> None:
+    if not times:
+        print(f"{name:<44} {'n/a':>10}")
+        return
+    med = statistics.median(times)
+    ok = "" if target is None else ("ok" if med <= target else "MISSED")
+    tgt = "-" if target is None else f"<= {_fmt(target)}"
+    spread = f"min {_fmt(min(times))}, max {_fmt(max(times))}; {len(times)} runs"
+    print(f"{name:<44} median {_fmt(med):>9}   ({spread})   target {tgt:<10} {ok}")
+
+
+def _fmt(t: float) -> str:
+    return f"{1000 * t:.0f} ms" if t < 1 else f"{t:.2f} s"
+
+
+def _beta_values(n: int) -> list[float]:
+    """``n`` distinct β₁ values on the slider's 0.01 grid, none the 0.05 default."""
+    vals = [round(0.01 * round(100 * (0.1 + 0.9 * i / max(1, n - 1))), 2) for i in range(n)]
+    return [v if v != 0.05 else 0.06 for v in vals]
+
+
+def slider_server_side(n_values: int) -> tuple[list[float], str]:
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(page_scripts()["cost_explorer"]), default_timeout=COLD_TIMEOUT_S)
+    at.run()
+    if at.exception:
+        return [], f"first run raised: {at.exception[0].message}"
+    if not any(s.key == SLIDER_KEY for s in at.slider):
+        return [], f'no slider with key "{SLIDER_KEY}" on the cost explorer yet'
+    times, seen = [], set()
+    for v in _beta_values(n_values):
+        t = time.perf_counter()
+        at.slider(key=SLIDER_KEY).set_value(v).run()
+        times.append(time.perf_counter() - t)
+        if at.exception:
+            return times, f"β₁ = {v} raised: {at.exception[0].message}"
+        seen.add(tuple(m.value for m in at.metric))
+    return times, f"{len(seen)} distinct metric sets over {len(times)} values"
+
+
+def _cold_child(script: str) -> int:
+    """In a fresh process: time the first AppTest run of one page; print JSON."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(script, default_timeout=COLD_TIMEOUT_S)
+    t = time.perf_counter()
+    at.run()
+    dt = time.perf_counter() - t
+    err = at.exception[0].message if at.exception else None
+    print(json.dumps({"first_run_s": dt, "exception": err}))
+    return 0
+
+
+def cold_start(script: Path, runs: int) -> tuple[list[float], list[float], str | None]:
+    firsts, procs, err = [], [], None
+    for _ in range(runs):
+        t = time.perf_counter()
+        out = subprocess.run(
+            [sys.executable, __file__, "--cold-page", str(script)],
+            capture_output=True, text=True, timeout=COLD_TIMEOUT_S + 60, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        procs.append(time.perf_counter() - t)
+        lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+        if out.returncode != 0 or not lines:
+            return firsts, procs, f"child failed ({out.returncode}): {out.stderr.strip()[-300:]}"
+        res = json.loads(lines[-1])
+        firsts.append(res["first_run_s"])
+        err = err or res["exception"]
+    return firsts, procs, err
+
+
+MOVES = ("End", "Home", "PageUp", "End", "PageDown", "Home", "PageUp", "PageUp", "ArrowRight", "End")
+
+
+def slider_in_browser(n_moves: int, log_path: Path) -> tuple[list[float], str]:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import sync_playwright
+
+    times, unchanged = [], 0
+    with dashboard_server(log_path) as base, sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            em = open_cost_explorer(page, base)
+            thumb = slider_thumb(page, SLIDER_LABEL)
+            if thumb.count() == 0:
+                return [], f'no slider labelled "{SLIDER_LABEL}" on the cost explorer yet'
+            wait_idle(page)
+            for i in range(n_moves):
+                key, old = MOVES[i % len(MOVES)], em.inner_text()
+                thumb.focus()
+                page.keyboard.down(key)
+                t = time.perf_counter()
+                page.keyboard.up(key)
+                try:
+                    wait_metric_change(page, "EM", old, timeout_s=10)
+                    times.append(time.perf_counter() - t)
+                except PlaywrightTimeout:  # this move left EM where it was
+                    unchanged += 1
+                wait_idle(page)
+        finally:
+            browser.close()
+    return times, f"{len(times)} moves changed EM, {unchanged} did not (excluded)"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int, default=3, help="fresh processes per page for the cold start")
+    p.add_argument("--values", type=int, default=10, help="β₁ values for the server-side slider move")
+    p.add_argument("--moves", type=int, default=8, help="slider moves in the browser")
+    p.add_argument("--no-browser", action="store_true", help="skip the browser measurement")
+    p.add_argument("--log", type=Path, default=Path("/tmp/bench_dashboard_streamlit.log"))
+    p.add_argument("--cold-page", help=argparse.SUPPRESS)  # child mode of the cold-start measurement
+    args = p.parse_args(argv)
+    if args.cold_page:
+        return _cold_child(args.cold_page)
+
+    from l2d_core.experiment import prepare
+
+    t = time.perf_counter()
+    prepare("squad11", "P3", progress=True)  # embeddings on disk before anything is timed
+    print(f"benchmark squad11/P3 prepared in {time.perf_counter() - t:.1f} s (embeddings now on disk)")
+    print(f"{os.cpu_count()} CPUs, 1-min load average {os.getloadavg()[0]:.1f} (other work slows figures)\n")
+
+    times, note = slider_server_side(args.values)
+    report("β₁ slider → metrics, server (AppTest)", times, TARGET_SLIDER_SERVER_S)
+    print(f"{'':<44} {note}")
+
+    for name, script in page_scripts().items():
+        firsts, procs, err = cold_start(script, args.runs)
+        report(f"cold start: {name}", firsts, TARGET_COLD_S)
+        extra = f"process incl. interpreter start: median {_fmt(statistics.median(procs))}" if procs else ""
+        print(f"{'':<44} {extra}{'; ERROR ' + err if err else ''}")
+
+    if not args.no_browser:
+        times, note = slider_in_browser(args.moves, args.log)
+        report("β₁ slider → EM text, browser (chromium)", times, TARGET_SLIDER_BROWSER_S)
+        print(f"{'':<44} {note}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

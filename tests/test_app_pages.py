@@ -1,0 +1,245 @@
+"""The dashboard pages on the real benchmark, driven by Streamlit's AppTest: the overview, the cost
+explorer (metrics move the way the costs imply, Retrain works, cost files load or fail cleanly)
+and the routing decisions page (filters, detail view, the cost setting handed over).
+
+The benchmark's embeddings come from the session cache directory of tests/conftest.py; the
+heavy objects are cached per process by st.cache_resource, so after the first page run every
+rerun takes about a second.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from l2d_core.costs import CostConfig, InvalidCostError
+from l2d_core.explorer import answer_spans, cost_from_upload, rule_beta1
+
+ROOT = Path(__file__).resolve().parent.parent
+P3_GFLOPS = (100.0, 1730.0)  # rnet-plus, bert-ens (builtin.json)
+REQUIRED_TILES = {"EM", "F1", "GFLOPs/query", "GFLOPs/EM", "TPR", "FPR", "TDL", "TDL random"}
+slow = pytest.mark.slow  # real benchmark: embeddings of 10,570 questions once per session
+
+
+def page(path: str) -> AppTest:
+    return AppTest.from_file(str(ROOT / path), default_timeout=600)
+
+
+def ran(target) -> AppTest:
+    """Run the app (``target`` is the AppTest or one of its widgets) and check for exceptions."""
+    at = target.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metric(at: AppTest, label: str, index: int = 0) -> float:
+    """The value of a metric tile as a number ("74.4%" → 74.4)."""
+    values = [m.value for m in at.metric if m.label == label]
+    assert len(values) > index, f"no metric tile {label!r} (tiles: {[m.label for m in at.metric]})"
+    return float(re.match(r"-?\d+(\.\d+)?", values[index].replace(",", "")).group())
+
+
+@pytest.fixture(scope="module")
+def explorer(real_data) -> AppTest:
+    """A fresh cost explorer, run once with the defaults."""
+    return ran(page("pages/cost_explorer.py"))
+
+
+@slow
+def test_overview_runs(real_data):
+    at = ran(page("app.py"))
+    assert "Learning-to-Defer" in at.title[0].value
+    assert len(at.dataframe[0].value) == 3  # pool P3: main + two experts
+
+
+@slow
+def test_cost_explorer_defaults(explorer):
+    at = explorer
+    assert REQUIRED_TILES <= {m.label for m in at.metric}
+    assert all(m.delta == "" for m in at.metric)  # no previous setting yet
+    assert at.toggle(key="beta_rule").value is True
+    beta1 = at.slider(key="beta1")
+    assert (beta1.label, beta1.value, beta1.min, beta1.max, beta1.step) == ("β₁", 0.05, 0.0, 1.0, 0.005)
+    assert at.radio(key="mode").options == ["Reweight", "Retrain", "Both"]
+    assert at.session_state["costs"] == CostConfig.from_beta1(0.05, P3_GFLOPS, 1.0)
+    assert 60.0 < metric(at, "EM") < 95.0
+    assert metric(at, "TDL") < metric(at, "TDL random")  # the plug-in beats uniform random
+    assert len(at.get("plotly_chart")) == 6  # allocation, cost–EM plane, four sweep charts
+    assert {b.label for b in at.get("download_button")} >= {
+        "Cost setting (JSON)",
+        "Charts (HTML, works offline)",
+    }
+
+
+@slow
+def test_beta1_up_lowers_expert_share_and_gflops(real_data):
+    at = ran(page("pages/cost_explorer.py"))
+    seen = []
+    for b in (0.0, 0.05, 0.2, 0.5):
+        ran(at.slider(key="beta1").set_value(b))
+        seen.append((metric(at, "Deferred"), metric(at, "GFLOPs/query")))
+    deferred = [d for d, _ in seen]
+    # the plug-in rule guarantees it: raising every β leaves a query with the main model there
+    assert deferred == sorted(deferred, reverse=True), deferred
+    assert seen[-1][0] < seen[0][0] - 20.0 and seen[-1][1] < seen[0][1], seen
+    gflops_tile = next(m for m in at.metric if m.label == "GFLOPs/query")
+    assert gflops_tile.delta.startswith("-")  # delta against β₁ = 0.2
+
+
+@slow
+def test_alpha_up_never_defers_more(real_data):
+    """Raising the weight of every expert's error raises every expert's expected cost, so the
+    plug-in can only move queries back to the main model."""
+    at = ran(page("pages/cost_explorer.py"))
+    deferred = []
+    for a in (0.0, 0.5, 1.0, 2.0):
+        for j in (1, 2):
+            at.slider(key=f"alpha_{j}").set_value(a)
+        ran(at)
+        deferred.append(metric(at, "Deferred"))
+        assert at.session_state["costs"].alpha == (a, a)
+    assert deferred == sorted(deferred, reverse=True), deferred
+    assert deferred[-1] < deferred[0], deferred
+
+
+@slow
+def test_hand_set_betas(real_data):
+    at = ran(page("pages/cost_explorer.py"))
+    ran(at.toggle(key="beta_rule").set_value(False))
+    assert [s.label for s in at.slider] == [
+        "α₁ · rnet-plus",
+        "α₂ · bert-ens",
+        "β₁ · rnet-plus",
+        "β₂ · bert-ens",
+    ]
+    assert at.slider(key="beta_2").value == pytest.approx(0.05 * 1730 / 2000)  # seeded by the rule
+    at.slider(key="beta_1").set_value(1.0)
+    ran(at.slider(key="beta_2").set_value(1.0))
+    assert at.session_state["costs"] == CostConfig((1.0, 1.0), (1.0, 1.0))
+    assert metric(at, "Deferred") == 0.0  # an expert costs ≥ 2 per query, the main model ≤ 2
+
+
+@slow
+def test_retrain_and_both_modes(real_data):
+    at = ran(page("pages/cost_explorer.py"))
+    ran(at.radio(key="mode").set_value("Retrain"))
+    assert [s.value for s in at.subheader][0] == "Retrain (SDL)"
+    assert REQUIRED_TILES <= {m.label for m in at.metric}
+    assert 60.0 < metric(at, "EM") < 95.0
+    assert any(b.label.startswith("Train the Retrain sweep") for b in at.button)  # sweep only on request
+    ran(at.radio(key="mode").set_value("Both"))
+    assert [m.label for m in at.metric].count("EM") == 2
+    assert [s.value for s in at.subheader][:2] == ["Reweight (plug-in)", "Retrain (SDL)"]
+
+
+@slow
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"{not json", "must be JSON"),
+        (b'{"alpha": [1.0], "beta": [0.1]}', "1 expert(s) but this pool has 2"),
+        (b'{"alpha": [1.0, -1.0], "beta": [0.1, 0.1]}', "alpha_2 must be >= 0"),
+        (b'{"alpha": [1.0, 1.0], "beta": [0.1, 7.0]}', "outside the dashboard's range"),
+        (b"\xff\xfe", "not UTF-8"),
+    ],
+)
+def test_bad_cost_file_shows_an_error(real_data, content, message):
+    at = ran(page("pages/cost_explorer.py"))
+    ran(at.file_uploader(key="cost_upload").set_value(("costs.json", content, "application/json")))
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "InvalidCostError" in errors[0] and message in errors[0], errors
+    assert at.session_state["costs"] == CostConfig.from_beta1(0.05, P3_GFLOPS)  # unchanged
+
+
+@slow
+def test_cost_file_round_trip(real_data):
+    at = ran(page("pages/cost_explorer.py"))
+    hand = CostConfig((1.5, 0.5), (0.1, 0.3))
+    ran(
+        at.file_uploader(key="cost_upload").set_value(("c.json", hand.to_json().encode(), "application/json"))
+    )
+    assert not at.error and at.toggle(key="beta_rule").value is False
+    assert at.session_state["costs"] == hand
+    rule = CostConfig.from_beta1(0.2, P3_GFLOPS, 1.0)
+    ran(
+        at.file_uploader(key="cost_upload").set_value(("r.json", rule.to_json().encode(), "application/json"))
+    )
+    assert at.toggle(key="beta_rule").value is True and at.slider(key="beta1").value == 0.2
+    assert at.session_state["costs"] == rule
+    assert json.loads(at.code[0].value) == json.loads(rule.to_json())  # what the download holds
+
+
+def test_cost_loader_pure():
+    with pytest.raises(InvalidCostError, match="finite"):
+        cost_from_upload('{"alpha": [NaN], "beta": [0.1]}', 1)
+    with pytest.raises(InvalidCostError, match="must be JSON"):
+        cost_from_upload("[1, 2]", 1)
+    costs = cost_from_upload(b'{"alpha": [2.0, 0.0], "beta": [0.0, 43.0]}', 2, beta_max=(1.0, 43.25))
+    assert costs == CostConfig((2.0, 0.0), (0.0, 43.0))
+    assert rule_beta1(CostConfig.from_beta1(0.3, P3_GFLOPS), P3_GFLOPS) == 0.3
+    assert rule_beta1(costs, P3_GFLOPS) is None
+
+
+@slow
+def test_decisions_filters_and_detail(real_data):
+    at = ran(page("pages/decisions.py"))
+    table = at.dataframe[0].value
+    n = len(table)
+    assert n == 2595 and set(table["chosen"]) <= {"match-lstm", "rnet-plus", "bert-ens"}
+    # the detail view shows the first question: highlighted context and the reason
+    first = table.iloc[0]
+    assert at.selectbox(key="dec_qid").value == first["qid"]
+    assert any(first["question"] in h.value for h in at.subheader)
+    html_blocks = [m.value for m in at.markdown if "<mark" in m.value]
+    assert any("#ffd54f" in h and "line-height" in h for h in html_blocks)  # gold answer marked in context
+    assert any("lowest" in i.value for i in at.info)  # explain()'s sentence
+    assert list(at.dataframe[1].value["agent"]) == ["match-lstm", "rnet-plus", "bert-ens"]
+
+    ran(at.multiselect(key="dec_chosen").set_value(["match-lstm"]))
+    only_main = at.dataframe[0].value
+    assert 0 < len(only_main) < n and set(only_main["chosen"]) == {"match-lstm"}
+    ran(at.checkbox(key="dec_main_wrong").check())
+    wrong = at.dataframe[0].value
+    assert 0 < len(wrong) < len(only_main) and not wrong["correct"].any()  # main wrong and kept
+    at.multiselect(key="dec_chosen").set_value([])
+    ran(at.checkbox(key="dec_main_wrong").uncheck())
+    ran(at.text_input(key="dec_search").set_value("HOW MANY"))
+    found = at.dataframe[0].value
+    assert 0 < len(found) < n and found["question"].str.lower().str.contains("how many").all()
+    assert at.selectbox(key="dec_qid").value == found["qid"].iloc[0]  # detail follows the filter
+    ran(at.radio(key="dec_outcome").set_value("incorrect"))
+    assert 0 < len(at.dataframe[0].value) < len(found) and not at.dataframe[0].value["correct"].any()
+    ran(at.text_input(key="dec_search").set_value("no question says this"))
+    assert len(at.dataframe[0].value) == 0 and any("No question" in i.value for i in at.info)
+
+
+@slow
+def test_decisions_follow_the_cost_setting(real_data):
+    at = page("pages/decisions.py")
+    at.session_state["costs"] = CostConfig((1.0, 1.0), (5.0, 5.0))  # experts far too dear
+    ran(at)
+    assert set(at.dataframe[0].value["chosen"]) == {"match-lstm"}
+    at.session_state["costs"] = CostConfig((1.0, 1.0), (0.0, 0.0))  # experts free
+    ran(at)
+    assert set(at.dataframe[0].value["chosen"]) >= {"rnet-plus", "bert-ens"}
+    at.session_state["costs"] = CostConfig.from_beta1(0.05, P3_GFLOPS)  # the explorer's default: trained once
+    ran(at.radio(key="dec_mode").set_value("Retrain"))
+    assert len(at.dataframe[0].value) == 2595 and any("score r̂" in c for c in at.dataframe[1].value.columns)
+
+
+def test_highlight_spans_and_escaping():
+    context = "In 1066 <b>Paris</b> cost $5; paris again."
+    assert answer_spans(context, [("gold", "PARIS"), ("a", "$5"), ("b", "London")]) == [
+        (11, 16, "gold"),
+        (26, 28, "a"),
+    ]
+    from pages.common import context_html
+
+    body, missing = context_html(context, [("gold", "PARIS"), ("a", "$5"), ("b", "London")], {"gold": "#ff0"})
+    assert missing == ["b"]
+    assert "<b>" not in body and "&lt;b&gt;" in body and "$" not in body  # no tags, no markdown math
+    assert body.count("<mark") == 2 and ">Paris</mark>" in body

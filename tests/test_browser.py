@@ -1,0 +1,107 @@
+"""The dashboard in a real browser: ``streamlit run app.py`` driven by Debian's chromium.
+
+Needs the Debian packages ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them) and
+the ``playwright`` Python package (requirements-dev.txt; its own browser download is never
+used). Missing either is a failure, not a skip. The server inherits the session's
+``L2D_CACHE_DIR``; the embeddings of the default benchmark are computed into it before the
+server starts unless an earlier test did (run alone: about a minute on 2 cores).
+
+A screenshot of the cost explorer after the slider move is saved under the test's
+``tmp_path`` and copied to ``$L2D_SCREENSHOT_DIR`` when that is set.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from l2d_core.experiment import prepare
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+
+def _bench():
+    """Server and browser helpers, shared with scripts/bench_dashboard.py."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    spec = importlib.util.spec_from_file_location("bench_dashboard", ROOT / "scripts" / "bench_dashboard.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+bd = _bench()
+
+
+@pytest.fixture
+def dashboard(real_data, tmp_path):
+    """Base URL of a streamlit server running app.py; always terminated.
+
+    The page's default benchmark (squad11, P3) is prepared here first, so its embeddings are
+    in the session cache (read back from disk when an earlier test computed them) and the server's first
+    page load only reads them from disk."""
+    prepare("squad11", "P3")
+    with bd.dashboard_server(tmp_path / "streamlit.log") as base:
+        yield base
+
+
+@pytest.fixture
+def browser():
+    if not Path(bd.CHROMIUM).is_file():
+        pytest.fail(f"{bd.CHROMIUM} is missing: apt-get install -y chromium chromium-driver (.ci/run does)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("the playwright package is missing: pip install -r requirements-dev.txt")
+    with sync_playwright() as pw:
+        b = bd.launch_chromium(pw)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def _screenshot(page, tmp_path) -> Path:
+    shot = tmp_path / "cost_explorer.png"
+    page.screenshot(path=str(shot))
+    if os.environ.get("L2D_SCREENSHOT_DIR"):
+        out = Path(os.environ["L2D_SCREENSHOT_DIR"])
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, out / shot.name)
+    return shot
+
+
+def test_cost_explorer_slider_moves_the_metrics(dashboard, browser, tmp_path):
+    page = browser.new_page(viewport=bd.VIEWPORT)
+    try:
+        em = bd.open_cost_explorer(page, dashboard)
+        gq = bd.metric_value(page, "GFLOPs/query")
+        bd.wait_idle(page)
+        assert gq.count() == 1 and bd.metric_value(page, "TDL").count() == 1
+        thumb = bd.slider_thumb(page, bd.SLIDER_LABEL)
+        assert thumb.count() == 1, f'no slider labelled "{bd.SLIDER_LABEL}" on the cost explorer'
+        assert bd.slider_value(thumb) == 0.05
+        em_before, gq_before = em.inner_text(), gq.inner_text()
+
+        thumb.focus()
+        page.keyboard.press("End")  # β₁ = 1.0: experts far dearer → fewer deferrals
+        bd.wait_metric_change(page, "GFLOPs/query", gq_before)
+        bd.wait_idle(page)
+        em_after, gq_after = em.inner_text(), gq.inner_text()
+    finally:
+        _screenshot(page, tmp_path)  # also when a wait timed out: shows what the page was doing
+
+    errors = page.get_by_test_id("stException")
+    assert errors.count() == 0, errors.first.inner_text()
+    assert bd.slider_value(thumb) == 1.0
+    assert em_after != em_before, f"EM stayed {em_before} after β₁ 0.05 → 1.0"
+    assert bd.number(gq_after) < bd.number(gq_before), (gq_before, gq_after)
+    # A deep link as the first visit must still go through app.py's st.navigation (titles,
+    # page config), not Streamlit's pages/-folder auto-discovery ("app", "common", …).
+    nav = page.get_by_test_id("stSidebarNav")
+    assert nav.get_by_text("Cost explorer", exact=True).count() == 1, nav.inner_text()

@@ -1,0 +1,390 @@
+"""Single-query routing (l2d_core.live), router comparison (l2d_core.comparison), the AIQ/PGR
+metrics, and AppTest runs of the two pages.
+
+Uses the real benchmark (P3 and P2 on squad11); the embeddings are computed once per session
+in the session cache directory. The extractive runner is checked with a tiny BERT built here
+and with a stub model whose logits are set by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from l2d_core import metrics as M
+from l2d_core.agent_cache import AgentCache
+from l2d_core.agents import AgentSpec, get_agent
+from l2d_core.comparison import (
+    DENSE_BETAS,
+    list_results,
+    load_results,
+    router_ids,
+    run_comparison,
+    save_results,
+    summary_frame,
+)
+from l2d_core.costs import CostConfig
+from l2d_core.experiment import BETA_POINTS, fit_plugin, fit_sdl
+from l2d_core.live import (
+    ExtractiveRunner,
+    answer_with,
+    check_expected_answer,
+    load_extractive,
+    route_query,
+)
+from l2d_core.policies import expected_costs, plugin_policy
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+CONTEXT = "Moby-Dick is an 1851 novel by American writer Herman Melville about the whale."
+
+
+@pytest.fixture(scope="module")
+def p3(real_data):
+    """Through the pages' own cached loader, so the AppTest runs below reuse the object."""
+    from pages.common import benchmark
+
+    bench = benchmark("squad11", "P3")
+    assert bench.pool.name == "P3" and len(bench.test) == 2595
+    return bench
+
+
+@pytest.fixture(scope="module")
+def p2(real_data):
+    from pages.common import benchmark
+
+    return benchmark("squad11", "P2")
+
+
+@contextmanager
+def _one_thread():
+    """Train the small heads on one torch thread: as fast as two on an idle 2-core machine,
+    and several times faster when other processes compete for the cores."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def p2_results(p2):
+    with _one_thread():
+        return run_comparison(p2)
+
+
+# --- routing one query -----------------------------------------------------------------------
+
+
+def test_route_query_on_a_test_question_matches_the_batch_policies(p3):
+    costs = p3.costs(0.05)
+    with _one_thread():
+        plugin, sdl = fit_plugin(p3), fit_sdl(p3, costs)
+    p_all = plugin.error_proba(p3.X_test)
+    for i in (0, 17, 1234):
+        rec = p3.test_records[i]
+        r = route_query(p3, rec.question, rec.context, costs, plugin, sdl)
+        assert r["agent_ids"] == ("match-lstm", "rnet-plus", "bert-ens")
+        assert r["p_err"].shape == (2, 3)
+        np.testing.assert_allclose(r["p_err"], p_all[i], rtol=1e-4)  # same features as the batch
+        np.testing.assert_allclose(r["expected_cost"], expected_costs(p_all[i : i + 1], costs)[0], rtol=1e-4)
+        assert r["chosen_index"] == plugin_policy(p_all[i : i + 1], costs)[0]
+        assert r["chosen"] == r["agent_ids"][r["chosen_index"]]
+        np.testing.assert_allclose(r["sdl_scores"], sdl.scores(p3.X_test[i : i + 1])[0], rtol=1e-4, atol=1e-6)
+        assert r["sdl_chosen_index"] == int(sdl.predict(p3.X_test[i : i + 1])[0])
+        assert r["embeddings_cached"] is True
+        assert r["latency_ms"] > 0 and r["rejector_gflops"] == p3.rejector_gflops > 1.0
+
+
+def test_route_query_on_new_text_and_costs_move_the_choice(p3):
+    context = f"{CONTEXT} (note {uuid.uuid4().hex})"  # never embedded before
+    q = "Who wrote Moby-Dick?"
+    r = route_query(p3, q, context, p3.costs(0.0))
+    assert r["embeddings_cached"] is False
+    assert ((r["p_err"] >= 0) & (r["p_err"] <= 1)).all() and np.isfinite(r["expected_cost"]).all()
+    again = route_query(p3, q, context, p3.costs(0.0))
+    assert again["embeddings_cached"] is True  # written to the embedding cache the first time
+    np.testing.assert_allclose(again["p_err"], r["p_err"], rtol=1e-4)
+    assert r["sdl_scores"] is None and r["sdl_chosen"] is None
+    # prohibitive expert costs: the main agent is the only sensible choice
+    assert route_query(p3, q, context, CostConfig((1.0, 1.0), (5.0, 5.0)))["chosen"] == "match-lstm"
+
+
+def test_empty_or_malformed_input_is_refused(p3):
+    costs = p3.costs(0.05)
+    with pytest.raises(ValueError, match="question is empty"):
+        route_query(p3, "   ", CONTEXT, costs)
+    with pytest.raises(ValueError, match="context is empty"):
+        route_query(p3, "Who?", "", costs)
+    with pytest.raises(ValueError, match="experts"):
+        route_query(p3, "Who?", CONTEXT, CostConfig((1.0,), (0.1,)))
+    with pytest.raises(ValueError, match="question is empty"):
+        answer_with(get_agent("bert-ens"), "", CONTEXT)
+    with pytest.raises(ValueError, match="context is empty"):
+        answer_with(get_agent("bert-ens"), "Who?", " \n ")
+
+
+# --- answering -------------------------------------------------------------------------------
+
+
+def test_answer_with_returns_the_cached_answer_of_a_dataset_question(p3):
+    cache = AgentCache()
+    for i in (0, 42):
+        rec = p3.test_records[i]
+        for j, agent in enumerate(p3.test.agent_ids):
+            out = answer_with(get_agent(agent), rec.question, rec.context, rec.qid, cache)
+            assert out["status"] == "cached"
+            assert out["answer"] == p3.test.answers[i, j]
+            assert out["em"] == p3.test.em[i, j] and out["f1"] == pytest.approx(p3.test.f1[i, j])
+            assert out["gflops"] == get_agent(agent).gflops
+
+
+def test_prediction_file_agents_cannot_answer_new_text():
+    out = answer_with(get_agent("bert-ens"), "Who wrote Moby-Dick?", CONTEXT)
+    assert out["status"] == "cannot_answer"
+    assert out["answer"] is None and out["em"] is None
+    assert "cannot answer new text" in out["message"]
+    # a dataset-looking id the cache does not know: still no made-up answer
+    missing = answer_with(get_agent("bert-ens"), "Who?", CONTEXT, dataset_qid="no-such-question")
+    assert missing["status"] == "not_cached" and missing["answer"] is None
+
+
+def test_an_expected_answer_missing_from_the_context_is_reported():
+    assert check_expected_answer(CONTEXT, "Herman Melville")["in_context"] is True
+    bad = check_expected_answer(CONTEXT, "Charles Dickens")
+    assert bad["in_context"] is False and "not in the context" in bad["message"]
+    out = answer_with(get_agent("bert-ens"), "Who wrote it?", CONTEXT, expected_answer="Charles Dickens")
+    assert out["expected_answer"]["in_context"] is False
+    with pytest.raises(ValueError, match="empty"):
+        check_expected_answer(CONTEXT, "  ")
+
+
+WORDS = "moby dick is an 1851 novel by american writer herman melville about the whale who wrote".split()
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, "-", ".", "?", "("]
+
+
+def _tokenizer():
+    from transformers import BertTokenizerFast
+
+    # vocab= (a dict): BertTokenizer(vocab_file=...) silently ignores the file in transformers 5
+    return BertTokenizerFast(vocab={w: i for i, w in enumerate(VOCAB)})
+
+
+@pytest.fixture(scope="module")
+def tiny_qa(tmp_path_factory):
+    from transformers import BertConfig, BertForQuestionAnswering
+
+    path = tmp_path_factory.mktemp("tiny_qa")
+    tok = _tokenizer()
+    assert tok.tokenize("Herman Melville") == ["herman", "melville"]  # the vocabulary is really used
+    torch.manual_seed(0)
+    cfg = BertConfig(
+        vocab_size=len(VOCAB),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+    )
+    BertForQuestionAnswering(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def test_extractive_runner_answers_new_text_with_a_real_model(tiny_qa):
+    spec = AgentSpec(id="tiny-qa", dataset="squad11", kind="extractive", path=str(tiny_qa))
+    out = answer_with(spec, "Who wrote Moby-Dick?", CONTEXT)
+    assert out["status"] == "live" and out["gflops_source"] == "measured"
+    assert out["answer"] and out["answer"] in CONTEXT
+    assert out["latency_ms"] > 0 and out["gflops"] > 0
+    n_tok = len(_tokenizer()(out["answer"], add_special_tokens=False)["input_ids"])
+    assert n_tok <= 30
+    # with an expected answer in the context, EM/F1 are computed against it
+    scored = answer_with(spec, "Who wrote Moby-Dick?", CONTEXT, expected_answer=out["answer"])
+    assert scored["em"] == 1.0 and scored["f1"] == 1.0
+    # a context longer than 384 tokens is truncated, and compute grows with the input
+    runner = load_extractive(str(tiny_qa))
+    long = runner.answer("Who wrote it?", " ".join([CONTEXT] * 60))
+    short = runner.answer("Who wrote it?", CONTEXT)
+    assert long["tokens"] == 384 and long["truncated"] and not short["truncated"]
+    assert long["gflops"] > short["gflops"] > 0
+    assert load_extractive(str(tiny_qa)) is runner  # loaded once
+
+
+class _LogitsByToken(torch.nn.Module):
+    """Start/end logits looked up per token id: the best span is known in advance."""
+
+    def __init__(self, start: dict[int, float], end: dict[int, float], n: int):
+        super().__init__()
+        self.s, self.e = torch.zeros(n), torch.zeros(n)
+        for k, v in start.items():
+            self.s[k] = v
+        for k, v in end.items():
+            self.e[k] = v
+
+    def forward(self, input_ids, **_):
+        return type("Out", (), {"start_logits": self.s[input_ids], "end_logits": self.e[input_ids]})()
+
+
+def test_span_selection_rules():
+    tok = _tokenizer()
+    ids = {w: i for i, w in enumerate(VOCAB)}
+    # best start "herman"; best end "moby" (before it: invalid), then "melville"; the question
+    # repeats both words (question tokens are never an answer)
+    model = _LogitsByToken({ids["herman"]: 10.0}, {ids["moby"]: 10.0, ids["melville"]: 5.0}, len(VOCAB))
+    runner = ExtractiveRunner("stub", tok, model)
+    out = runner.answer("Did herman melville write moby dick?", CONTEXT)
+    assert out["answer"] == "Herman Melville"
+    # spans longer than max_answer_tokens are excluded: "american … melville" is 4 tokens
+    model = _LogitsByToken({ids["american"]: 10.0}, {ids["melville"]: 10.0}, len(VOCAB))
+    assert (
+        ExtractiveRunner("stub", tok, model).answer("Who?", CONTEXT)["answer"]
+        == "American writer Herman Melville"
+    )
+    assert ExtractiveRunner("stub", tok, model, max_answer_tokens=3).answer("Who?", CONTEXT)["answer"] != (
+        "American writer Herman Melville"
+    )
+    # SQuAD v2.0: a winning [CLS] score means no answer
+    model = _LogitsByToken({ids["[CLS]"]: 50.0}, {ids["[CLS]"]: 50.0}, len(VOCAB))
+    assert ExtractiveRunner("stub", tok, model, null_answer=True).answer("Who?", CONTEXT)["answer"] == ""
+    assert ExtractiveRunner("stub", tok, model, null_answer=False).answer("Who?", CONTEXT)["answer"] != ""
+
+
+# --- comparison metrics on hand-made curves -----------------------------------------------------
+
+
+def test_aiq_of_a_known_hull():
+    # hull (0, 50) → (4, 90) → (10, 96); (2, 60) and (6, 85) lie under it; (12, 99) is beyond hi
+    cost = np.array([0.0, 2.0, 4.0, 6.0, 10.0])
+    em = np.array([50.0, 60.0, 90.0, 85.0, 96.0])
+    expected = ((50 + 90) / 2 * 4 + (90 + 96) / 2 * 6) / 10  # 83.8
+    assert M.aiq(cost, em, 0.0, 10.0) == pytest.approx(expected)
+    # a router whose cheapest point is at cost 4: zero left of it (RouterBench), or flat
+    assert M.aiq(np.array([4.0, 10.0]), np.array([90.0, 96.0]), 0.0, 10.0) == pytest.approx(558 / 10)
+    assert M.aiq(np.array([4.0, 10.0]), np.array([90.0, 96.0]), 0.0, 10.0, left="flat") == pytest.approx(91.8)
+    # flat to the right: a router topping out at cost 5 keeps its best EM up to hi
+    assert M.aiq(np.array([0.0, 5.0]), np.array([50.0, 90.0]), 0.0, 10.0) == pytest.approx(
+        (70 * 5 + 90 * 5) / 10
+    )
+
+
+def test_apgr_oracle_like_random_mixing_and_cpt():
+    weak, strong = 60.0, 80.0
+    assert M.apgr(np.array([0.0, 1.0]), np.array([80.0, 80.0]), weak, strong) == pytest.approx(1.0)
+    assert M.apgr(np.array([0.0, 0.5, 1.0]), np.array([60.0, 70.0, 80.0]), weak, strong) == pytest.approx(0.5)
+    # a router at share 0.25 with PGR 0.75 (anchored at (0, 0) and (1, 1)):
+    # 0.25 * 0.75 / 2 + 0.75 * (0.75 + 1) / 2 = 0.75
+    assert M.apgr(np.array([0.25]), np.array([75.0]), weak, strong) == pytest.approx(0.75)
+    assert M.cpt(np.array([0.25]), np.array([75.0]), weak, strong, 0.5) == pytest.approx(1 / 6, abs=1e-3)
+    assert M.pgr(70.0, weak, strong) == 0.5
+    with pytest.raises(ValueError):
+        M.pgr(70.0, 60.0, 60.0)
+
+
+# --- router comparison on the real benchmark -----------------------------------------------------
+
+
+def test_run_comparison_on_p2(p2, p2_results, tmp_path):
+    res = p2_results
+    expected_ids = {"l2d-sdl", "l2d-plugin", "random", "zero", "oracle", "agent:match-lstm", "agent:bert-ens"}
+    assert set(res["routers"]) == expected_ids == set(router_ids(p2))
+    for rid, r in res["routers"].items():
+        assert np.isfinite(r["aiq"]) and 0.0 <= r["aiq"] <= 100.0, rid
+        if not rid.startswith("agent:"):
+            assert np.isfinite(r["apgr"]) and -0.5 < r["apgr"] <= 1.5, rid
+    em = res["agent_em"]
+    weak, strong = em["match-lstm"], em["bert-ens"]
+    assert res["gflops_range"] == [5.0, 1730.0]
+    zero = res["routers"]["zero"]
+    assert zero["aiq"] == pytest.approx((weak + strong) / 2)  # the straight line between the agents
+    assert zero["apgr"] == pytest.approx(0.5)
+    assert res["routers"]["agent:match-lstm"]["aiq"] == pytest.approx(weak)  # flat to the right
+    assert res["routers"]["agent:bert-ens"]["aiq"] == 0.0  # nothing cheaper than the dearest agent
+    oracle = res["routers"]["oracle"]
+    assert oracle["aiq"] >= max(r["aiq"] for r in res["routers"].values()) - 1e-9
+    assert oracle["apgr"] > 0.8
+    sdl, plugin = res["routers"]["l2d-sdl"], res["routers"]["l2d-plugin"]
+    assert len(sdl["points"]) == len(BETA_POINTS)
+    assert len(plugin["points"]) == len(BETA_POINTS) + len(DENSE_BETAS)
+    assert set(sdl["tdl"]) == {f"{b:g}" for b in BETA_POINTS} == set(res["tdl_random"])
+    # TDL: the oracle is per-query optimal, so no router does better at any β; the zero router
+    # (best mixture of single agents) is the best single agent; at the ends of the sweep the
+    # learned routers beat uniform random allocation by a wide margin
+    for key in res["tdl_random"]:
+        assert oracle["tdl"][key] <= min(r["tdl"][key] for r in res["routers"].values()) + 1e-12
+        assert zero["tdl"][key] == pytest.approx(min(res["routers"][f"agent:{a}"]["tdl"][key] for a in em))
+    for key in ("0", "0.5"):
+        assert sdl["tdl"][key] < res["tdl_random"][key] - 0.05
+        assert plugin["tdl"][key] < res["tdl_random"][key] - 0.05
+    # the sweep moves the allocation: more expert calls at β₁ = 0 than at 0.5
+    shares = [p["share_strong"] for p in sdl["points"]]
+    assert shares[0] > shares[-1] + 0.3
+    # saved and read back as strict JSON, with the same schema
+    path = save_results(res, tmp_path / "squad11-P2")
+    doc = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    assert load_results(path)["routers"].keys() == res["routers"].keys() and doc["pool"] == "P2"
+    assert list_results(tmp_path) == [path]
+    table = summary_frame(doc)
+    assert list(table["router"])[0] == "oracle" and {"AIQ", "APGR"} <= set(table.columns)
+
+
+# --- pages -------------------------------------------------------------------------------------
+
+
+def test_single_query_page_answers_a_dataset_question(p3):
+    at = AppTest.from_file(str(ROOT / "pages/single_query.py"), default_timeout=600)
+    at.run()
+    assert not at.exception, at.exception
+    # the first test question (the selectbox default); every agent's cached answer is shown
+    rec = p3.test_records[0]
+    answers = {a: p3.test.answers[0, j] for j, a in enumerate(p3.test.agent_ids)}
+    chosen = at.metric[0].value
+    assert chosen in answers
+    assert answers[chosen] in at.success[0].value
+    table = at.dataframe[1].value
+    assert list(table["answer"]) == list(answers.values())
+    assert set(table["status"]) == {"cached answer"}
+    assert at.selectbox(key="sq_index").options[0] == f"{rec.question}  [{rec.title}]"
+
+    # your own text: routed, listed as unanswerable by prediction-file agents, bad expected answer
+    at.radio(key="sq_source").set_value("Your own text").run()
+    assert not at.exception and at.info  # asks for input first
+    at.text_input(key="sq_question").input("Who wrote Moby-Dick?")
+    at.text_area(key="sq_context").input(CONTEXT)
+    at.text_input(key="sq_expected").input("Charles Dickens")
+    at.run()
+    assert not at.exception, at.exception
+    assert any("not in the context" in e.value for e in at.error)
+    assert set(at.dataframe[1].value["status"]) == {"cannot answer new text"}
+
+
+def test_comparison_page_without_results_then_run(p2_results, tmp_path, monkeypatch):
+    monkeypatch.setenv("L2D_REPORTS_DIR", str(tmp_path))
+    at = AppTest.from_file(str(ROOT / "pages/comparison.py"), default_timeout=600)
+    at.run()
+    assert not at.exception, at.exception
+    assert any("No results yet" in i.value for i in at.info)
+    # a saved results file is listed and drawn
+    save_results(p2_results, tmp_path / "saved-P2")
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="cmp_file").options == ["saved-P2"]  # labelled by folder name
+    assert set(at.dataframe[0].value["router"]) == set(p2_results["routers"])
+    assert len(at.get("plotly_chart")) == 3  # cost–EM, PGR (two agents), TDL
+    assert len(at.get("download_button")) == 1
+    # the button computes the selected pool and saves reports/<dataset>-<pool>/results.json
+    at.selectbox(key="pool").set_value("P2")
+    at.button(key="cmp_run").click().run()
+    assert not at.exception, at.exception
+    saved = tmp_path / "squad11-P2" / "results.json"
+    assert saved.is_file() and at.selectbox(key="cmp_file").value == str(saved)
+    assert load_results(saved)["routers"].keys() == p2_results["routers"].keys()
