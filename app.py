@@ -34,7 +34,9 @@ def overview() -> None:
     st.subheader(f"Pool {pool}")
     st.caption(spec.description)
     st.dataframe(
-        table[["role", "agent", "name", "em", "f1", "gflops", "gflops_source", "params", "questions", "missing"]],
+        table[
+            ["role", "agent", "name", "em", "f1", "gflops", "gflops_source", "params", "questions", "missing"]
+        ],
         hide_index=True,
         column_config={
             "em": st.column_config.NumberColumn("EM %", format="%.2f"),

@@ -184,16 +184,27 @@ def explain(bench: Benchmark, view: PolicyView, i: int) -> dict:
     winner = int(view.choice[i])
     order = np.argsort(view.expected[i])
     runner = int(order[1]) if order[0] == winner else int(order[0])
+    quantity = "expected cost" if view.name == "plugin" else "negated summed score"
     why = (
-        f"{ids[winner]} has the lowest {'expected cost' if view.name == 'plugin' else 'negated summed score'} "
-        f"({view.expected[i, winner]:.3f}), ahead of {ids[runner]} ({view.expected[i, runner]:.3f})."
+        f"{ids[winner]} has the lowest {quantity} ({view.expected[i, winner]:.3f}), "
+        f"ahead of {ids[runner]} ({view.expected[i, runner]:.3f})."
     )
     return {"record": rec, "table": per_agent, "winner": ids[winner], "why": why}
 
 
 def metric_deltas(current: dict, previous: dict | None) -> dict:
     """Differences of the scalar metrics between two settings (None when there is no previous)."""
-    keys = ("em", "f1", "gflops_per_query", "gflops_per_em", "tpr", "fpr", "tdl", "tdl_random")
+    keys = (
+        "em",
+        "f1",
+        "gflops_per_query",
+        "gflops_per_em",
+        "tpr",
+        "fpr",
+        "tdl",
+        "tdl_random",
+        "tdl_random_matched",
+    )
     return {k: (None if previous is None else current[k] - previous[k]) for k in keys}
 
 
@@ -252,8 +263,7 @@ def metric_tiles(current: dict, previous: dict | None) -> list[dict]:
     cur = extended(current)
     prev = None if previous is None else extended(previous)
     deltas = metric_deltas(cur, prev)
-    for key in ("tdl_random_matched", "deferred"):
-        deltas[key] = None if prev is None else cur[key] - prev[key]
+    deltas["deferred"] = None if prev is None else cur["deferred"] - prev["deferred"]
     tiles = []
     for label, key, vfmt, dfmt, color, help_ in _TILES:
         delta = deltas[key]

@@ -21,18 +21,23 @@ from .squad_eval import normalize_answer
 
 __all__ = ["default_helpers", "answer_features", "posthoc_gflops"]
 
+
 def default_helpers(dataset: str, main: str, exclude: Sequence[str], max_gflops: float) -> tuple[str, ...]:
     """Cheap agents of the dataset (≤ ``max_gflops`` each), other than the pool's agents."""
-    return tuple(a.id for a in list_agents(dataset)
-                 if a.id != main and a.id not in exclude and a.gflops <= max_gflops)
+    return tuple(
+        a.id for a in list_agents(dataset) if a.id != main and a.id not in exclude and a.gflops <= max_gflops
+    )
 
 
 def _norm(answers: np.ndarray) -> np.ndarray:
-    return np.vectorize(lambda a: normalize_answer(a) if isinstance(a, str) else "\x00none", otypes=[object])(answers)
+    return np.vectorize(lambda a: normalize_answer(a) if isinstance(a, str) else "\x00none", otypes=[object])(
+        answers
+    )
 
 
-def answer_features(main_answers: np.ndarray, helper_answers: np.ndarray,
-                    records: Sequence[QARecord]) -> np.ndarray:
+def answer_features(
+    main_answers: np.ndarray, helper_answers: np.ndarray, records: Sequence[QARecord]
+) -> np.ndarray:
     """Features of the main agent's answer, (N, d).
 
     ``main_answers`` (N,) and ``helper_answers`` (N, H) hold answer texts (None = none).
@@ -54,11 +59,19 @@ def answer_features(main_answers: np.ndarray, helper_answers: np.ndarray,
             occ[i] = ctx.count(a.lower())
             at = ctx.find(a.lower())
             pos[i] = at / max(1, len(ctx)) if at >= 0 else 1.0
-    qt = np.array([[question_type(r.question) == t for t in (*QUESTION_TYPES, "other")] for r in records],
-                  np.float32)
-    cols = [agree, agree.mean(1, keepdims=True) if agree.shape[1] else np.zeros((n, 1), np.float32),
-            majority[:, None], np.log1p(words)[:, None], (words == 0)[:, None].astype(np.float32),
-            np.log1p(occ)[:, None], pos[:, None], qt]
+    qt = np.array(
+        [[question_type(r.question) == t for t in (*QUESTION_TYPES, "other")] for r in records], np.float32
+    )
+    cols = [
+        agree,
+        agree.mean(1, keepdims=True) if agree.shape[1] else np.zeros((n, 1), np.float32),
+        majority[:, None],
+        np.log1p(words)[:, None],
+        (words == 0)[:, None].astype(np.float32),
+        np.log1p(occ)[:, None],
+        pos[:, None],
+        qt,
+    ]
     return np.concatenate(cols, axis=1).astype(np.float32)
 
 

@@ -100,16 +100,18 @@ def select_pool(sidebar: bool = True) -> tuple[str, str]:
     for key in ("dataset", "pool"):  # keep the choice across pages (each page makes new widgets)
         if key in st.session_state:
             st.session_state[key] = st.session_state[key]
-    dataset = where.selectbox("Dataset", DATASET_CHOICES, key="dataset",
-                              format_func=lambda d: f"{d} — {DATASETS[d].description}")
+    dataset = where.selectbox(
+        "Dataset", DATASET_CHOICES, key="dataset", format_func=lambda d: f"{d} — {DATASETS[d].description}"
+    )
     pools = [p.name for p in list_pools(dataset)]
     if not pools:
         st.error(f"no pool is defined for {dataset}")
         st.stop()
     if st.session_state.get("pool") not in pools:
         st.session_state["pool"] = pools[0] if "P3" not in pools else "P3"
-    pool = where.selectbox("Pool", pools, key="pool",
-                           format_func=lambda p: f"{p}: {' → '.join(get_pool(p).agent_ids)}")
+    pool = where.selectbox(
+        "Pool", pools, key="pool", format_func=lambda p: f"{p}: {' → '.join(get_pool(p).agent_ids)}"
+    )
     return dataset, pool
 
 
