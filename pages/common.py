@@ -166,14 +166,8 @@ def _retrain(dataset: str, pool: str, alpha: tuple[float, ...], beta: tuple[floa
 def retrain(dataset: str, pool: str, costs: CostConfig) -> PolicyView:
     """SDL rejector trained for a cost setting, with a spinner; a setting trained before is
     loaded from disk (instant)."""
-    bench = benchmark(dataset, pool)
-    text = (
-        "Loading the SDL rejector trained for this setting…"
-        if sdl_is_cached(bench, costs)
-        else "Training the SDL rejector for this setting (about 20 s on 2 cores; cached on disk)…"
-    )
-    with st.spinner(text):
-        return _retrain(dataset, pool, costs.alpha, costs.beta)
+    sdl_rejector(dataset, pool, costs)  # trains with a spinner, or loads from disk
+    return _retrain(dataset, pool, costs.alpha, costs.beta)
 
 
 def policy_view(dataset: str, pool: str, costs: CostConfig, mode: str) -> PolicyView:
@@ -323,7 +317,7 @@ def sdl_rejector(dataset: str, pool: str, costs: CostConfig):
     text = (
         "Loading the SDL rejector trained for this setting…"
         if sdl_is_cached(bench, costs)
-        else "Training the SDL rejector for this setting (cached on disk)…"
+        else "Training the SDL rejector for this setting (a few seconds; cached on disk)…"
     )
     with st.spinner(text):
         return _sdl_rejector(dataset, pool, costs.alpha, costs.beta)

@@ -104,7 +104,7 @@ def test_trained_rejector_is_cached_on_disk(p3, monkeypatch):
     assert run_policy(p3, "sdl", costs) == first
 
 
-def test_import_predictions_script_makes_an_agent(real_data, tmp_path, capsys):
+def test_import_predictions_script_makes_an_agent(real_data, tmp_path, capsys, fresh_cache):
     evaluate, importer = _script("evaluate"), _script("import_predictions")
     src = json.loads((real_data / "predictions/squad-v1.1/r-net-microsoft-research-asia.json").read_text())
     preds = dict(list(src.items())[:-100])  # 100 missing ids: counted wrong, reported

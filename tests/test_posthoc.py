@@ -26,7 +26,8 @@ def test_answer_features_columns():
     assert f[1, qt_cols].tolist().index(1.0) == QUESTION_TYPES.index("when")
 
 
-def test_posthoc_cost_moves_main_and_helpers_into_overhead(real_data):
+def test_posthoc_cost_moves_main_and_helpers_into_overhead(real_data, fresh_cache):
+    # fresh cache: only the builtin agents are registered (other tests add user agents)
     from l2d_core.agents import get_pool
     from l2d_core.data import load_dataset
     from l2d_core.routing_data import load_routing_data
