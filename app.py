@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from l2d_core.agents import get_pool
+from l2d_core.agents import PoolSpec, add_agent_from_upload, get_pool, list_agents, register_pool
 from l2d_core.data import load_dataset
 from l2d_core.paths import data_dir
 from pages.common import agent_summary, select_pool, shown_errors
@@ -15,6 +15,36 @@ digraph {
   q -> r; r -> g [label="argmax Σ_i r^i(x, 0)"]; r -> m [label="argmax Σ_i r^i(x, j)"];
 }
 """
+
+
+def custom_pool_form(dataset: str) -> None:
+    agents = [a.id for a in list_agents(dataset)]
+    name = st.text_input("Pool name", key="custom_pool_name")
+    main = st.selectbox("Main agent (agent 0)", agents, key="custom_pool_main")
+    experts = st.multiselect("Experts", [a for a in agents if a != main], key="custom_pool_experts")
+    if st.button("Save pool", key="custom_pool_save"):
+        if not name.strip():
+            st.error("Give the pool a name.")
+        elif not experts:
+            st.error("A pool needs at least one expert (J ≥ 1).")
+        else:
+            with shown_errors():
+                register_pool(PoolSpec(name.strip(), dataset, main, tuple(experts), "custom pool"))
+            st.success(f"Pool {name.strip()} saved: pick it in the sidebar.")
+
+
+def upload_agent_form(ds) -> None:
+    file = st.file_uploader("Prediction file {question_id: answer} (JSON)", type=["json"], key="agent_upload")
+    agent_id = st.text_input("Agent id", key="agent_upload_id")
+    gflops = st.number_input("Declared GFLOPs per query", min_value=0.0, value=1.0, key="agent_upload_gflops")
+    if st.button("Add agent", key="agent_upload_add"):
+        if file is None or not agent_id.strip():
+            st.error("Choose a file and give the agent an id.")
+            return
+        with shown_errors():
+            report = add_agent_from_upload(agent_id, ds, file.getvalue(), gflops)
+        st.success("\n\n".join(report.lines()))
+        agent_summary.clear()
 
 
 def overview() -> None:
@@ -35,7 +65,19 @@ def overview() -> None:
     st.caption(spec.description)
     st.dataframe(
         table[
-            ["role", "agent", "name", "em", "f1", "gflops", "gflops_source", "params", "questions", "missing"]
+            [
+                "role",
+                "agent",
+                "name",
+                "em",
+                "f1",
+                "gflops",
+                "gflops_source",
+                "params",
+                "questions",
+                "missing",
+                "source",
+            ]
         ],
         hide_index=True,
         column_config={
@@ -45,6 +87,10 @@ def overview() -> None:
             "gflops_source": "GFLOPs are",
         },
     )
+    with st.expander("Build a custom pool from any cached agents"):
+        custom_pool_form(dataset)
+    with st.expander("Add an agent from a prediction file"):
+        upload_agent_form(ds)
     st.subheader("Data")
     st.markdown(
         f"- **{dataset}**: {len(ds):,} questions in {len(ds.titles)} articles, from `{ds.source}`\n"

@@ -148,6 +148,7 @@ class AgentCache:
                     "gflops": t["gflops"].astype(float).mean(),
                     "gflops_source": m.get("gflops_source", ""),
                     "missing": int((t["status"] == "missing").sum()),
+                    "source": Path(m.get("source", "")).name,
                 }
             )
         return pd.DataFrame(rows)

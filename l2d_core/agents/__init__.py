@@ -1,6 +1,6 @@
 """Agents: the registry of agents and pools, and the ways an agent's answers reach the cache."""
 
-from .prediction_file import ImportReport, import_predictions, read_prediction_file
+from .prediction_file import ImportReport, add_agent_from_upload, import_predictions, read_prediction_file
 from .registry import (
     AGENT_KINDS,
     AgentSpec,
@@ -26,6 +26,7 @@ __all__ = [
     "register_pool",
     "user_registry_path",
     "ImportReport",
+    "add_agent_from_upload",
     "import_predictions",
     "read_prediction_file",
 ]

@@ -12,7 +12,13 @@ from ..data.squad_json import read_json
 from ..scoring import MISSING, SCORING_VERSION, gold_index, score_answer
 from .registry import AgentSpec
 
-__all__ = ["read_prediction_file", "import_predictions", "ImportReport", "MAX_PREDICTION_BYTES"]
+__all__ = [
+    "read_prediction_file",
+    "import_predictions",
+    "add_agent_from_upload",
+    "ImportReport",
+    "MAX_PREDICTION_BYTES",
+]
 
 MAX_PREDICTION_BYTES = 200 * 1024 * 1024  # a SQuAD dev prediction file is ~0.6 MB
 
@@ -125,4 +131,42 @@ def import_predictions(
             "questions": report.questions,
         },
     )
+    return report
+
+
+def add_agent_from_upload(
+    agent_id: str,
+    dataset: QADataset,
+    data: bytes,
+    gflops: float,
+    name: str = "",
+    cache: AgentCache | None = None,
+) -> ImportReport:
+    """Make an agent from an uploaded prediction file: validate, keep a copy under
+    ``<cache>/uploads``, score into the agent cache, then register it (in that order, so a bad
+    file changes nothing)."""
+    import os
+    import tempfile
+
+    from ..paths import cache_dir
+    from .registry import register_agent
+
+    if len(data) > MAX_PREDICTION_BYTES:
+        raise DataFormatError(
+            f"uploaded file is {len(data):,} bytes; the limit is {MAX_PREDICTION_BYTES:,} bytes"
+        )
+    spec = AgentSpec(id=agent_id.strip(), dataset=dataset.name, gflops=gflops, name=name or agent_id)
+    folder = cache_dir() / "uploads"
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".json.part")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    try:
+        report = import_predictions(spec, dataset, cache or AgentCache(), tmp)
+    except Exception:
+        os.unlink(tmp)
+        raise
+    final = folder / f"{dataset.name}-{spec.id}.json"
+    os.replace(tmp, final)
+    register_agent(AgentSpec(**{**spec.__dict__, "path": str(final)}))
     return report
