@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -59,18 +59,55 @@ def embedding_key(fingerprint: str, pooling: str, max_length: int, precision: st
 
 @dataclass
 class Encoder:
-    """A loaded tokenizer + encoder; ``embed`` returns cached float32 vectors."""
+    """Tokenizer + encoder, loaded on first use; ``embed`` returns cached float32 vectors.
+
+    When every text asked for is already in the embedding cache, the model is never loaded
+    (a dashboard cold start then skips the multi-second model load).
+    """
 
     name: str
-    tokenizer: object
-    model: torch.nn.Module
+    path: str
     fingerprint: str
     pooling: str = "mean"
     max_length: int = 384
     device: torch.device = torch.device("cpu")
+    eager_attention: bool = False
+    _tokenizer: object = field(default=None, repr=False)
+    _model: torch.nn.Module | None = field(default=None, repr=False)
+
+    def _load(self, what: str):
+        from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # our own bars report progress; keep logs readable
+        try:
+            if what == "tokenizer":
+                return AutoTokenizer.from_pretrained(self.path)
+            kwargs = {"attn_implementation": "eager"} if self.eager_attention else {}
+            return AutoModel.from_pretrained(self.path, **kwargs).to(self.device)
+        except OSError as exc:
+            raise OSError(
+                f"could not load encoder {self.name!r} ({self.path}): {exc}. Give a local directory "
+                f"with config.json, weights and tokenizer files, or a hub id on a machine with access."
+            ) from None
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            self._tokenizer = self._load("tokenizer")
+        return self._tokenizer
+
+    @property
+    def model(self) -> torch.nn.Module:
+        if self._model is None:
+            self._model = self._load("model")
+        return self._model
 
     @property
     def dim(self) -> int:
+        cfg = Path(self.path) / "config.json"
+        if self._model is None and cfg.is_file():
+            return int(json.loads(cfg.read_text())["hidden_size"])
         return int(self.model.config.hidden_size)
 
     @property
@@ -175,21 +212,16 @@ def load_encoder(
     max_length: int = 384,
     device: str | None = None,
     eager_attention: bool = False,
+    lazy: bool = False,
 ) -> Encoder:
-    """Load tokenizer and encoder from a local path or hub id (``minilm`` = packaged default)."""
-    from transformers import AutoModel, AutoTokenizer
-    from transformers.utils import logging as hf_logging
+    """Tokenizer and encoder from a local path or hub id (``minilm`` = packaged default).
 
-    hf_logging.disable_progress_bar()  # our own bars report progress; keep logs readable
+    ``lazy=True`` defers loading until the model is needed (cache misses, FLOP counts).
+    """
     path = resolve_encoder(name_or_path)
-    dev = pick_device(device)
-    kwargs = {"attn_implementation": "eager"} if eager_attention else {}
-    try:
-        tok = AutoTokenizer.from_pretrained(path)
-        model = AutoModel.from_pretrained(path, **kwargs).to(dev)
-    except OSError as exc:
-        raise OSError(
-            f"could not load encoder {name_or_path!r} ({path}): {exc}. Give a local directory "
-            f"with config.json, weights and tokenizer files, or a hub id on a machine with access."
-        ) from None
-    return Encoder(name_or_path, tok, model, _fingerprint(path), pooling, max_length, dev)
+    enc = Encoder(
+        name_or_path, path, _fingerprint(path), pooling, max_length, pick_device(device), eager_attention
+    )
+    if not lazy:
+        enc.tokenizer, enc.model  # noqa: B018 - load now: errors surface here
+    return enc

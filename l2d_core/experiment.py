@@ -94,7 +94,7 @@ class Benchmark:
 
 @lru_cache(maxsize=2)
 def _encoder(name: str) -> Encoder:
-    return load_encoder(name)
+    return load_encoder(name, lazy=True)  # loads the model only on embedding-cache misses
 
 
 def rejector_gflops(encoder_name: str = DEFAULT_ENCODER, length: int = 384) -> float:

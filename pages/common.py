@@ -432,7 +432,17 @@ def cost_em_figure(points, log_x: bool = False):
 
 def sweep_figures(frame, beta1: float | None = None) -> dict:
     """EM, GFLOPs/EM, allocation and TDL-vs-random charts over β₁ from sweep frames (one or more
-    policies, column ``policy``); a dashed line marks the current β₁ when given."""
+    policies, column ``policy``); a dashed line marks the current β₁ when given. The charts are
+    built once per sweep; a slider move only copies them and moves the marker."""
+    figs = {name: go.Figure(fig) for name, fig in _sweep_base_figures(frame).items()}
+    if beta1 is not None:
+        for fig in figs.values():
+            fig.add_vline(x=beta1, line_dash="dash", line_color="gray")
+    return figs
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _sweep_base_figures(frame) -> dict:
     share_cols = [c for c in frame.columns if c.startswith("share ")]
     shares = frame.melt(["beta1", "policy"], share_cols, "agent", "share")
     shares["agent"] = shares["agent"].str.removeprefix("share ")
@@ -456,8 +466,6 @@ def sweep_figures(frame, beta1: float | None = None) -> dict:
     }
     for name, fig in figs.items():
         fig.update_layout(title=name, xaxis_title="β₁")
-        if beta1 is not None:
-            fig.add_vline(x=beta1, line_dash="dash", line_color="gray")
     figs["Allocation vs β₁"].update_yaxes(tickformat=".0%")
     return figs
 
