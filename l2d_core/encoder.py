@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .flops import count_gflops
+from .flops import forward_gflops
 from .paths import cache_dir
 from .runtime import pick_device
 
@@ -145,6 +145,17 @@ class Encoder:
         bar.close()
         return out
 
+    def keys(self, texts: Sequence[str]) -> list[str]:
+        """The embedding-cache key of each text under this encoder's settings."""
+        return [
+            embedding_key(self.fingerprint, self.pooling, self.max_length, self.precision, t) for t in texts
+        ]
+
+    def is_cached(self, texts: Sequence[str], store: diskcache.Cache | None = None) -> bool:
+        """Whether every text's embedding is already on disk (no model load needed)."""
+        store = store if store is not None else embedding_store()
+        return all(k in store for k in self.keys(texts))
+
     def embed(
         self,
         texts: Sequence[str],
@@ -154,9 +165,7 @@ class Encoder:
     ) -> np.ndarray:
         """(N, H) embeddings; texts already in the cache are not encoded again."""
         store = store if store is not None else embedding_store()
-        keys = [
-            embedding_key(self.fingerprint, self.pooling, self.max_length, self.precision, t) for t in texts
-        ]
+        keys = self.keys(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         todo: dict[str, list[int]] = {}
         for i, k in enumerate(keys):
@@ -177,10 +186,7 @@ class Encoder:
     def gflops(self, length: int | None = None) -> float:
         """Measured GFLOPs of one forward pass at ``length`` tokens (default: max_length)."""
         length = length or self.max_length
-        tok_id = self.tokenizer.unk_token_id or 0
-        ids = torch.full((1, length), tok_id, dtype=torch.long, device=self.device)
-        mask = torch.ones_like(ids)
-        return count_gflops(lambda: self.model(input_ids=ids, attention_mask=mask))
+        return forward_gflops(self.model, length, self.tokenizer.unk_token_id or 0, self.device)
 
 
 def embedding_store(directory: str | None = None) -> diskcache.Cache:

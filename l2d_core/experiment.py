@@ -34,6 +34,8 @@ __all__ = [
     "prepare",
     "evaluate_choice",
     "fit_sdl",
+    "sdl_is_cached",
+    "encoder_for",
     "fit_full_sdl",
     "fit_plugin",
     "run_policy",
@@ -93,7 +95,8 @@ class Benchmark:
 
 
 @lru_cache(maxsize=2)
-def _encoder(name: str) -> Encoder:
+def encoder_for(name: str) -> Encoder:
+    """The encoder of a benchmark, shared per process."""
     return load_encoder(name, lazy=True)  # loads the model only on embedding-cache misses
 
 
@@ -134,7 +137,7 @@ def prepare(
     train_recs = tuple(recs[q] for q in train.qids)
     test_recs = tuple(recs[q] for q in test.qids)
     if features_needed:
-        enc = _encoder(encoder)
+        enc = encoder_for(encoder)
         X_train = featurize(enc, train_recs, features, progress)
         X_test = featurize(enc, test_recs, features, progress)
     else:
@@ -179,9 +182,18 @@ def _head_dir(kind: str, bench: Benchmark, config: TrainConfig, costs: CostConfi
     return cache_dir() / "rejectors" / hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
+def _saved(path: Path) -> bool:
+    return (path / "model.safetensors").is_file() and (path / "scaler.safetensors").is_file()
+
+
+def sdl_is_cached(bench: Benchmark, costs: CostConfig, config: TrainConfig = FAST_CONFIG) -> bool:
+    """Whether the fast-mode SDL rejector for ``costs`` is already trained (on disk)."""
+    return _saved(_head_dir("sdl", bench, config, costs))
+
+
 def _fit_cached(est, kind: str, bench: Benchmark, costs: CostConfig | None):
     path = _head_dir(kind, bench, est.config, costs)
-    if (path / "model.safetensors").is_file() and (path / "scaler.safetensors").is_file():
+    if _saved(path):
         return type(est).load(path, progress=est.progress, costs=costs)
     est.fit(bench.X_train, bench.train, bench.X_val, bench.val)
     est.save(path, {"pool": bench.pool.name})

@@ -35,7 +35,6 @@ __all__ = [
     "beta_limits",
     "rule_beta1",
     "cost_from_upload",
-    "sdl_is_cached",
     "filter_decisions",
     "answer_spans",
     "highlight_segments",
@@ -354,15 +353,6 @@ def cost_from_upload(
         if b > bmax:
             raise InvalidCostError(f"beta_{j} = {b} is outside the dashboard's range [0, {bmax}]")
     return costs
-
-
-def sdl_is_cached(bench: Benchmark, costs: CostConfig) -> bool:
-    """Whether the fast-mode SDL rejector for ``costs`` is already trained (on disk)."""
-    from .experiment import _head_dir
-    from .training import FAST_CONFIG
-
-    path = _head_dir("sdl", bench, FAST_CONFIG, costs)
-    return (path / "model.safetensors").is_file() and (path / "scaler.safetensors").is_file()
 
 
 def filter_decisions(

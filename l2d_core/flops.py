@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-__all__ = ["count_gflops"]
+__all__ = ["count_gflops", "forward_gflops"]
 
 
 def count_gflops(fn: Callable[[], object]) -> float:
@@ -18,3 +18,10 @@ def count_gflops(fn: Callable[[], object]) -> float:
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         fn()
     return counter.get_total_flops() / 1e9
+
+
+def forward_gflops(model: torch.nn.Module, n_tokens: int, token_id: int = 0, device=None) -> float:
+    """GFLOPs of one forward pass of a Hugging Face model on ``n_tokens`` tokens (batch of 1)."""
+    ids = torch.full((1, n_tokens), token_id, dtype=torch.long, device=device)
+    mask = torch.ones_like(ids)
+    return count_gflops(lambda: model(input_ids=ids, attention_mask=mask))

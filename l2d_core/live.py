@@ -26,9 +26,8 @@ from .agent_cache import AgentCache
 from .agents import AgentSpec
 from .costs import CostConfig
 from .data.records import QARecord
-from .encoder import embedding_key, embedding_store
-from .experiment import _encoder, fit_plugin
-from .flops import count_gflops
+from .experiment import encoder_for, fit_plugin
+from .flops import forward_gflops
 from .policies import expected_costs, learned_policy
 from .positions import ContextIndex, locate
 from .rejector import featurize
@@ -58,15 +57,6 @@ def _require_text(question: str, context: str) -> tuple[str, str]:
 # --- routing ---------------------------------------------------------------------------------
 
 
-def _embeddings_cached(encoder, texts: list[str]) -> bool:
-    store = embedding_store()
-    keys = (
-        embedding_key(encoder.fingerprint, encoder.pooling, encoder.max_length, encoder.precision, t)
-        for t in texts
-    )
-    return all(k in store for k in keys)
-
-
 def route_query(
     bench, question: str, context: str, costs: CostConfig, p_err_estimator=None, sdl_estimator=None
 ) -> dict:
@@ -90,14 +80,14 @@ def route_query(
         raise ValueError(f"costs have {costs.n_experts} experts, pool {bench.pool.name} has {n_agents - 1}")
     if p_err_estimator is None:
         p_err_estimator = fit_plugin(bench)
-    encoder = _encoder(bench.encoder_name)
+    encoder = encoder_for(bench.encoder_name)
     rec = QARecord(qid="live", title="", context=context, question=question, answers=())
     texts = (
         [question, context]
         if bench.features == "separate"
         else [f"{question}{encoder.tokenizer.sep_token}{context}"]
     )
-    cached = _embeddings_cached(encoder, texts)
+    cached = encoder.is_cached(texts)
 
     t0 = time.perf_counter()
     x = featurize(encoder, [rec], bench.features)  # (1, d)
@@ -347,9 +337,7 @@ class ExtractiveRunner:
 
 @lru_cache(maxsize=256)
 def _gflops_at(runner: ExtractiveRunner, n_tokens: int) -> float:
-    ids = torch.full((1, n_tokens), runner.tokenizer.unk_token_id or 0, dtype=torch.long)
-    mask = torch.ones_like(ids)
-    return count_gflops(lambda: runner.model(input_ids=ids, attention_mask=mask))
+    return forward_gflops(runner.model, n_tokens, runner.tokenizer.unk_token_id or 0)
 
 
 @lru_cache(maxsize=4)

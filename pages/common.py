@@ -19,7 +19,7 @@ from l2d_core.agent_cache import AgentCache
 from l2d_core.agents import get_agent, get_pool, list_pools
 from l2d_core.costs import CostConfig, InvalidCostError
 from l2d_core.data import DATASETS, DataFormatError, load_dataset
-from l2d_core.experiment import BETA_POINTS, Benchmark, fit_plugin, prepare
+from l2d_core.experiment import BETA_POINTS, Benchmark, fit_plugin, prepare, sdl_is_cached
 from l2d_core.explorer import (
     POLICY_LABELS,
     PolicyView,
@@ -27,7 +27,6 @@ from l2d_core.explorer import (
     highlight_segments,
     retrain_view,
     reweight_view,
-    sdl_is_cached,
     sweep_frame,
 )
 from l2d_core.routing_data import AgentNotCachedError, ensure_cached

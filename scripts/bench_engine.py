@@ -22,7 +22,7 @@ import diskcache
 import numpy as np
 
 from l2d_core.agent_cache import AgentCache
-from l2d_core.experiment import BETA_POINTS, _encoder, evaluate_choice, fit_plugin, prepare
+from l2d_core.experiment import BETA_POINTS, encoder_for, evaluate_choice, fit_plugin, prepare
 from l2d_core.policies import plugin_policy
 from l2d_core.rejector import SDLRejector
 from l2d_core.training import FAST_CONFIG
@@ -56,7 +56,7 @@ def main(argv=None) -> int:
         f"features {bench.X_train.shape[1]}-d; rejector {bench.rejector_gflops:.2f} GFLOPs/query"
     )
 
-    enc = _encoder("minilm")
+    enc = encoder_for("minilm")
     texts = [r.context for r in bench.test_records[:400]]
     contexts = list(dict.fromkeys(texts))[:128]
     questions = [r.question for r in bench.test_records[:512]]
