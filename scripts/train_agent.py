@@ -1,0 +1,139 @@
+"""Train the project's own live agent (default ``minilm-qa``) and cache its answers, cross-fitted.
+
+    python scripts/train_agent.py                         # minilm-qa on squad11, 2 folds
+    python scripts/train_agent.py --folds 5 --epochs 3    # more folds / epochs
+    python scripts/train_agent.py --device cuda           # on a GPU (default: CUDA when present)
+
+SQuAD v1.1 dev is all the labelled data there is, so the answers are *cross-fitted*: the
+BENCHMARK.md training articles are cut into k folds; for each fold a model is fine-tuned on
+the other folds' articles and answers that fold's questions; a model fine-tuned on all
+training articles answers the test articles and is the one registered for live use. No cached
+answer comes from a model that saw its article. Then the agent is registered (kind
+``extractive``, GFLOPs measured with torch's FLOP counter at 384 tokens) with the pool
+``P3-live`` = {the agent (main), rnet-plus, bert-ens}.
+
+Weights are build artefacts under ``<cache>/models/<agent>/`` (git-ignored; re-created by this
+script). Resumable: a finished checkpoint (``l2d_training.json`` present) is not retrained and
+cached answers are not recomputed. Ends with the agent's EM/F1/GFLOPs and the training times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import _bootstrap  # noqa: F401
+
+from l2d_core.agent_cache import AgentCache
+from l2d_core.agents import AgentSpec, register_agent, register_pool
+from l2d_core.agents.registry import PoolSpec
+from l2d_core.data import benchmark_split, load_dataset
+from l2d_core.paths import cache_dir
+from l2d_core.qa_training import MARKER, QATrainConfig, crossfit_folds, is_trained, train_qa_model
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dataset", default="squad11", help="a dataset with the BENCHMARK.md split")
+    p.add_argument("--agent-id", default="minilm-qa")
+    p.add_argument("--base", default="", help="HF encoder path or id (default: packaged all-MiniLM-L6-v2)")
+    p.add_argument("--folds", type=int, default=2, help="cross-fitting folds over the training articles")
+    p.add_argument("--epochs", type=int, default=QATrainConfig.epochs)
+    p.add_argument("--batch-size", type=int, default=QATrainConfig.batch_size)
+    p.add_argument("--lr", type=float, default=QATrainConfig.lr)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-bf16", action="store_true", help="train in fp32 instead of bf16 autocast")
+    p.add_argument("--device", default=None, help="cuda, cuda:1, cpu (default: CUDA when present)")
+    p.add_argument("--limit", type=int, default=None, help="at most N questions per training/answering step")
+    p.add_argument("--pool", default="P3-live", help="pool to register ('' = none)")
+    p.add_argument("--pool-experts", nargs="+", default=["rnet-plus", "bert-ens"])
+    return p.parse_args(argv)
+
+
+def _fail(msg: str) -> int:
+    print(f"error: {msg}", file=sys.stderr)
+    return 2
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        ds = load_dataset(args.dataset)
+        train, test = benchmark_split(ds)
+    except (KeyError, ValueError, FileNotFoundError) as exc:
+        return _fail(str(exc))
+    cfg = QATrainConfig(
+        base=args.base, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+        bf16=not args.no_bf16, seed=args.seed,
+    )  # fmt: skip
+    root = cache_dir() / "models" / args.agent_id
+    lim = (lambda rs: list(rs)[: args.limit]) if args.limit else list
+    folds = crossfit_folds(train.titles, args.folds, args.seed)
+    # (name, training records, records it answers): k cross-fitted folds, then the full model
+    jobs = [
+        (f"fold{f}", lim(r for r in train if r.title not in held), lim(r for r in train if r.title in held))
+        for f, held in enumerate(folds)
+    ]
+    jobs.append(("full", lim(train), lim(test)))
+
+    stats = {}
+    for name, fit_recs, answer_recs in jobs:  # 1. fine-tune every model (skips finished ones)
+        out = root / name
+        if not is_trained(out):
+            print(f"[{name}] fine-tuning on {len(fit_recs)} questions → {out}", flush=True)
+            try:
+                train_qa_model(fit_recs, out, cfg, args.device, meta={"answers": len(answer_recs)})
+            except (OSError, ValueError) as exc:
+                return _fail(f"{name}: {exc}")
+        stats[name] = json.loads((out / MARKER).read_text(encoding="utf-8"))
+
+    from l2d_core.agents.runners import ExtractiveAgent, agent_gflops_at, run_into_cache
+
+    cache = AgentCache()
+    null = ds.v2
+    for name, _, answer_recs in jobs:  # 2. each model answers its held-out questions
+        out = root / name
+        agent = ExtractiveAgent(str(out), device=args.device, null_answer=null)
+        print(f"[{name}] answering {len(answer_recs)} held-out questions", flush=True)
+        run_into_cache(agent, ds, args.agent_id, answer_recs, cache, meta={"source": f"{out} (cross-fitted)"})
+
+    full = ExtractiveAgent(str(root / "full"), device=args.device, null_answer=null)
+    spec = AgentSpec(
+        id=args.agent_id,
+        dataset=ds.name,
+        kind="extractive",
+        gflops=round(agent_gflops_at(full, 384), 2),
+        gflops_source="measured",
+        path=str(root / "full"),
+        name=f"{args.agent_id}: {Path(cfg.base_path()).name} fine-tuned on the training articles",
+        params=sum(p.numel() for p in full.model.parameters()),
+        options={"max_length": 384, "stride": 128, "max_answer_tokens": 30, "null_answer": null},
+    )
+    register_agent(spec)
+    cache.set_meta(ds.name, args.agent_id, gflops_source="measured", training=stats)
+    if args.pool:
+        register_pool(
+            PoolSpec(args.pool, ds.name, args.agent_id, tuple(args.pool_experts), "project live agent")
+        )
+
+    t = cache.table(ds.name, args.agent_id)
+    test_ids = {r.qid for r in test}
+    on_test = t[t.index.isin(test_ids)]
+    print(f"\n{args.agent_id}: {len(t)} of {len(ds)} questions cached")
+    print(f"  all     EM {100 * t['em'].mean():6.2f}  F1 {100 * t['f1'].mean():6.2f}")
+    print(f"  test    EM {100 * on_test['em'].mean():6.2f}  F1 {100 * on_test['f1'].mean():6.2f}")
+    gq = t["gflops"].astype(float).mean()
+    print(f"  GFLOPs/query {gq:.2f} (windows at their own length); one 384-token window: {spec.gflops}")
+    print(f"  latency {t['latency_ms'].astype(float).mean():.1f} ms/query")
+    for name, s in stats.items():
+        q, w, sec, dev = s["questions"], s["windows"], s["seconds"], s["device"]
+        print(f"  {name:6s} trained on {q:5d} q ({w} windows) in {sec:7.1f} s on {dev}")
+    total = sum(s["seconds"] for s in stats.values())
+    print(f"  training total {total / 60:.1f} min; pool {args.pool or '-'} registered")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
