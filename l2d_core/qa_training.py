@@ -195,7 +195,7 @@ def train_qa_model(
             opt.step()
             sched.step()
             opt.zero_grad(set_to_none=True)
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
             bar.update(1)
             bar.set_postfix(loss=f"{np.mean(losses[-50:]):.3f}")
     bar.close()

@@ -47,6 +47,7 @@ def parse_args(argv):
     p.add_argument("--no-bf16", action="store_true", help="train in fp32 instead of bf16 autocast")
     p.add_argument("--device", default=None, help="cuda, cuda:1, cpu (default: CUDA when present)")
     p.add_argument("--limit", type=int, default=None, help="at most N questions per training/answering step")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--pool", default="P3-live", help="pool to register ('' = none)")
     p.add_argument("--pool-experts", nargs="+", default=["rnet-plus", "bert-ens"])
     return p.parse_args(argv)
@@ -77,14 +78,30 @@ def main(argv=None) -> int:
         for f, held in enumerate(folds)
     ]
     jobs.append(("full", lim(train), lim(test)))
+    plan = {
+        "config": cfg.but(base=cfg.base_path()).__dict__,
+        "limit": args.limit,
+        "models": {
+            name: {"trained_on": sorted({r.title for r in fit}), "answers": sorted({r.title for r in ans})}
+            for name, fit, ans in jobs
+        },
+    }
+    plan_file = root / "crossfit.json"
+    if plan_file.is_file() and json.loads(plan_file.read_text(encoding="utf-8")) != plan:
+        return _fail(
+            f"{root} holds models trained with other settings (folds, epochs, base, limit…): "
+            "delete that folder or pass another --agent-id"
+        )
+    root.mkdir(parents=True, exist_ok=True)
+    plan_file.write_text(json.dumps(plan, indent=1), encoding="utf-8")
 
     stats = {}
-    for name, fit_recs, answer_recs in jobs:  # 1. fine-tune every model (skips finished ones)
+    for name, fit_recs, _ in jobs:  # 1. fine-tune every model (skips finished ones)
         out = root / name
         if not is_trained(out):
             print(f"[{name}] fine-tuning on {len(fit_recs)} questions → {out}", flush=True)
             try:
-                train_qa_model(fit_recs, out, cfg, args.device, meta={"answers": len(answer_recs)})
+                train_qa_model(fit_recs, out, cfg, args.device, progress=not args.quiet)
             except (OSError, ValueError) as exc:
                 return _fail(f"{name}: {exc}")
         stats[name] = json.loads((out / MARKER).read_text(encoding="utf-8"))
@@ -97,7 +114,9 @@ def main(argv=None) -> int:
         out = root / name
         agent = ExtractiveAgent(str(out), device=args.device, null_answer=null)
         print(f"[{name}] answering {len(answer_recs)} held-out questions", flush=True)
-        run_into_cache(agent, ds, args.agent_id, answer_recs, cache, meta={"source": f"{out} (cross-fitted)"})
+        run_into_cache(
+            agent, ds, args.agent_id, answer_recs, cache, progress=not args.quiet, desc=f"answer {name}"
+        )
 
     full = ExtractiveAgent(str(root / "full"), device=args.device, null_answer=null)
     spec = AgentSpec(

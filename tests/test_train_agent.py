@@ -1,0 +1,83 @@
+"""scripts/train_agent.py on a tiny BERT built offline and a few real SQuAD questions:
+cross-fitting (no model answers an article it was trained on), registration, resume."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from _tiny_models import one_thread, tiny_bert_qa
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT / "scripts") not in sys.path:
+    sys.path.insert(0, str(ROOT / "scripts"))
+
+import train_agent  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    with one_thread():
+        yield
+
+
+@pytest.fixture(scope="session")
+def bert_path(tmp_path_factory):
+    return tiny_bert_qa(str(tmp_path_factory.getbasetemp()))
+
+
+ARGS = ["--agent-id", "tiny-qa", "--limit", "6", "--epochs", "1", "--batch-size", "4", "--quiet"]
+
+
+def test_crossfitted_training_registers_the_agent_and_resumes(real_data, fresh_cache, bert_path, capsys):
+    from l2d_core.agent_cache import AgentCache
+    from l2d_core.agents import get_agent, get_pool
+    from l2d_core.data import BENCHMARK_TEST_ARTICLES, load_dataset
+
+    argv = [*ARGS, "--base", str(bert_path), "--pool", "P3-tiny"]
+    assert train_agent.main(argv) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "tiny-qa:" in out and "EM" in out and "training total" in out
+
+    root = fresh_cache / "models" / "tiny-qa"
+    plan = json.loads((root / "crossfit.json").read_text())
+    assert set(plan["models"]) == {"fold0", "fold1", "full"}
+    for m in plan["models"].values():  # nobody answers an article it was trained on
+        assert not set(m["trained_on"]) & set(m["answers"])
+    assert set(plan["models"]["full"]["answers"]) <= set(BENCHMARK_TEST_ARTICLES)
+    assert not set(plan["models"]["full"]["trained_on"]) & set(BENCHMARK_TEST_ARTICLES)
+
+    cache = AgentCache()
+    table = cache.table("squad11", "tiny-qa")
+    assert len(table) == 3 * 6  # --limit 6 per model: two folds + the full model
+    titles = {r.qid: r.title for r in load_dataset("squad11")}
+    answered = {t for m in plan["models"].values() for t in m["answers"]}
+    assert {titles[q] for q in table.index} <= answered
+    assert (table["gflops"].astype(float) > 0).all() and table["em"].between(0, 1).all()
+
+    spec = get_agent("tiny-qa")
+    assert spec.kind == "extractive" and spec.gflops_source == "measured" and spec.gflops > 0
+    assert Path(spec.path) == root / "full" and (root / "full" / "l2d_training.json").is_file()
+    assert get_pool("P3-tiny").agent_ids == ("tiny-qa", "rnet-plus", "bert-ens")
+
+    # resume: nothing retrained, nothing recomputed
+    marker = (root / "fold0" / "l2d_training.json").stat().st_mtime_ns
+    generation = cache.meta("squad11", "tiny-qa")
+    assert train_agent.main(argv) == 0
+    assert (root / "fold0" / "l2d_training.json").stat().st_mtime_ns == marker
+    assert len(cache.table("squad11", "tiny-qa")) == 18
+    assert cache.meta("squad11", "tiny-qa")["training"] == generation["training"]
+
+    # other settings into the same folder: refused, nothing lost
+    assert train_agent.main([*argv, "--folds", "3"]) == 2
+    assert "other settings" in capsys.readouterr().err
+    assert len(cache.table("squad11", "tiny-qa")) == 18
+
+
+def test_bad_base_model_is_a_clear_error(real_data, fresh_cache, tmp_path, capsys):
+    rc = train_agent.main([*ARGS, "--base", str(tmp_path / "nowhere")])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and "nowhere" in err and "Traceback" not in err
