@@ -5,29 +5,23 @@
   probabilities p̂, the expected cost of every agent at the given costs, the chosen agent,
   optional SDL scores, and the rejector's measured latency and GFLOPs.
 - :func:`answer_with` returns an agent's answer: the cached, scored answer for a dataset
-  question; for new text only *runnable* agents answer (kind ``extractive``, run by the
-  minimal :class:`ExtractiveRunner` below). Prediction-file agents cannot answer new text and
-  the result says so; nothing is ever made up.
-
-A fuller agent package (batching, generative agents, sliding windows over long contexts)
-is a later issue; the runner here is deliberately small.
+  question; for new text only *runnable* agents answer (kinds ``extractive`` and
+  ``generative``, run by :mod:`l2d_core.agents.runners`: sliding windows over long contexts,
+  the paper's few-shot prompt). Prediction-file agents cannot answer new text and the result
+  says so; nothing is ever made up.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import dataclass
 from functools import lru_cache
-
-import numpy as np
-import torch
 
 from .agent_cache import AgentCache
 from .agents import AgentSpec
 from .costs import CostConfig
 from .data.records import QARecord
 from .experiment import encoder_for, fit_plugin
-from .flops import forward_gflops
 from .policies import expected_costs, learned_policy
 from .positions import ContextIndex, locate
 from .rejector import featurize
@@ -39,11 +33,10 @@ __all__ = [
     "answer_with",
     "can_answer_new_text",
     "check_expected_answer",
-    "ExtractiveRunner",
-    "load_extractive",
+    "runnable_agent",
 ]
 
-RUNNABLE_KINDS = ("extractive",)  # agent kinds this module can run on new text
+RUNNABLE_KINDS = ("extractive", "generative")  # agent kinds this module can run on new text
 
 
 def _require_text(question: str, context: str) -> tuple[str, str]:
@@ -217,8 +210,13 @@ def answer_with(
             why = f"no cached answer for question {dataset_qid}; {why}"
         return _result(agent_spec, status, why, gflops=agent_spec.gflops, expected_answer=check)
 
-    runner = load_extractive(_model_path(agent_spec), **_runner_options(agent_spec))
-    out = runner.answer(question, context)
+    query = QARecord(qid="live", title="", context=context, question=question, answers=())
+    pred = runnable_agent(agent_spec).predict([query])[0]
+    if pred.answer is None:
+        raise ValueError(pred.extra.get("error") or f"agent {agent_spec.id} gave no answer")
+    note = f" ({pred.windows} windows over the long context)" if pred.windows > 1 else ""
+    if pred.answer and locate(pred.answer, ContextIndex.build(context), None, context).status == "not_found":
+        note += "; its answer is not in the context (both positions count as wrong)"
     golds = None
     if dataset_qid is not None:
         from .data import load_dataset
@@ -230,132 +228,32 @@ def answer_with(
         golds, v2 = [expected_answer], False
     scored = {}
     if golds is not None:
-        scored = {"em": exact_match(out["answer"], golds, v2), "f1": f1(out["answer"], golds, v2)}
+        scored = {"em": exact_match(pred.answer, golds, v2), "f1": f1(pred.answer, golds, v2)}
     return _result(
         agent_spec,
         "live",
-        f"ran {agent_spec.path} now" + (" (context truncated to fit)" if out["truncated"] else ""),
-        answer=out["answer"],
-        latency_ms=out["latency_ms"],
-        gflops=out["gflops"],
+        f"ran {agent_spec.path} now{note}",
+        answer=pred.answer,
+        latency_ms=pred.latency_ms,
+        gflops=pred.gflops,
         gflops_source="measured",
         expected_answer=check,
         **scored,
     )
 
 
-def _model_path(spec: AgentSpec) -> str:
-    """A local model directory (absolute, or relative to the data directory), else a hub id."""
-    if not spec.path:
-        raise ValueError(f"agent {spec.id}: an extractive agent needs a model path or hub id")
-    local = spec.resolved_path()
-    return str(local) if local.exists() else spec.path
-
-
-def _runner_options(spec: AgentSpec) -> dict:
-    o = spec.options or {}
-    return {
-        "max_length": int(o.get("max_length", 384)),
-        "max_answer_tokens": int(o.get("max_answer_tokens", 30)),
-        "null_answer": bool(o.get("null_answer", spec.dataset == "squad20")),
-    }
-
-
-# --- a minimal extractive runner -----------------------------------------------------------
-
-
-@dataclass(eq=False)  # identity hash: memoizes GFLOPs per loaded runner
-class ExtractiveRunner:
-    """A Hugging Face ``AutoModelForQuestionAnswering`` answering one query at a time.
-
-    Tokenizes ``(question, context)`` with ``truncation="only_second"`` at ``max_length``
-    tokens (no sliding window: a longer context is cut), takes the best span
-    ``start <= end < start + max_answer_tokens`` inside the context by start + end logit,
-    and maps it to characters with the offsets. With ``null_answer`` the [CLS] score can win
-    (no answer, SQuAD v2.0). Loaded with eager attention so torch's FLOP counter sees it all.
-    """
-
-    path: str
-    tokenizer: object
-    model: torch.nn.Module
-    max_length: int = 384
-    max_answer_tokens: int = 30
-    null_answer: bool = False
-
-    def _encode(self, question: str, context: str):
-        return self.tokenizer(
-            question,
-            context,
-            truncation="only_second",
-            max_length=self.max_length,
-            return_offsets_mapping=True,
-            return_tensors="pt",
-        )
-
-    def answer(self, question: str, context: str) -> dict:
-        """``answer`` text (a substring of ``context``, or "" for no answer), character span,
-        ``latency_ms`` (tokenize + forward + decode) and ``gflops`` (forward, counted)."""
-        question, context = _require_text(question, context)
-        t0 = time.perf_counter()
-        enc = self._encode(question, context)
-        offsets = enc.pop("offset_mapping")[0].tolist()
-        in_context = np.array([s == 1 for s in enc.sequence_ids(0)])  # (T,)
-        with torch.inference_mode():
-            out = self.model(**enc)
-        start = out.start_logits[0].float().numpy()  # (T,)
-        end = out.end_logits[0].float().numpy()  # (T,)
-        score = start[:, None] + end[None, :]  # (T, T): span (s, e)
-        t = np.arange(len(start))
-        ok = (t[None, :] >= t[:, None]) & (t[None, :] - t[:, None] < self.max_answer_tokens)
-        ok &= in_context[:, None] & in_context[None, :]
-        if not ok.any():
-            raise ValueError("the context left no room after the question: shorten the question")
-        score = np.where(ok, score, -np.inf)
-        s, e = np.unravel_index(int(score.argmax()), score.shape)
-        best = float(score[s, e])
-        null = self.null_answer and float(start[0] + end[0]) > best
-        c0, c1 = offsets[s][0], offsets[e][1]
-        text = "" if null else context[c0:c1]
-        latency_ms = 1000.0 * (time.perf_counter() - t0)
-        n_tokens = int(enc["input_ids"].shape[1])
-        return {
-            "answer": text,
-            "char_start": None if null else c0,
-            "char_end": None if null else c1,
-            "score": best,
-            "null": null,
-            "tokens": n_tokens,
-            "truncated": bool(offsets[int(np.flatnonzero(in_context)[-1])][1] < len(context.rstrip())),
-            "latency_ms": latency_ms,
-            "gflops": self.gflops(n_tokens),
-        }
-
-    def gflops(self, n_tokens: int) -> float:
-        """Counted GFLOPs of one forward pass at ``n_tokens`` (memoized per length)."""
-        return _gflops_at(self, n_tokens)
-
-
-@lru_cache(maxsize=256)
-def _gflops_at(runner: ExtractiveRunner, n_tokens: int) -> float:
-    return forward_gflops(runner.model, n_tokens, runner.tokenizer.unk_token_id or 0)
+def runnable_agent(spec: AgentSpec):
+    """The runnable agent of ``spec`` (:func:`~l2d_core.agents.runners.load_agent`), loaded
+    once per process and reused for every query."""
+    return _load_runnable(
+        spec.id, spec.dataset, spec.kind, spec.path, json.dumps(spec.options or {}, sort_keys=True)
+    )
 
 
 @lru_cache(maxsize=4)
-def load_extractive(
-    path: str, max_length: int = 384, max_answer_tokens: int = 30, null_answer: bool = False
-) -> ExtractiveRunner:
-    """Load (once per process) an extractive QA model and its fast tokenizer from ``path``."""
-    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
-    from transformers.utils import logging as hf_logging
+def _load_runnable(agent_id: str, dataset: str, kind: str, path: str, options: str):
+    from .agents.runners import load_agent
 
-    hf_logging.disable_progress_bar()
-    if not path:
-        raise ValueError("an extractive agent needs a model path or hub id")
-    try:
-        tok = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForQuestionAnswering.from_pretrained(path, attn_implementation="eager").eval()
-    except OSError as exc:
-        raise OSError(f"could not load the extractive model at {path!r}: {exc}") from None
-    if not getattr(tok, "is_fast", False):
-        raise ValueError(f"{path}: the runner needs a fast tokenizer (character offsets)")
-    return ExtractiveRunner(path, tok, model, max_length, max_answer_tokens, null_answer)
+    return load_agent(
+        AgentSpec(id=agent_id, dataset=dataset, kind=kind, path=path, options=json.loads(options))
+    )

@@ -1,4 +1,9 @@
-"""Agents: the registry of agents and pools, and the ways an agent's answers reach the cache."""
+"""Agents: the registry of agents and pools, and the ways an agent's answers reach the cache.
+
+The runnable agents (``ExtractiveAgent``, ``GenerativeAgent``, ``PredictionFileAgent``,
+``load_agent``, ``run_into_cache``, … from :mod:`.runners`) are exported lazily, so that
+importing the registry does not import torch.
+"""
 
 from .prediction_file import ImportReport, add_agent_from_upload, import_predictions, read_prediction_file
 from .registry import (
@@ -12,6 +17,17 @@ from .registry import (
     register_agent,
     register_pool,
     user_registry_path,
+)
+
+_RUNNERS = (
+    "Prediction",
+    "ModelLoadError",
+    "ExtractiveAgent",
+    "GenerativeAgent",
+    "PredictionFileAgent",
+    "load_agent",
+    "agent_gflops_at",
+    "run_into_cache",
 )
 
 __all__ = [
@@ -29,4 +45,13 @@ __all__ = [
     "add_agent_from_upload",
     "import_predictions",
     "read_prediction_file",
+    *_RUNNERS,
 ]
+
+
+def __getattr__(name: str):
+    if name in _RUNNERS:
+        from . import runners
+
+        return getattr(runners, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
