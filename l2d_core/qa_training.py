@@ -120,8 +120,10 @@ def _length_grouped_batches(lengths: Sequence[int], batch_size: int, rng: random
     return batches
 
 
-def _collate(feats: dict, idx: list[int], pad_id: int, device) -> dict:
-    n = max(len(feats["input_ids"][j]) for j in idx)
+def _collate(feats: dict, idx: list[int], pad_id: int, device, multiple: int = 32) -> dict:
+    """Pad a batch to the next multiple of ``multiple`` tokens: few distinct shapes keep the
+    CPU kernels' caches (and the allocator) from growing with every new length."""
+    n = -(-max(len(feats["input_ids"][j]) for j in idx) // multiple) * multiple
     ids = torch.full((len(idx), n), pad_id, dtype=torch.long)
     mask = torch.zeros((len(idx), n), dtype=torch.long)
     types = torch.zeros((len(idx), n), dtype=torch.long)
