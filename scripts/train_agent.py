@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import _bootstrap  # noqa: F401
 
@@ -126,7 +125,7 @@ def main(argv=None) -> int:
         gflops=round(agent_gflops_at(full, 384), 2),
         gflops_source="measured",
         path=str(root / "full"),
-        name=f"{args.agent_id}: {Path(cfg.base_path()).name} fine-tuned on the training articles",
+        name=f"{args.base or 'all-MiniLM-L6-v2'} fine-tuned for extractive QA (cross-fitted)",
         params=sum(p.numel() for p in full.model.parameters()),
         options={"max_length": 384, "stride": 128, "max_answer_tokens": 30, "null_answer": null},
     )
@@ -134,7 +133,7 @@ def main(argv=None) -> int:
     cache.set_meta(ds.name, args.agent_id, gflops_source="measured", training=stats)
     if args.pool:
         register_pool(
-            PoolSpec(args.pool, ds.name, args.agent_id, tuple(args.pool_experts), "project live agent")
+            PoolSpec(args.pool, ds.name, args.agent_id, tuple(args.pool_experts), "live agent as main")
         )
 
     t = cache.table(ds.name, args.agent_id)
