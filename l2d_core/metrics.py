@@ -189,9 +189,13 @@ def pgr_curve(
 ) -> tuple[np.ndarray, np.ndarray]:
     """PGR as a function of the share of strong calls, on ``grid`` points of [0, 1].
 
-    The router's points are sorted by share and interpolated linearly (points at the same
-    share are averaged). When the points do not reach share 0 (or 1), the curve is anchored at
-    (0, PGR 0) (or (1, PGR 1)): a threshold router at ±∞ is the weak (strong) agent alone.
+    The router's points are sorted by share and interpolated linearly; of points at the same
+    share (up to rounding at 1e-9) the best counts — an operator would pick it, and with
+    J + 1 agents two settings can call experts as often with different results. When the
+    points do not reach share 0 (or 1), the curve is anchored at (0, PGR 0) (or (1, PGR 1)):
+    a threshold router at ±∞ is the weak (strong) agent alone. With J + 1 agents the share is
+    that of calls to any non-main agent, weakest = the main agent, strongest = the best single
+    agent; (1, PGR 1) is then reached by mixing the router with the best agent alone.
 
     >>> s, p = pgr_curve(np.array([0.5]), np.array([70.0]), 60.0, 80.0, grid=5)
     >>> s.tolist(), p.tolist()
@@ -202,9 +206,10 @@ def pgr_curve(
         raise ValueError("pgr_curve needs one share of strong calls per quality point")
     if np.any((share < -1e-9) | (share > 1 + 1e-9)):
         raise ValueError("shares of strong calls must lie in [0, 1]")
-    xs, inv = np.unique(np.clip(share, 0.0, 1.0), return_inverse=True)
-    ys = np.bincount(inv, weights=np.asarray(pgr(np.asarray(quality, float), weakest, strongest)))
-    ys = ys / np.bincount(inv)
+    # shares equal up to rounding (e.g. bootstrap means of all-ones) are the same share
+    xs, inv = np.unique(np.round(np.clip(share, 0.0, 1.0), 9), return_inverse=True)
+    ys = np.full(len(xs), -np.inf)
+    np.maximum.at(ys, inv, np.atleast_1d(pgr(np.asarray(quality, float), weakest, strongest)))
     if xs[0] > 0:
         xs, ys = np.concatenate([[0.0], xs]), np.concatenate([[0.0], ys])
     if xs[-1] < 1:
@@ -252,4 +257,112 @@ def cpt(
     return float(g[hit[0]]) if len(hit) else float("nan")
 
 
-__all__ += ["upper_hull", "aiq", "pgr", "pgr_curve", "apgr", "cpt"]
+def pareto_front(cost: np.ndarray, quality: np.ndarray) -> np.ndarray:
+    """Indices of the non-dominated points (no other point is at most as dear and at least as
+    good, and strictly better in one), by increasing cost; of identical points the first.
+
+    >>> pareto_front(np.array([1.0, 2.0, 2.0, 3.0, 5.0, 4.0]), np.array([60.0, 70.0, 65.0, 70.0, 90.0, 90.0]))
+    array([0, 1, 5])
+    """
+    cost, quality = np.asarray(cost, float), np.asarray(quality, float)
+    if cost.shape != quality.shape or cost.ndim != 1:
+        raise ValueError("pareto_front needs two 1-d arrays of the same length")
+    order = np.lexsort((np.arange(len(cost)), -quality, cost))  # cheapest first, best first
+    keep, best = [], -np.inf
+    for i in order:
+        if quality[i] > best:
+            keep.append(int(i))
+            best = quality[i]
+    return np.array(keep, dtype=int)
+
+
+# --- bootstrap over test questions (paired: one set of resamples for every router) -----------
+
+
+def bootstrap_weights(n: int, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
+    """Resampling weights of ``n`` questions in ``n_boot`` resamples with replacement, (B, N):
+    how often each question is drawn, divided by ``n`` (each row sums to 1). Reuse one array
+    for every router so that comparisons are paired.
+
+    >>> w = bootstrap_weights(4, n_boot=3, seed=0)
+    >>> w.shape, (w * 4).sum(axis=1).tolist(), bool(np.all(w * 4 == np.round(w * 4)))
+    ((3, 4), [4.0, 4.0, 4.0], True)
+    """
+    if n < 1 or n_boot < 1:
+        raise ValueError("bootstrap needs at least one question and one resample")
+    idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+    counts = np.bincount((idx + n * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * n)
+    return counts.reshape(n_boot, n) / n
+
+
+def resample_means(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Mean of per-question ``values`` (..., N) in every resample of ``weights`` (B, N): (..., B).
+
+    >>> resample_means(np.array([0.0, 1.0]), np.array([[1.0, 0.0], [0.5, 0.5]])).tolist()
+    [0.0, 0.5]
+    """
+    return np.asarray(values, float) @ np.asarray(weights, float).T
+
+
+def percentile_interval(samples: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """Central ``level`` percentile interval of bootstrap samples (NaNs dropped; NaN if none).
+
+    >>> [round(x, 6) for x in percentile_interval(np.arange(101.0), 0.9)]
+    [5.0, 95.0]
+    """
+    s = np.asarray(samples, float)
+    s = s[np.isfinite(s)]
+    if len(s) == 0:
+        return float("nan"), float("nan")
+    a = 100 * (1 - level) / 2
+    lo, hi = np.percentile(s, [a, 100 - a])
+    return float(lo), float(hi)
+
+
+def bootstrap_ci(
+    values: np.ndarray,
+    statistic=None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    weights: np.ndarray | None = None,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval over questions. ``values`` is (N,) or (K, N) per-question
+    values; each resample gives their K means, and ``statistic`` maps those (K,) means to a
+    number (default: the mean of the single row). Pass :func:`bootstrap_weights` as
+    ``weights`` to pair several calls.
+
+    >>> v = np.r_[np.zeros(50), np.ones(50)]
+    >>> lo, hi = bootstrap_ci(v, seed=1)
+    >>> lo < 0.5 < hi, round(hi - lo, 1)
+    (True, 0.2)
+    >>> lo, hi = bootstrap_ci(np.stack([v, v * 0.5]), lambda m: m[0] - m[1])   # paired difference
+    >>> lo < 0.25 < hi
+    True
+    """
+    v = np.asarray(values, float)
+    rows = v[None] if v.ndim == 1 else v
+    weights = bootstrap_weights(rows.shape[1], n_boot, seed) if weights is None else weights
+    means = resample_means(rows, weights)  # (K, B)
+    if statistic is None:
+        if len(rows) != 1:
+            raise ValueError("give a statistic for several rows of values")
+        samples = means[0]
+    else:
+        samples = np.array([statistic(means[:, b]) for b in range(means.shape[1])], dtype=float)
+    return percentile_interval(samples, level)
+
+
+__all__ += [
+    "upper_hull",
+    "aiq",
+    "pgr",
+    "pgr_curve",
+    "apgr",
+    "cpt",
+    "pareto_front",
+    "bootstrap_weights",
+    "resample_means",
+    "percentile_interval",
+    "bootstrap_ci",
+]

@@ -299,3 +299,80 @@ def test_empty_choice_raises(fn):
 def test_mean_gflops_empty_choice_raises():
     with pytest.raises(ValueError):
         mean_gflops(np.array([], dtype=int), PAPER_GFLOPS, rejector_gflops=0.15)
+
+
+# ----------------------------------------------------------------------------- router comparison
+
+
+def test_aiq_of_a_known_hull_by_hand():
+    from l2d_core.metrics import aiq, upper_hull
+
+    # vertices (1, 40) → (3, 70) → (9, 82); (2, 45) and (6, 74) lie under the chords; (0.5, 30)
+    # is left of lo = 1 and shapes nothing (the hull's first vertex is already at 1)
+    cost = np.array([1.0, 2.0, 3.0, 6.0, 9.0])
+    em = np.array([40.0, 45.0, 70.0, 74.0, 82.0])
+    hc, hq = upper_hull(cost, em)
+    assert hc.tolist() == [1.0, 3.0, 9.0] and hq.tolist() == [40.0, 70.0, 82.0]
+    area = (40 + 70) / 2 * 2 + (70 + 82) / 2 * 6 + 82 * 1  # hull to 9, then flat to hi = 10
+    assert aiq(cost, em, 1.0, 10.0) == pytest.approx(area / 9)
+    # a dominated point (dearer and worse) changes nothing
+    assert aiq(np.r_[cost, 8.0], np.r_[em, 50.0], 1.0, 10.0) == pytest.approx(area / 9)
+
+
+def test_apgr_of_oracle_random_mixing_and_a_generalised_pool():
+    from l2d_core.metrics import apgr, cpt, pgr_curve
+
+    weak, strong = 50.0, 90.0
+    # random mixing of the two agents: PGR = share, APGR = 1/2, CPT(p) = p
+    share = np.linspace(0, 1, 11)
+    assert apgr(share, weak + share * (strong - weak), weak, strong) == pytest.approx(0.5)
+    assert cpt(share, weak + share * (strong - weak), weak, strong, 0.8) == pytest.approx(0.8)
+    # an oracle that recovers the whole gap with 10% of the calls: 1 − 0.1/2
+    assert apgr(np.array([0.0, 0.1, 1.0]), np.array([50.0, 90.0, 90.0]), weak, strong) == pytest.approx(0.95)
+    # J + 1 agents: share of non-main calls; a point at share 1 below the best agent (a cheap
+    # expert alone) is kept, not replaced by the (1, 1) anchor
+    s, p = pgr_curve(np.array([0.5, 1.0]), np.array([70.0, 60.0]), weak, strong, grid=3)
+    assert s.tolist() == [0.0, 0.5, 1.0] and p.tolist() == [0.0, 0.5, 0.25]
+    # two experts alone at share 1 (PGR 0.5 and 1): the better one counts there, even when one
+    # share carries rounding noise (a bootstrap mean of ones)
+    one = np.array([0.0, 1.0 - 1e-15, 1.0])
+    assert apgr(one, np.array([50.0, 90.0, 70.0]), weak, strong) == pytest.approx(0.5)
+
+
+def test_pareto_front_by_hand():
+    from l2d_core.metrics import pareto_front
+
+    cost = np.array([5.0, 1.0, 3.0, 3.0, 10.0, 7.0, 1.0])
+    em = np.array([80.0, 50.0, 70.0, 75.0, 79.0, 85.0, 40.0])
+    # (1, 50) (3, 75) (5, 80) (7, 85); (3, 70) and (1, 40) are beaten at equal cost, (10, 79) dominated
+    assert pareto_front(cost, em).tolist() == [1, 3, 0, 5]
+    assert pareto_front(np.array([2.0, 2.0]), np.array([1.0, 1.0])).tolist() == [0]  # duplicates: first
+    with pytest.raises(ValueError):
+        pareto_front(np.ones(2), np.ones(3))
+
+
+def test_bootstrap_ci_contains_the_estimate_and_shrinks_with_n():
+    from l2d_core.metrics import bootstrap_ci, bootstrap_weights, resample_means
+
+    rng = np.random.default_rng(0)
+    widths = []
+    for n in (100, 400, 1600):
+        v = (rng.random(n) < 0.7).astype(float)
+        lo, hi = bootstrap_ci(v, n_boot=500, seed=1)
+        assert lo <= v.mean() <= hi
+        widths.append(hi - lo)
+        # the textbook normal interval of a proportion, roughly
+        assert hi - lo == pytest.approx(2 * 1.96 * np.sqrt(v.mean() * (1 - v.mean()) / n), rel=0.25)
+    assert widths[0] > widths[1] > widths[2]  # ~ 1/sqrt(n)
+    # paired: a difference of two correlated rows is much tighter than either row
+    a = rng.random(500)
+    b = a + 0.01 + 0.001 * rng.standard_normal(500)
+    w = bootstrap_weights(500, 300, seed=2)
+    lo, hi = bootstrap_ci(np.stack([b, a]), lambda m: m[0] - m[1], weights=w)
+    assert lo <= float((b - a).mean()) <= hi and hi - lo < 0.001
+    assert bootstrap_ci(a, weights=w)[1] - bootstrap_ci(a, weights=w)[0] > 0.02
+    # the resample means are plain weighted means, and every resample has n draws
+    np.testing.assert_allclose(resample_means(a, w), (w * a).sum(axis=1))
+    np.testing.assert_allclose((w * 500).sum(axis=1), 500)
+    with pytest.raises(ValueError):
+        bootstrap_ci(np.stack([a, b]))  # several rows need a statistic

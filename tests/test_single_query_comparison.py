@@ -2,7 +2,7 @@
 metrics, and AppTest runs of the two pages.
 
 Uses the real benchmark (P3 and P2 on squad11); the embeddings are computed once per session
-in the session cache directory. The extractive runner is checked with a tiny BERT built here
+in the session cache directory. Live extractive answers are checked with a tiny BERT built here
 and with a stub model whose logits are set by hand.
 """
 
@@ -21,6 +21,7 @@ from streamlit.testing.v1 import AppTest
 from l2d_core import metrics as M
 from l2d_core.agent_cache import AgentCache
 from l2d_core.agents import AgentSpec, get_agent
+from l2d_core.agents.runners import ExtractiveAgent
 from l2d_core.comparison import (
     DENSE_BETAS,
     list_results,
@@ -31,14 +32,9 @@ from l2d_core.comparison import (
     summary_frame,
 )
 from l2d_core.costs import CostConfig
+from l2d_core.data import QARecord
 from l2d_core.experiment import BETA_POINTS, fit_plugin, fit_sdl
-from l2d_core.live import (
-    ExtractiveRunner,
-    answer_with,
-    check_expected_answer,
-    load_extractive,
-    route_query,
-)
+from l2d_core.live import answer_with, check_expected_answer, route_query, runnable_agent
 from l2d_core.policies import expected_costs, plugin_policy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,7 +75,7 @@ def _one_thread():
 @pytest.fixture(scope="module")
 def p2_results(p2):
     with _one_thread():
-        return run_comparison(p2)
+        return run_comparison(p2, seeds=(0,), n_boot=200)
 
 
 # --- routing one query -----------------------------------------------------------------------
@@ -211,13 +207,25 @@ def test_extractive_runner_answers_new_text_with_a_real_model(tiny_qa):
     # with an expected answer in the context, EM/F1 are computed against it
     scored = answer_with(spec, "Who wrote Moby-Dick?", CONTEXT, expected_answer=out["answer"])
     assert scored["em"] == 1.0 and scored["f1"] == 1.0
-    # a context longer than 384 tokens is truncated, and compute grows with the input
-    runner = load_extractive(str(tiny_qa))
-    long = runner.answer("Who wrote it?", " ".join([CONTEXT] * 60))
-    short = runner.answer("Who wrote it?", CONTEXT)
-    assert long["tokens"] == 384 and long["truncated"] and not short["truncated"]
-    assert long["gflops"] > short["gflops"] > 0
-    assert load_extractive(str(tiny_qa)) is runner  # loaded once
+    # a context longer than 384 tokens is cut into windows, and compute grows with the input
+    agent = runnable_agent(spec)
+    long = agent.predict([_query("Who wrote it?", " ".join([CONTEXT] * 60))])[0]
+    short = agent.predict([_query("Who wrote it?", CONTEXT)])[0]
+    assert long.windows > 1 and short.windows == 1
+    assert long.gflops > short.gflops > 0
+    assert runnable_agent(spec) is agent  # loaded once
+    assert "windows" in answer_with(spec, "Who wrote it?", " ".join([CONTEXT] * 60))["message"]
+
+
+def _query(question: str, context: str) -> QARecord:
+    return QARecord(qid="q", title="", context=context, question=question, answers=())
+
+
+def _answer(path, model, question: str, context: str = CONTEXT, **options) -> str:
+    """The answer of an extractive agent whose model is replaced by ``model``."""
+    agent = ExtractiveAgent(str(path), device="cpu", **options)
+    agent.model = model
+    return agent.predict([_query(question, context)])[0].answer
 
 
 class _LogitsByToken(torch.nn.Module):
@@ -235,28 +243,20 @@ class _LogitsByToken(torch.nn.Module):
         return type("Out", (), {"start_logits": self.s[input_ids], "end_logits": self.e[input_ids]})()
 
 
-def test_span_selection_rules():
-    tok = _tokenizer()
+def test_span_selection_rules(tiny_qa):
     ids = {w: i for i, w in enumerate(VOCAB)}
     # best start "herman"; best end "moby" (before it: invalid), then "melville"; the question
     # repeats both words (question tokens are never an answer)
     model = _LogitsByToken({ids["herman"]: 10.0}, {ids["moby"]: 10.0, ids["melville"]: 5.0}, len(VOCAB))
-    runner = ExtractiveRunner("stub", tok, model)
-    out = runner.answer("Did herman melville write moby dick?", CONTEXT)
-    assert out["answer"] == "Herman Melville"
+    assert _answer(tiny_qa, model, "Did herman melville write moby dick?") == "Herman Melville"
     # spans longer than max_answer_tokens are excluded: "american … melville" is 4 tokens
     model = _LogitsByToken({ids["american"]: 10.0}, {ids["melville"]: 10.0}, len(VOCAB))
-    assert (
-        ExtractiveRunner("stub", tok, model).answer("Who?", CONTEXT)["answer"]
-        == "American writer Herman Melville"
-    )
-    assert ExtractiveRunner("stub", tok, model, max_answer_tokens=3).answer("Who?", CONTEXT)["answer"] != (
-        "American writer Herman Melville"
-    )
+    assert _answer(tiny_qa, model, "Who?") == "American writer Herman Melville"
+    assert _answer(tiny_qa, model, "Who?", max_answer_tokens=3) != "American writer Herman Melville"
     # SQuAD v2.0: a winning [CLS] score means no answer
     model = _LogitsByToken({ids["[CLS]"]: 50.0}, {ids["[CLS]"]: 50.0}, len(VOCAB))
-    assert ExtractiveRunner("stub", tok, model, null_answer=True).answer("Who?", CONTEXT)["answer"] == ""
-    assert ExtractiveRunner("stub", tok, model, null_answer=False).answer("Who?", CONTEXT)["answer"] != ""
+    assert _answer(tiny_qa, model, "Who?", null_answer=True) == ""
+    assert _answer(tiny_qa, model, "Who?", null_answer=False) != ""
 
 
 # --- comparison metrics on hand-made curves -----------------------------------------------------
@@ -295,7 +295,8 @@ def test_apgr_oracle_like_random_mixing_and_cpt():
 
 def test_run_comparison_on_p2(p2, p2_results, tmp_path):
     res = p2_results
-    expected_ids = {"l2d-sdl", "l2d-plugin", "random", "zero", "oracle", "agent:match-lstm", "agent:bert-ens"}
+    expected_ids = {"l2d-sdl", "l2d-plugin", "l2d-posthoc", "random", "zero", "oracle", "ensemble"}
+    expected_ids |= {"r-det", "r-prob", "r-trans", "knn", "mlp", "agent:match-lstm", "agent:bert-ens"}
     assert set(res["routers"]) == expected_ids == set(router_ids(p2))
     for rid, r in res["routers"].items():
         assert np.isfinite(r["aiq"]) and 0.0 <= r["aiq"] <= 100.0, rid

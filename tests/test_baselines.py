@@ -1,0 +1,359 @@
+"""SPEC §8 baseline routers (l2d_core.baselines) and their place in the router comparison.
+
+Hand-made arrays for the pure helpers; a small real slice of SQuAD v1.1 (three training
+articles, one test article, the real agents of P2 / P3) for each router's fit/predict and for
+``run_comparison``. The slice's features are a hashed bag of words (no encoder: the frozen
+encoder's embeddings cost minutes on a busy CPU, and the routers only need some features).
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+import numpy as np
+import pytest
+import torch
+
+from l2d_core import comparison as C
+from l2d_core.agents import get_pool
+from l2d_core.baselines import (
+    EnsembleRouter,
+    HybridRouter,
+    KNNRouter,
+    MLPRouter,
+    calibrate_threshold,
+    cost_aware_choice,
+    hybrid_labels,
+    lambda_grid,
+    majority_vote,
+    rescore,
+    utility_choice,
+)
+from l2d_core.costs import CostConfig
+from l2d_core.data import BENCHMARK_TEST_ARTICLES, load_dataset
+from l2d_core.experiment import BETA_POINTS, Benchmark
+from l2d_core.routing_data import RoutingData, load_routing_data
+from l2d_core.squad_eval import normalize_answer
+from l2d_core.training import FAST_CONFIG
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """The heads are tiny: one torch thread is as fast on an idle machine and far faster on a
+    busy one (no oversubscription)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+# ------------------------------------------------------------------------------- toy data
+
+
+def _toy(ok: np.ndarray, f1=None, answers=None, gflops=(5.0, 100.0, 1000.0)) -> RoutingData:
+    ok = np.asarray(ok, dtype=bool)
+    n, a = ok.shape
+    return RoutingData(
+        dataset="toy",
+        agent_ids=tuple("abcdefgh"[:a]),
+        qids=tuple(f"q{i}" for i in range(n)),
+        titles=np.array(["t"] * n, dtype=object),
+        start_ok=ok,
+        end_ok=ok,
+        em=ok.astype(float),
+        f1=ok.astype(float) if f1 is None else np.asarray(f1, float),
+        gflops=np.broadcast_to(np.asarray(gflops[:a], float), (n, a)).copy(),
+        answers=np.full((n, a), None, dtype=object) if answers is None else np.asarray(answers, dtype=object),
+    )
+
+
+def test_calibrate_threshold_hits_the_target_share():
+    rng = np.random.default_rng(0)
+    s = rng.beta(2, 5, size=2000)
+    shares = np.linspace(0, 1, 21)
+    thr = calibrate_threshold(s, shares)
+    got = np.array([(s < t).mean() for t in thr])  # share sent to the expert
+    np.testing.assert_allclose(got, shares, atol=1e-12)
+    # on fresh scores of the same distribution the share is close (RouteLLM's assumption)
+    fresh = rng.beta(2, 5, size=20000)
+    np.testing.assert_allclose([(fresh < t).mean() for t in thr], shares, atol=0.03)
+    # ties: never more than the target goes to the expert
+    assert (np.full(10, 0.3) < calibrate_threshold(np.full(10, 0.3), 0.5)).mean() == 0.0
+    assert isinstance(calibrate_threshold(s, 0.25), float)
+    with pytest.raises(ValueError):
+        calibrate_threshold(s, 1.5)
+    with pytest.raises(ValueError):
+        calibrate_threshold(np.array([]), 0.5)
+
+
+def test_hybrid_labels_by_hand():
+    ok = np.array([[1, 1, 1], [0, 1, 1], [0, 0, 1], [1, 0, 0], [0, 0, 0]])
+    f1 = np.array([[1, 1, 1], [0.6, 1, 1], [0.0, 0.2, 1], [1, 0, 0], [0.5, 0.5, 0]])
+    d = _toy(ok, f1)
+    # L = agent 2: S at least as good (both endpoints) on rows 0, 3, 4
+    assert hybrid_labels(d, "det", 2)[0].tolist() == [1, 0, 0, 1, 1]
+    assert hybrid_labels(d, "det", 1)[0].tolist() == [1, 0, 1, 1, 1]
+    # with the paper's quality −c_j and a consultation cost β ≥ 1 per endpoint, S always "wins"
+    assert hybrid_labels(d, "det", 2, CostConfig((1.0, 1.0), (0.0, 1.0)))[0].tolist() == [1] * 5
+    # soft label 1 − (1 − F1_S)·F1_L
+    np.testing.assert_allclose(hybrid_labels(d, "prob", 2)[0], [1, 0.6, 0.0, 1, 1])
+    # trans: F1_S − F1_L = (0, −0.4, −1, 1, 0.5) against L = 2; t = 0 gives 0.6, t = −0.5
+    # (S better by ≥ 0.5) gives 0.4: equally far from 0.5, the smaller |t| wins
+    y, t = hybrid_labels(d, "trans", 2)
+    assert t == 0.0 and y.tolist() == [1, 0, 0, 1, 1]
+    y, t = hybrid_labels(_toy(ok[:4], f1[:4]), "trans", 2)  # d = (0, −0.4, −1, 1): t = 0 → 0.5
+    assert t == 0.0 and y.mean() == 0.5
+    with pytest.raises(ValueError):
+        hybrid_labels(d, "nope", 2)
+    with pytest.raises(ValueError):
+        hybrid_labels(d, "det", 0)
+
+
+def test_utility_choice_sweeps_from_cheapest_to_best():
+    rng = np.random.default_rng(1)
+    q = rng.random((300, 4))
+    cost = np.array([1.0, 3.0, 40.0, 500.0])
+    grid = lambda_grid(cost)
+    spent = [cost[utility_choice(q, lam, cost)].mean() for lam in grid]
+    assert np.all(np.diff(spent) >= -1e-12)  # more willingness to pay never spends less
+    assert (utility_choice(q, 0.0, cost) == 0).all()
+    np.testing.assert_array_equal(utility_choice(q, np.inf, cost), q.argmax(axis=1))
+    np.testing.assert_array_equal(utility_choice(q, grid[-2], cost), q.argmax(axis=1))  # the grid reaches it
+    with pytest.raises(ValueError):
+        utility_choice(q, -1.0, cost)
+    # the β₁ rule is the plug-in policy with 1 − quality as the error probability
+    costs = CostConfig((1.0, 1.0, 1.0), (0.05, 0.1, 0.3))
+    expected = ((1 - q) + np.r_[0.0, costs.beta]).argmin(axis=1)
+    np.testing.assert_array_equal(cost_aware_choice(q, costs), expected)
+
+
+def test_majority_vote_and_ensemble_em_by_hand():
+    answers = [
+        ["Paris", "paris", "Lyon"],  # 2 votes: Paris (agents 0, 1)
+        ["Lyon", "Paris", "Nice"],  # 3-way tie → strongest (agent 2): Nice
+        ["the Seine", "Seine", "Loire"],  # "the" is dropped by normalization: Seine
+        [None, "Loire", "Rhone"],  # None abstains; tie Loire/Rhone → strongest: Rhone
+        ["Rhine", None, None],  # the only answer
+        [None, None, None],  # no answer at all: the strongest agent's (None)
+    ]
+    golds = [["Paris"], ["Paris"], ["Seine River", "Seine"], ["Loire"], ["Rhine"], ["x"]]
+    # training EM: agent 2 strongest, then 0, then 1
+    train = _toy(np.array([[1, 0, 1], [1, 0, 1], [0, 1, 1], [0, 0, 1]]))
+    ens = EnsembleRouter().fit(None, train)
+    assert ens.order_ == (2, 0, 1)
+    win = ens.predict(np.array(answers, dtype=object))
+    assert win.tolist() == [0, 2, 0, 2, 0, 2]
+    texts = ens.vote(np.array(answers, dtype=object))
+    assert list(texts) == ["Paris", "Nice", "the Seine", "Rhone", "Rhine", None]
+    em, f1 = rescore(texts, golds)
+    assert em.tolist() == [1, 0, 1, 0, 1, 0]  # by hand
+    assert f1.tolist() == [1, 0, 1, 0, 1, 0]
+    assert ens.score(np.array(answers, dtype=object))[0].tolist() == [2, 2, 1]
+    assert majority_vote(np.array([["a", "b"]], dtype=object), [1, 0]).tolist() == [1]
+    with pytest.raises(ValueError):
+        majority_vote(np.array([["a", "b"]], dtype=object), [0, 0])
+    with pytest.raises(RuntimeError):
+        EnsembleRouter().predict(np.array(answers, dtype=object))
+
+
+LONGER = FAST_CONFIG.but(epochs=40)  # 600 toy rows are 3 batches an epoch
+ESTIMATORS = {
+    "r-det": lambda: HybridRouter(LONGER, kind="det"),
+    "r-prob": lambda: HybridRouter(LONGER, kind="prob"),
+    "r-trans": lambda: HybridRouter(LONGER, kind="trans"),
+    "knn": lambda: KNNRouter(k=15),
+    "mlp": lambda: MLPRouter(LONGER),
+}
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_estimator_contract_and_a_planted_signal(name):
+    """``__init__`` stores arguments only; ``fit`` returns self; the router finds a feature that
+    tells when the main agent is right."""
+    rng = np.random.default_rng(0)
+    n = 600
+    main_ok = rng.random(n) < 0.6
+    ok = np.stack([main_ok, rng.random(n) < 0.9, np.ones(n, bool)], axis=1)
+    signal = main_ok[:, None] + 0.3 * rng.standard_normal((n, 4))
+    X = np.concatenate([signal, 0.5 * rng.standard_normal((n, 4))], axis=1)
+    data = _toy(ok)
+    est = ESTIMATORS[name]()
+    with pytest.raises(RuntimeError):
+        est.score(X)
+    with pytest.raises(ValueError):
+        est.fit(X[:10], data)
+    assert est.fit(X, data) is est
+    s = est.score(X)
+    if isinstance(est, HybridRouter):
+        assert est.strong_ == 2 and s.shape == (n,) and 0 <= s.min() <= s.max() <= 1
+        assert s[main_ok].mean() > s[~main_ok].mean() + 0.3
+        assert set(np.unique(est.predict(X, 0.5))) <= {0, 2}
+        assert (est.predict(X, -np.inf) == 0).all() and (est.predict(X, np.inf) == 2).all()
+    else:
+        assert s.shape == (n, 3) and 0 <= s.min() <= s.max() <= 1
+        assert s[main_ok, 0].mean() > s[~main_ok, 0].mean() + 0.3
+        assert (est.predict(X, 0.0) == 0).all()  # cheapest
+        assert (est.predict(X, np.inf) == s.argmax(1)).all()
+
+
+# ------------------------------------------------------------------------------- a real slice
+
+
+def _bow(records, dim: int = 64) -> np.ndarray:
+    """Hashed bag of words of question and context, (N, 2·dim) — deterministic across runs."""
+    out = np.zeros((len(records), 2 * dim), np.float32)
+    for i, r in enumerate(records):
+        for k, text in enumerate((r.question, r.context)):
+            for w in normalize_answer(text).split():
+                out[i, k * dim + zlib.crc32(w.encode()) % dim] += 1.0
+    return np.log1p(out)
+
+
+def _slice_bench(pool_name: str) -> Benchmark:
+    ds = load_dataset("squad11")
+    test_titles = [t for t in ds.titles if t in BENCHMARK_TEST_ARTICLES][:1]
+    train_titles = [t for t in ds.titles if t not in BENCHMARK_TEST_ARTICLES][:3]
+    sub = ds.by_titles(train_titles + test_titles)
+    pool = get_pool(pool_name)
+    train, test = load_routing_data(sub, pool).split(test_titles)
+    recs = {r.qid: r for r in sub}
+    tr, te = tuple(recs[q] for q in train.qids), tuple(recs[q] for q in test.qids)
+    return Benchmark(sub, pool, train, test, _bow(tr), _bow(te), tr, te, "bow", "bow", 0.15)
+
+
+@pytest.fixture(scope="module")
+def p3_slice(real_data):
+    return _slice_bench("P3")
+
+
+@pytest.fixture(scope="module")
+def p2_slice(real_data):
+    return _slice_bench("P2")
+
+
+def test_each_router_fits_and_predicts_on_a_real_slice(p3_slice):
+    b = p3_slice
+    n, a = len(b.test), b.test.n_agents
+    assert a == 3 and 150 < n < 600 and len(b.train) > 300
+    cfg = FAST_CONFIG.but(epochs=5)
+    for kind in ("det", "prob", "trans"):
+        est = HybridRouter(config=cfg, kind=kind).fit(b.X_train, b.train)
+        assert est.strong_ == b.train.agent_ids.index("bert-ens")  # the expert of best training EM
+        assert 0 < est.label_mean_ < 1 and np.isfinite(est.t_)
+        s_tr, s_te = est.score(b.X_train), est.score(b.X_test)
+        assert s_te.shape == (n,) and np.all((s_te >= 0) & (s_te <= 1))
+        for share in (0.0, 0.3, 0.7, 1.0):  # calibrated on the training scores
+            thr = calibrate_threshold(s_tr, share)
+            assert (est.predict(b.X_train, thr) != 0).mean() == pytest.approx(share, abs=0.01)
+            assert set(np.unique(est.predict(b.X_test, thr))) <= {0, est.strong_}
+    for est in (KNNRouter(k=10), MLPRouter(config=cfg), MLPRouter(config=cfg, target="f1")):
+        q = est.fit(b.X_train, b.train).score(b.X_test)
+        assert q.shape == (n, a) and np.all((q >= 0) & (q <= 1))
+        assert (est.predict(b.X_test, 0.0) == 0).all()  # match-lstm is the cheapest agent
+        assert (est.predict(b.X_test, np.inf) == q.argmax(1)).all()
+    # the ensemble: re-scoring the voted text against the gold answers agrees with the agent
+    # cache's EM of the agent whose answer won (same normalized text)
+    ens = EnsembleRouter().fit(b.X_train, b.train)
+    win = ens.predict(b.test.answers)
+    em, f1 = rescore(ens.vote(b.test.answers), [r.answers for r in b.test_records])
+    np.testing.assert_array_equal(em, b.test.em[np.arange(n), win])
+    np.testing.assert_allclose(f1, b.test.f1[np.arange(n), win])
+
+
+OURS = ["r-det", "r-prob", "r-trans", "knn", "mlp", "ensemble", "random", "zero", "oracle"]
+
+
+@pytest.fixture(scope="module")
+def p3_results(p3_slice):
+    ids = OURS + [i for i in C.router_ids(p3_slice) if i.startswith("agent:")]
+    return C.run_comparison(p3_slice, seeds=(0, 1), routers=ids, n_boot=200)
+
+
+def test_the_stable_ids_are_registered(p3_slice):
+    ids = C.router_ids(p3_slice)
+    for rid in ("l2d-sdl", "l2d-plugin", "l2d-posthoc", *OURS):
+        assert rid in ids
+    assert ids[-3:] == ["agent:match-lstm", "agent:rnet-plus", "agent:bert-ens"]
+
+
+def test_run_comparison_fields_on_a_three_agent_slice(p3_slice, p3_results, tmp_path):
+    res, b = p3_results, p3_slice
+    keys = {f"{x:g}" for x in BETA_POINTS}
+    assert res["seeds"] == [0, 1] and res["bootstrap"]["n_boot"] == 200
+    assert res["pgr_weak"] == "match-lstm" and res["pgr_strong"] == "bert-ens"
+    for rid, r in res["routers"].items():
+        assert np.isfinite(r["aiq"]) and 0 <= r["aiq"] <= 100, rid
+        assert np.isfinite(r["apgr"]), rid  # J + 1 agents: the generalised APGR
+        assert len(r["aiq_seeds"]) == 2 and r["aiq_std"] >= 0
+        lo, hi = r["aiq_ci"]
+        assert lo <= hi and r["apgr_ci"][0] <= r["apgr_ci"][1]
+        assert set(r["tdl"]) == set(r["tdl_diff_ci"]) == set(r["tdl_below_random_95"]) == keys, rid
+        for k in keys:
+            d_lo, d_hi = r["tdl_diff_ci"][k]
+            assert d_lo <= r["tdl_diff"][k] + 1e-9 and r["tdl_diff"][k] <= d_hi + 1e-9
+            assert r["tdl_diff"][k] == pytest.approx(r["tdl"][k] - _uniform_tdl(b, float(k)))
+        front = r["pareto"]
+        pts = r["points"]
+        assert front and all(0 <= i < len(pts) for i in front)
+        for i in range(len(pts)):  # nothing off the front beats a front point outright
+            for j in front:
+                assert not (pts[i]["gflops"] < pts[j]["gflops"] and pts[i]["em"] > pts[j]["em"])
+        assert all("_q" not in p for p in pts) and all("share_strong" in p for p in pts)
+    rs = res["routers"]
+    # deterministic routers: no spread over seeds
+    for rid in ("knn", "ensemble", "oracle", "zero", "agent:bert-ens"):
+        assert rs[rid]["aiq_std"] == 0.0, rid
+    # points: β₁ points + the calibrated threshold sweep / the λ grid
+    for rid in ("r-det", "r-prob", "r-trans"):
+        assert len(rs[rid]["points"]) == len(BETA_POINTS) + len(C.TARGET_SHARES)
+        shares = [p["share_strong"] for p in rs[rid]["points"] if p.get("dense")]
+        assert shares[0] == 0.0 and shares[-1] == 1.0
+    assert len(rs["knn"]["points"]) == len(BETA_POINTS) + len(lambda_grid(b.train.agent_gflops))
+    # the ensemble pays every agent and calls every agent
+    ens = rs["ensemble"]["points"][0]
+    assert ens["gflops"] == pytest.approx(sum(res["agent_gflops"].values()))
+    assert ens["share_strong"] == 1.0 and set(ens["allocation"].values()) == {1.0}
+    # the oracle beats uniform random allocation at every β₁, beyond the bootstrap noise
+    assert all(rs["oracle"]["tdl_below_random_95"].values())
+    # one Pareto front over every router's points (the oracle is a bound, not a router)
+    front = res["pareto_front"]
+    assert front and "oracle" not in {p["router"] for p in front}
+    assert [p["gflops"] for p in front] == sorted(p["gflops"] for p in front)
+    assert np.all(np.diff([p["em"] for p in front]) > 0)
+    # strict JSON, and the summary table reads it
+    path = C.save_results(res, tmp_path / "slice")
+    doc = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    table = C.summary_frame(doc)
+    assert set(table["router"]) == set(rs) and {"AIQ std", "APGR 95% lo"} <= set(table.columns)
+
+
+def _uniform_tdl(b: Benchmark, beta1: float) -> float:
+    from l2d_core.costs import cost_matrix, query_costs
+
+    return float(query_costs(cost_matrix(b.test.errors, b.costs(beta1))).mean())
+
+
+def test_two_agent_slice_zero_and_single_agents(p2_slice):
+    res = C.run_comparison(p2_slice, seeds=(0,), routers=["zero", "ensemble", "agent:bert-ens"], n_boot=100)
+    rs = res["routers"]
+    assert rs["zero"]["apgr"] == pytest.approx(0.5)  # random mixing of the two agents
+    assert rs["zero"]["apgr_ci"] == pytest.approx([0.5, 0.5])
+    # two agents: a tie of votes goes to the strongest agent, so the ensemble answers like it
+    ens, best = rs["ensemble"]["points"][0], rs["agent:bert-ens"]["points"][0]
+    assert ens["em"] == pytest.approx(best["em"]) and ens["tdl"] == pytest.approx(best["tdl"])
+
+
+def test_baseline_scores_are_memoized_on_disk(p2_slice, monkeypatch):
+    calls = []
+    real_fit = KNNRouter.fit
+
+    def counting_fit(self, X, data):
+        calls.append(1)
+        return real_fit(self, X, data)
+
+    monkeypatch.setattr(KNNRouter, "fit", counting_fit)
+    first = C.run_router(p2_slice, "knn", 0)
+    again = C.run_router(p2_slice, "knn", 0)
+    assert len(calls) <= 1 and [p["em"] for p in first] == [p["em"] for p in again]
+    assert C.baseline_key(p2_slice, KNNRouter()) != C.baseline_key(p2_slice, KNNRouter(k=7))
