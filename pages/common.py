@@ -362,10 +362,11 @@ def comparison_results(path: str, mtime: float) -> dict:
 
 
 def run_pool_comparison(dataset: str, pool: str, progress=None):
-    """Compute every router on the pool and save ``reports/<dataset>-<pool>/results.json``."""
+    """Compute every router on the pool (one seed: interactive; the benchmark script runs five)
+    and save ``reports/<dataset>-<pool>/results.json``."""
     from l2d_core.comparison import reports_dir, run_comparison, save_results
 
-    results = run_comparison(benchmark(dataset, pool), progress=progress)
+    results = run_comparison(benchmark(dataset, pool), seeds=(0,), progress=progress)
     return save_results(results, reports_dir() / f"{dataset}-{pool}")
 
 

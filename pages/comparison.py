@@ -18,11 +18,14 @@ from pages.common import (
 
 st.title("Router comparison")
 st.caption(
-    "Every router on the test articles: the L2D rejectors (SDL, plug-in) over the β₁ sweep, random "
-    "allocation, the zero router (random mixing of single agents), the oracle and each agent alone. "
+    "Every router on the test articles: the L2D rejectors (SDL, plug-in, post-hoc) over the β₁ sweep, "
+    "the baselines (Hybrid-LLM r-det / r-prob / r-trans, kNN and MLP quality routers, majority-vote "
+    "ensemble), random allocation, the zero router (random mixing of single agents), the oracle and "
+    "each agent alone. "
     "AIQ: area under the router's non-decreasing convex hull of (GFLOPs, EM) over the agents' GFLOPs "
-    "range, divided by it (RouterBench; zero left of the router's cheapest point). APGR (two agents): "
-    "mean performance gap recovered over the share of strong calls (RouteLLM)."
+    "range, divided by it (RouterBench; zero left of the router's cheapest point). APGR: mean "
+    "performance gap recovered over the share of calls to experts (RouteLLM; with J+1 agents: calls "
+    "to any expert, gap from the main agent to the best one)."
 )
 dataset, pool = select_pool()
 
@@ -36,8 +39,9 @@ if st.button(f"Run comparison for this pool ({dataset} {pool})", key="cmp_run"):
 files = [str(p) for p in comparison_files()]
 if not files:
     st.info(
-        "No results yet: press **Run comparison for this pool** (about a minute the first time; "
-        "the SDL rejectors are cached on disk), or write `reports/<name>/results.json`."
+        "No results yet: press **Run comparison for this pool** (one seed, a few minutes the first "
+        "time; trained routers are cached on disk), or run `python scripts/benchmark_routers.py` "
+        "(five seeds, report and plots) into `reports/<name>/`."
     )
     st.stop()
 mine = next((f for f in files if Path(f).parent.name == f"{dataset}-{pool}"), None)
