@@ -1,0 +1,428 @@
+"""Benchmark every router and policy on one pool and write a report (issue 4).
+
+    python scripts/benchmark_routers.py --dataset squad11 --pool P3 --out reports/squad11-P3/
+    python scripts/benchmark_routers.py --pool P2 --quick --out /tmp/p2-quick   # reduced run
+    python scripts/benchmark_routers.py --out reports/squad11-P3/ --report-only  # re-render only
+
+Writes into --out (default ``reports/<dataset>-<pool>/``):
+
+- ``results.json``: per router its curve points, AIQ, APGR, CPT, TDL per β₁ and bootstrap
+  intervals (l2d_core.comparison.run_comparison), plus ``paper_table`` (the β₁ ∈ {0, 0.25, 0.5}
+  rows of the paper's Tables 1–2) and ``run`` (command, timings);
+- ``report.md``: targets, agents, routers, TDL per β₁, Fig. 3 numbers, Tables 1–2, plots
+  (l2d_core.report);
+- ``plots/*.html`` (plotly.js written once beside them, works offline) and ``plots/*.png``.
+
+PNG export uses kaleido, which drives a local Chrome/Chromium (Debian's /usr/bin/chromium,
+installed by scripts/install_system_deps.sh; set BROWSER_PATH to use another). If it fails the
+JSON, the markdown and the HTML plots are still written and a message says why; the exit status
+is then 0, unless --png was given (3). Exit status 2: bad arguments or data.
+
+Paper table (β₁ = 0.25 is not a BENCHMARK.md point): each router is run at the missing β₁ (the
+points are kept apart, so AIQ and the figures stay on the benchmark's points). The r_* baselines
+appear twice: at each β₁ by their own cost rule (threshold 1 − β of the expert), and at the
+*matched share*: the threshold point whose share of expert calls is nearest to l2d-sdl's at that
+β₁ (an equal-budget comparison that uses no test labels).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import inspect
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import _bootstrap  # noqa: F401
+import numpy as np
+
+from l2d_core import comparison as C
+from l2d_core import report as R
+from l2d_core.agents import get_pool, list_pools
+from l2d_core.data import DATASETS
+from l2d_core.experiment import BETA_POINTS, encoder_for, prepare
+from l2d_core.rejector import featurize
+
+QUICK_SEEDS = (0,)
+QUICK_LIMIT_TRAIN = 1500
+QUICK_N_BOOT = 200
+QUICK_ROUTERS = ("l2d-plugin", "r-prob", "random", "zero", "oracle")  # + the pool's agents
+REFERENCE = "l2d-sdl"  # the paper's "Our" column; r_* matched to its share of expert calls
+PNG_SIZE = dict(width=1000, height=600, scale=2)
+
+
+class UsageError(Exception):
+    """A bad argument or input; printed as ``error: …`` with exit status 2."""
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dataset", default="squad11", choices=sorted(DATASETS))
+    p.add_argument("--pool", default="P3", help="pool name: " + ", ".join(x.name for x in list_pools()))
+    p.add_argument("--out", type=Path, help="output folder (default: reports/<dataset>-<pool>/)")
+    p.add_argument("--seeds", type=int, nargs="+", help="training seeds (default 0 1 2 3 4; --quick: 0)")
+    p.add_argument(
+        "--routers",
+        nargs="+",
+        help="router ids to run (default: every registered router and agent:<id>; --quick: "
+        + ", ".join(QUICK_ROUTERS)
+        + " and the agents)",
+    )
+    p.add_argument("--limit-train", type=int, metavar="N", help="sub-sample N training questions (seed 0)")
+    p.add_argument("--n-boot", type=int, help="bootstrap resamples (default: the engine's; --quick: 200)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"reduced run for tests: seed 0, {QUICK_LIMIT_TRAIN} training questions, fewer routers",
+    )
+    png = p.add_mutually_exclusive_group()
+    png.add_argument("--png", action="store_true", default=None, help="PNG plots required (fail: exit 3)")
+    png.add_argument("--no-png", dest="png", action="store_false", help="HTML plots only")
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rewrite report.md and the plots from <out>/results.json (nothing recomputed)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    return p.parse_args(argv)
+
+
+def _log(args, msg: str) -> None:
+    if not args.quiet:
+        print(msg, file=sys.stderr, flush=True)
+
+
+# --- inputs ------------------------------------------------------------------------------------
+
+
+def check_inputs(args) -> None:
+    """Fail early (before minutes of work) on a bad pool, router id, seed list or output path."""
+    try:
+        pool = get_pool(args.pool)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    if pool.dataset != args.dataset:
+        raise UsageError(f"pool {pool.name} is for dataset {pool.dataset}, not {args.dataset}")
+    known = [*C.ROUTERS, *(C.AGENT_PREFIX + a for a in (pool.main, *pool.experts))]
+    bad = [r for r in args.routers or () if r not in known]
+    if bad:
+        raise UsageError(
+            f"unknown router(s) {', '.join(bad)} for pool {pool.name}; known: {', '.join(known)}"
+        )
+    if args.seeds is not None and not args.seeds:
+        raise UsageError("--seeds needs at least one seed")
+    if args.limit_train is not None and args.limit_train < 10:
+        raise UsageError(f"--limit-train must be at least 10, got {args.limit_train}")
+    if args.n_boot is not None and args.n_boot < 0:
+        raise UsageError(f"--n-boot must be >= 0, got {args.n_boot}")
+    out = args.out
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} exists and is not a folder")
+    for name in ("results.json", "report.md", "plots"):
+        if (out / name).exists() and (out / name).is_dir() != (name == "plots"):
+            raise UsageError(f"{out / name} is in the way (a {'file' if name == 'plots' else 'folder'})")
+    try:
+        (out / "plots").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {out / 'plots'}: {exc.strerror or exc}") from None
+
+
+def load_benchmark(args):
+    """The BENCHMARK.md split, training questions sub-sampled with --limit-train (before
+    featurizing, so a reduced run also embeds fewer questions)."""
+    progress = not args.quiet
+    if not args.limit_train:
+        return prepare(args.dataset, args.pool, progress=progress)
+    bench = prepare(args.dataset, args.pool, features_needed=False)
+    n = len(bench.train)
+    if args.limit_train < n:
+        keep = np.sort(np.random.default_rng(0).choice(n, args.limit_train, replace=False))
+        bench.train = bench.train.take(keep)
+        bench.train_records = tuple(bench.train_records[i] for i in keep)
+    enc = encoder_for(bench.encoder_name)
+    bench.X_train = featurize(enc, bench.train_records, bench.features, progress)
+    bench.X_test = featurize(enc, bench.test_records, bench.features, progress)
+    return bench
+
+
+# --- the paper's β₁ ∈ {0, 0.25, 0.5} rows ---------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _beta_points(betas):
+    """Routers of l2d_core.comparison sweep ``comparison.BETA_POINTS``; point them at ``betas``."""
+    old = C.BETA_POINTS
+    C.BETA_POINTS = tuple(betas)
+    try:
+        yield
+    finally:
+        C.BETA_POINTS = old
+
+
+def _router_at(bench, rid: str, seed: int, betas) -> list[dict]:
+    """One router's points at extra β₁: through a ``betas`` argument of run_router when the
+    engine has one, else by pointing the engine's sweep at them."""
+    if "betas" in inspect.signature(C.run_router).parameters:
+        return C.run_router(bench, rid, seed, betas=tuple(betas))
+    with _beta_points(betas):
+        return C.run_router(bench, rid, seed)
+
+
+def _mean(points: list[dict]) -> dict:
+    """Seed average of the fields the table shows (the engine's own averaging is private)."""
+    out = {"beta1": points[0].get("beta1")}
+    for k in (
+        "em",
+        "f1",
+        "gflops",
+        "gflops_per_em",
+        "tdl",
+        "tdl_random",
+        "tdl_random_matched",
+        "share_strong",
+    ):
+        vals = [R.num(p.get(k)) for p in points]
+        if all(v is not None for v in vals):
+            out[k] = float(np.mean(vals))
+    if "em" in out:
+        out["em_std"] = float(np.std([p["em"] for p in points]))
+    if all(isinstance(p.get("allocation"), dict) for p in points):
+        agents = points[0]["allocation"]
+        out["allocation"] = {a: float(np.mean([p["allocation"].get(a, 0.0) for p in points])) for a in agents}
+    thr = [R.num(p.get("threshold")) for p in points]
+    if all(t is not None for t in thr):
+        out["threshold"] = float(np.mean(thr))
+    return out
+
+
+def matched_share(points: list[dict], share: float | None) -> dict | None:
+    """The operating point of a threshold-swept router at a given share of expert calls: random
+    mixing of the two swept points around it (EM, F1 and GFLOPs are linear in the mixing
+    weight); the nearest end point outside their range. None without points or share.
+
+    >>> weak = {"share_strong": 0.0, "em": 60.0, "gflops": 5.0}
+    >>> p = matched_share([weak, {"share_strong": 1.0, "em": 80.0, "gflops": 105.0}], 0.25)
+    >>> p["em"], p["gflops"], p["gflops_per_em"]
+    (65.0, 30.0, 0.46153846153846156)
+    """
+    pts = sorted(
+        (p for p in points if R.num(p.get("share_strong")) is not None and R.num(p.get("em")) is not None),
+        key=lambda p: p["share_strong"],
+    )
+    if share is None or not pts:
+        return None
+    lo = max((p for p in pts if p["share_strong"] <= share), key=lambda p: p["share_strong"], default=pts[0])
+    hi = min((p for p in pts if p["share_strong"] >= share), key=lambda p: p["share_strong"], default=pts[-1])
+    span = hi["share_strong"] - lo["share_strong"]
+    w = (share - lo["share_strong"]) / span if span > 0 else 0.0
+    out = {"share_strong": lo["share_strong"] + w * span, "matched_share": share, "mix": w}
+    for k in ("em", "f1", "gflops"):
+        if R.num(lo.get(k)) is not None and R.num(hi.get(k)) is not None:
+            out[k] = (1 - w) * lo[k] + w * hi[k]
+    out["thresholds"] = [lo.get("threshold"), hi.get("threshold")]
+    if out.get("em"):
+        out["gflops_per_em"] = out["gflops"] / out["em"]
+    return out
+
+
+def paper_table(bench, results: dict, seeds, log) -> dict:
+    """Rows of the paper's Tables 1–2: the L2D routers and r_prob / r_deter / r_trans at
+    β₁ ∈ PAPER_BETAS (points of the comparison where they exist, else run at the missing β₁),
+    and each r_* at the threshold point whose expert share matches l2d-sdl's."""
+    routers = results["routers"]
+    cols = [r for r in routers if r.startswith(R.OURS_PREFIX)] + [
+        r for r in R.PAPER_BASELINES if r in routers
+    ]
+    have = {R.beta_key(b) for b in results.get("beta_points") or BETA_POINTS}
+    missing = [b for b in R.PAPER_BETAS if R.beta_key(b) not in have]
+    rows: dict[str, dict] = {c: {} for c in cols}
+    notes = []
+    for c in cols:
+        for p in R.beta_points(routers[c]):
+            if R.beta_key(p["beta1"]) in {R.beta_key(b) for b in R.PAPER_BETAS}:
+                rows[c][R.beta_key(p["beta1"])] = {k: v for k, v in p.items() if k != "_q"}
+        if not missing:
+            continue
+        t0 = time.perf_counter()
+        try:
+            runs = [_router_at(bench, c, seeds[0], missing)]
+            if any(R.num(p.get("beta1")) in missing for p in runs[0]):  # else: it ignores extra β₁
+                runs += [_router_at(bench, c, s, missing) for s in seeds[1:]]
+        except Exception as exc:  # one router failing at an extra β₁ must not lose the whole run
+            notes.append(f"{c} failed at β₁ {missing}: {type(exc).__name__}: {exc}")
+            continue
+        for b in missing:
+            at = [[p for p in run if not p.get("dense") and R.num(p.get("beta1")) == b][:1] for run in runs]
+            if all(at):
+                rows[c][R.beta_key(b)] = dict(_mean([a[0] for a in at]), extra_beta=True)
+            else:
+                notes.append(f"{c} has no point at β₁ = {b:g} (its sweep ignores extra β₁): n/a")
+        betas = ", ".join(f"{b:g}" for b in missing)
+        log(f"  paper table: {c} at β₁ {betas} ({time.perf_counter() - t0:.1f} s)")
+    ours = [c for c in cols if c.startswith(R.OURS_PREFIX)]
+    ref_id = REFERENCE if REFERENCE in rows else (ours[0] if ours else None)
+    ref = rows.get(ref_id, {})
+    for c in [c for c in R.PAPER_BASELINES if c in routers and ref_id]:
+        rows[f"{c} @ {ref_id} share"] = {
+            k: matched_share(routers[c]["points"], R.num(rp.get("share_strong"))) for k, rp in ref.items()
+        }
+    notes += [
+        f"Columns `r-…`: the Hybrid-LLM routers at each β₁ by their own cost rule; `r-… @ {ref_id} "
+        f"share`: their two operating points nearest in share mixed at random so that the share "
+        f"of expert calls on the test articles equals {ref_id}'s at that β₁ (equal budget, no test labels).",
+        "β₁ = " + ", ".join(f"{b:g}" for b in missing) + " is not a BENCHMARK.md point: those rows were run "
+        "for this table only (not in the curves, AIQ or figures)."
+        if missing
+        else "Every β₁ of the table is a BENCHMARK.md point.",
+        "The paper's Table 2 reports EM per unit of cost: see GFLOPs/EM (lower is better) and EM per GFLOP.",
+    ]
+    return {"betas": list(R.PAPER_BETAS), "reference": ref_id, "rows": rows, "notes": notes}
+
+
+# --- outputs -----------------------------------------------------------------------------------
+
+
+def find_siblings(out: Path, results: dict) -> dict:
+    """Other pools' results of the same dataset beside ``out`` (newest per pool), for the targets
+    on P2 / P3 that this run cannot compute."""
+    found = {}
+    for path in C.list_results(out.resolve().parent):
+        if path.parent.resolve() == out.resolve():
+            continue
+        try:
+            doc = C.load_results(path)
+        except (ValueError, OSError):
+            continue
+        pool = doc.get("pool")
+        if doc.get("dataset") == results.get("dataset") and pool != results.get("pool") and pool not in found:
+            found[pool] = {"path": str(path), "results": doc}
+    return found
+
+
+def write_plots(figs: dict, plots: Path, png: bool | None, log) -> tuple[list[str], str | None]:
+    """HTML always; PNG unless ``png`` is False. Returns the written files (relative to the
+    report) and the PNG error message, if any."""
+    written = []
+    for name, fig in figs.items():
+        fig.write_html(plots / f"{name}.html", include_plotlyjs="directory")
+        written.append(f"plots/{name}.html")
+        (plots / f"{name}.png").unlink(missing_ok=True)  # never leave a PNG of an earlier run
+    if png is False:
+        return written, None
+    import plotly.io as pio
+
+    t0 = time.perf_counter()
+    paths = [plots / f"{name}.png" for name in figs]
+    try:
+        pio.write_images(list(figs.values()), paths, **PNG_SIZE)
+    except Exception as exc:  # kaleido missing, no browser, browser crash: HTML is already written
+        return written, (
+            f"PNG export failed ({type(exc).__name__}: {str(exc).strip()[:300]}). PNG needs `pip install "
+            "kaleido` (requirements.txt) and Chrome/Chromium (bash scripts/install_system_deps.sh, or "
+            "BROWSER_PATH=/path/to/chrome). The HTML plots, results.json and report.md are written."
+        )
+    log(f"PNG: {len(paths)} plots in {time.perf_counter() - t0:.1f} s")
+    return written + [f"plots/{p.name}" for p in paths], None
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    t_start = time.perf_counter()
+    log = lambda m: _log(args, m)
+    if args.quick:
+        args.seeds = args.seeds or list(QUICK_SEEDS)
+        args.limit_train = args.limit_train or QUICK_LIMIT_TRAIN
+        args.n_boot = QUICK_N_BOOT if args.n_boot is None else args.n_boot
+    args.seeds = args.seeds if args.seeds is not None else list(getattr(C, "BENCHMARK_SEEDS", range(5)))
+    args.out = args.out or C.reports_dir() / f"{args.dataset}-{args.pool}"
+    timings: dict[str, float] = {}
+    if args.report_only:
+        path = args.out / "results.json"
+        try:
+            (args.out / "plots").mkdir(exist_ok=True)
+            C.load_results(path)
+        except (OSError, ValueError) as exc:
+            print(f"error: --report-only needs a results file: {exc}", file=sys.stderr)
+            return 2
+        return write_report(args, path, log)
+    try:
+        check_inputs(args)
+        log(f"[{time.perf_counter() - t_start:6.1f}s] loading {args.dataset} {args.pool}…")
+        t0 = time.perf_counter()
+        bench = load_benchmark(args)
+        timings["prepare"] = time.perf_counter() - t0
+        routers = args.routers
+        if routers is None and args.quick:
+            routers = [r for r in QUICK_ROUTERS if r in C.ROUTERS]
+            routers += [C.AGENT_PREFIX + a for a in bench.test.agent_ids]
+        kw = {}
+        if args.n_boot is not None and "n_boot" in inspect.signature(C.run_comparison).parameters:
+            kw["n_boot"] = args.n_boot
+        last = {"t": time.perf_counter(), "rid": None}
+
+        def progress(line: str) -> None:
+            now = time.perf_counter()
+            if last["rid"] is not None:
+                timings[f"router:{last['rid']}"] = now - last["t"]
+            last.update(t=now, rid=line.rsplit(": ", 1)[0])  # "<router id>: <n> seed(s)"
+            log(f"[{now - t_start:6.1f}s] {line}")
+
+        log(
+            f"[{time.perf_counter() - t_start:6.1f}s] {len(bench.train)} training / {len(bench.test)} test "
+            f"questions; seeds {args.seeds}"
+        )
+        results = C.run_comparison(bench, args.seeds, routers, progress, **kw)
+        if last["rid"] is not None:
+            timings[f"router:{last['rid']}"] = time.perf_counter() - last["t"]
+        t0 = time.perf_counter()
+        results["paper_table"] = paper_table(bench, results, args.seeds, log)
+        timings["paper_table"] = time.perf_counter() - t0
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (KeyError, ValueError, FileNotFoundError, LookupError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"error: {msg}", file=sys.stderr)
+        return 2
+    reduced = (["--quick"] if args.quick else []) + (
+        [f"{len(bench.train)} training questions"] if args.limit_train else []
+    )
+    results["run"] = {
+        "command": "python scripts/benchmark_routers.py "
+        + shlex.join(sys.argv[1:] if argv is None else argv),
+        "reduced": ", ".join(reduced) or None,
+        "n_train": len(bench.train),
+        "timings_s": timings,
+        "compute_s": time.perf_counter() - t_start,  # data, routers and the paper table
+    }
+    path = C.save_results(results, args.out)
+    return write_report(args, path, log)
+
+
+def write_report(args, path: Path, log) -> int:
+    """Plots and report.md from a saved results.json (the report reads exactly what was written)."""
+    out = args.out
+    results = C.load_results(path)
+    t0 = time.perf_counter()
+    plots, png_error = write_plots(R.figures(results), out / "plots", args.png, log)
+    html = [p for p in plots if p.endswith(".html")]
+    pngs = [p for p in plots if p.endswith(".png")]
+    siblings = find_siblings(out, results)
+    report = R.report_markdown(results, siblings, html + pngs)
+    if png_error:
+        report += f"\n> PNG plots missing: {png_error}\n"
+    (out / "report.md").write_text(report, encoding="utf-8")
+    log(f"plots and report in {time.perf_counter() - t0:.1f} s")
+    print(f"wrote {path}, {out / 'report.md'} and {len(plots)} plot files under {out / 'plots'}")
+    for t in R.evaluate_targets(results, siblings):
+        print(f"  target {t['target']}: {t['status']} — {t['detail']}")
+    if png_error:
+        print(f"warning: {png_error}", file=sys.stderr)
+        return 3 if args.png else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
