@@ -1,10 +1,26 @@
-"""Post-hoc rejector features and cost accounting."""
+"""Post-hoc rejector: features, qid alignment, estimator, cost accounting, operating points."""
+
+import dataclasses
 
 import numpy as np
 import pytest
 
+from l2d_core.costs import CostConfig
 from l2d_core.data.records import QUESTION_TYPES, QARecord
-from l2d_core.posthoc import answer_features, default_helpers, posthoc_gflops
+from l2d_core.experiment import BETA_POINTS
+from l2d_core.posthoc import (
+    PosthocRejector,
+    answer_features,
+    default_helpers,
+    extra_features,
+    posthoc_answers,
+    posthoc_features,
+    posthoc_gflops,
+    posthoc_helpers,
+    posthoc_points,
+)
+
+CHEAP = ("logreg", "dcr", "span-clf", "rasor", "rnet", "coattn")  # BENCHMARK.md agents ≤ 5 GFLOPs
 
 
 def _rec(q, c):
@@ -26,6 +42,22 @@ def test_answer_features_columns():
     assert f[1, qt_cols].tolist().index(1.0) == QUESTION_TYPES.index("when")
 
 
+def test_extra_features_columns():
+    recs = [_rec("How many cats sat?", "Three cats sat on the mat."), _rec("Who sat?", "Ann sat.")]
+    main = np.array(["Three cats", "Ann"], dtype=object)
+    helpers = np.array([["three", "Three"], ["Bob", None]], dtype=object)
+    f = extra_features(main, helpers, recs)
+    h = 2
+    assert f.shape == (2, h + 12)
+    np.testing.assert_allclose(f[0, :h], [2 / 3, 2 / 3])  # token F1 of "three cats" vs "three"
+    assert f[1, :h].tolist() == [0.0, 0.0]
+    assert f[0, h + 1] == pytest.approx(2 / 3)  # distinct answers: {"three cats", "three"} of 3
+    assert f[0, h + 3] == 1.0 and f[0, h + 5] == 1.0  # helpers agree; main's answer contains theirs
+    assert f[0, h + 7] == 1.0 and f[1, h + 7] == 0.0  # "how many" asks for a number
+    assert f[0, h + 8] == pytest.approx(0.5)  # "cats" is a question word, "three" is not
+    assert f[1, h + 9] == 1.0  # capitalised
+
+
 def test_posthoc_cost_moves_main_and_helpers_into_overhead(real_data, fresh_cache):
     # fresh cache: only the builtin agents are registered (other tests add user agents)
     from l2d_core.agents import get_pool
@@ -34,7 +66,88 @@ def test_posthoc_cost_moves_main_and_helpers_into_overhead(real_data, fresh_cach
 
     data = load_routing_data(load_dataset("squad11"), get_pool("P2"))
     helpers = default_helpers("squad11", "match-lstm", ("bert-ens",), 5.0)
-    assert "bert-ens" not in helpers and "match-lstm" not in helpers and "logreg" in helpers
+    assert helpers == CHEAP == posthoc_helpers("squad11", "match-lstm")
     moved, overhead = posthoc_gflops(data, helpers)
     assert overhead == pytest.approx(5.0 + 0.05 + 2 + 1.5 + 1.5 + 3 + 3)
     np.testing.assert_array_equal(moved.agent_gflops, [0.0, 1730.0])
+    # P10: the cheap helpers are experts of the pool; they are paid once, up front
+    assert posthoc_helpers("squad11", "logreg") == (*CHEAP[1:], "match-lstm")
+    assert posthoc_helpers("squad11", "logreg", 3.0) == CHEAP[1:]
+    assert posthoc_helpers("squad20", "bidaf-elmo") == ()
+    p10 = load_routing_data(load_dataset("squad11"), get_pool("P10"))
+    moved, overhead = posthoc_gflops(p10, posthoc_helpers("squad11", "logreg"))
+    assert overhead == pytest.approx(0.05 + 2 + 1.5 + 1.5 + 3 + 3 + 5)
+    np.testing.assert_array_equal(moved.agent_gflops, [0.0] * 7 + [100.0, 120.0, 1730.0])
+
+
+@pytest.fixture(scope="module")
+def p2(real_data):
+    from l2d_core.experiment import prepare
+
+    return prepare("squad11", "P2", features_needed=False)
+
+
+def test_features_are_aligned_by_qid(p2):
+    from l2d_core.routing_data import load_routing_data
+
+    main, helpers, recs = posthoc_answers(p2, CHEAP, "test")
+    assert [r.qid for r in recs] == list(p2.test.qids)
+    assert list(main) == list(p2.test.answers[:, 0])
+    ref = load_routing_data(p2.dataset, ("match-lstm", *CHEAP))
+    row = {q: i for i, q in enumerate(ref.qids)}
+    for k in (0, 17, len(recs) - 1):
+        assert list(helpers[k]) == list(ref.answers[row[recs[k].qid], 1:])
+    # a split in another order gets its features in that order
+    perm = np.random.default_rng(0).permutation(len(p2.test))
+    shuffled = dataclasses.replace(p2, test=p2.test.take(perm))
+    np.testing.assert_array_equal(
+        posthoc_features(shuffled, CHEAP, "test"), posthoc_features(p2, CHEAP, "test")[perm]
+    )
+    with pytest.raises(ValueError, match="no 'val' split"):
+        posthoc_answers(p2, CHEAP, "val")
+
+
+def test_estimator_fit_predict_on_a_small_slice(p2, tmp_path):
+    first = np.isin(p2.train.titles, sorted(set(p2.train.titles))[:6])  # a few training articles
+    data = p2.train.take(first)
+    F = posthoc_features(p2, CHEAP, "train")[first]
+    est = PosthocRejector()
+    assert est.head_ is None
+    assert est.fit(F, data) is est and est.agent_ids_ == ("match-lstm", "bert-ens")
+    p = est.error_proba(F)
+    assert p.shape == (len(data), 2, 2) and np.all((p > 0) & (p < 1))
+    main_wrong = data.errors[:, :, 0].any(axis=1)
+    assert p[main_wrong, :, 0].mean() > p[~main_wrong, :, 0].mean()  # it learned something
+    choice = est.predict(F, p2.costs(0.05))
+    assert choice.shape == (len(data),) and set(np.unique(choice)) <= {0, 1}
+    assert (est.predict(F, CostConfig((1.0,), (5.0,))) == 0).all()  # the expert is never worth 5
+    assert est.platt_.shape == (2, 2, 2)  # default: Platt maps fitted on held-out articles
+    raw = PosthocRejector(calibration="none").fit(F, data)
+    assert raw.platt_ is None and not np.allclose(raw.error_proba(F), p)
+    np.testing.assert_allclose(
+        PosthocRejector.load(est.save(tmp_path / "h")).error_proba(F), est.error_proba(F)
+    )
+    with pytest.raises(ValueError, match="feature rows"):
+        PosthocRejector().fit(F[:-1], data)
+
+
+def test_posthoc_points_pay_the_overhead_and_beat_random(p2):
+    from l2d_core.comparison import DENSE_BETAS, run_router
+    from l2d_core.posthoc import GFLOPS_SWEEP
+
+    pts = posthoc_points(p2, seed=0)
+    core = [p for p in pts if not p["dense"]]
+    assert [p["beta1"] for p in core] == list(BETA_POINTS)
+    assert [p["beta1"] for p in pts if p["dense"]] == [*DENSE_BETAS] + [None] * len(GFLOPS_SWEEP)
+    assert [p["beta_max"] for p in pts if "beta_max" in p] == list(GFLOPS_SWEEP)
+    # built by the comparison's own point builder: the fields of every other router's points
+    assert set(run_router(p2, "agent:bert-ens")[0]) <= set(pts[0]) <= {*run_router(p2, "oracle")[0]}
+    _, overhead = posthoc_gflops(p2.test, CHEAP)
+    for p in pts:
+        assert p["gflops"] >= overhead - 1e-9
+        assert p["gflops"] == pytest.approx(overhead + p["allocation"]["bert-ens"] * 1730.0)
+    # the measured claim: at β₁ = 0.05 the post-hoc router's TDL on the test articles is below
+    # random allocation, uniform and with the router's own shares
+    at = next(p for p in core if p["beta1"] == 0.05)
+    assert at["tdl"] < at["tdl_random_matched"] and at["tdl"] < at["tdl_random"]
+    assert 0.0 < at["allocation"]["bert-ens"] < 1.0
