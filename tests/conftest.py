@@ -45,3 +45,19 @@ def real_data():
     if not (root / "squad" / "dev-v1.1.json").is_file():
         pytest.fail(f"real data not found under {root}: set L2D_DATA_DIR or run scripts/download_data.py")
     return root
+
+
+@pytest.fixture(scope="session")
+def bert_path(tmp_path_factory):
+    """A tiny BertForQuestionAnswering + tokenizer saved offline (tests/_tiny_models.py)."""
+    from _tiny_models import tiny_bert_qa
+
+    return tiny_bert_qa(str(tmp_path_factory.getbasetemp()))
+
+
+@pytest.fixture(scope="session")
+def llama_path(tmp_path_factory):
+    """A tiny LlamaForCausalLM + tokenizer saved offline (tests/_tiny_models.py)."""
+    from _tiny_models import tiny_llama
+
+    return tiny_llama(str(tmp_path_factory.getbasetemp()))

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _tiny_models import one_thread, tiny_bert_qa, tiny_llama
+from _tiny_models import one_thread
 
 from l2d_core.agent_cache import AgentCache
 from l2d_core.agents import get_agent
@@ -30,16 +30,6 @@ import precompute_cache  # noqa: E402
 def _one_thread():
     with one_thread():
         yield
-
-
-@pytest.fixture(scope="session")
-def bert_path(tmp_path_factory):
-    return tiny_bert_qa(str(tmp_path_factory.getbasetemp()))
-
-
-@pytest.fixture(scope="session")
-def llama_path(tmp_path_factory):
-    return tiny_llama(str(tmp_path_factory.getbasetemp()))
 
 
 def config(tmp_path, agents, dataset="squad11", split="test", name="cfg.json") -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _tiny_models import VOCAB, LogitsByToken, bert_tokenizer, one_thread, tiny_bert_qa, tiny_llama
+from _tiny_models import VOCAB, LogitsByToken, bert_tokenizer, one_thread
 
 from l2d_core.agent_cache import AgentCache
 from l2d_core.agents import AgentSpec
@@ -33,16 +33,6 @@ IDS = {w: i for i, w in enumerate(VOCAB)}
 def _one_thread():
     with one_thread():
         yield
-
-
-@pytest.fixture(scope="session")
-def bert_path(tmp_path_factory):
-    return tiny_bert_qa(str(tmp_path_factory.getbasetemp()))
-
-
-@pytest.fixture(scope="session")
-def llama_path(tmp_path_factory):
-    return tiny_llama(str(tmp_path_factory.getbasetemp()))
 
 
 @pytest.fixture(scope="session")

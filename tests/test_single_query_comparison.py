@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
+from _tiny_models import VOCAB, LogitsByToken, bert_tokenizer, one_thread
 from streamlit.testing.v1 import AppTest
 
 from l2d_core import metrics as M
@@ -60,21 +59,9 @@ def p2(real_data):
     return benchmark("squad11", "P2")
 
 
-@contextmanager
-def _one_thread():
-    """Train the small heads on one torch thread: as fast as two on an idle 2-core machine,
-    and several times faster when other processes compete for the cores."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
 def p2_results(p2):
-    with _one_thread():
+    with one_thread():
         return run_comparison(p2, seeds=(0,), n_boot=200)
 
 
@@ -83,7 +70,7 @@ def p2_results(p2):
 
 def test_route_query_on_a_test_question_matches_the_batch_policies(p3):
     costs = p3.costs(0.05)
-    with _one_thread():
+    with one_thread():
         plugin, sdl = fit_plugin(p3), fit_sdl(p3, costs)
     p_all = plugin.error_proba(p3.X_test)
     for i in (0, 17, 1234):
@@ -164,45 +151,13 @@ def test_an_expected_answer_missing_from_the_context_is_reported():
         check_expected_answer(CONTEXT, "  ")
 
 
-WORDS = "moby dick is an 1851 novel by american writer herman melville about the whale who wrote".split()
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, "-", ".", "?", "("]
-
-
-def _tokenizer():
-    from transformers import BertTokenizerFast
-
-    # vocab= (a dict): BertTokenizer(vocab_file=...) silently ignores the file in transformers 5
-    return BertTokenizerFast(vocab={w: i for i, w in enumerate(VOCAB)})
-
-
-@pytest.fixture(scope="module")
-def tiny_qa(tmp_path_factory):
-    from transformers import BertConfig, BertForQuestionAnswering
-
-    path = tmp_path_factory.mktemp("tiny_qa")
-    tok = _tokenizer()
-    assert tok.tokenize("Herman Melville") == ["herman", "melville"]  # the vocabulary is really used
-    torch.manual_seed(0)
-    cfg = BertConfig(
-        vocab_size=len(VOCAB),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=512,
-    )
-    BertForQuestionAnswering(cfg).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
-
-
-def test_extractive_runner_answers_new_text_with_a_real_model(tiny_qa):
-    spec = AgentSpec(id="tiny-qa", dataset="squad11", kind="extractive", path=str(tiny_qa))
+def test_extractive_runner_answers_new_text_with_a_real_model(bert_path):
+    spec = AgentSpec(id="tiny-qa", dataset="squad11", kind="extractive", path=str(bert_path))
     out = answer_with(spec, "Who wrote Moby-Dick?", CONTEXT)
     assert out["status"] == "live" and out["gflops_source"] == "measured"
     assert out["answer"] and out["answer"] in CONTEXT
     assert out["latency_ms"] > 0 and out["gflops"] > 0
-    n_tok = len(_tokenizer()(out["answer"], add_special_tokens=False)["input_ids"])
+    n_tok = len(bert_tokenizer()(out["answer"], add_special_tokens=False)["input_ids"])
     assert n_tok <= 30
     # with an expected answer in the context, EM/F1 are computed against it
     scored = answer_with(spec, "Who wrote Moby-Dick?", CONTEXT, expected_answer=out["answer"])
@@ -228,35 +183,20 @@ def _answer(path, model, question: str, context: str = CONTEXT, **options) -> st
     return agent.predict([_query(question, context)])[0].answer
 
 
-class _LogitsByToken(torch.nn.Module):
-    """Start/end logits looked up per token id: the best span is known in advance."""
-
-    def __init__(self, start: dict[int, float], end: dict[int, float], n: int):
-        super().__init__()
-        self.s, self.e = torch.zeros(n), torch.zeros(n)
-        for k, v in start.items():
-            self.s[k] = v
-        for k, v in end.items():
-            self.e[k] = v
-
-    def forward(self, input_ids, **_):
-        return type("Out", (), {"start_logits": self.s[input_ids], "end_logits": self.e[input_ids]})()
-
-
-def test_span_selection_rules(tiny_qa):
+def test_span_selection_rules(bert_path):
     ids = {w: i for i, w in enumerate(VOCAB)}
     # best start "herman"; best end "moby" (before it: invalid), then "melville"; the question
     # repeats both words (question tokens are never an answer)
-    model = _LogitsByToken({ids["herman"]: 10.0}, {ids["moby"]: 10.0, ids["melville"]: 5.0}, len(VOCAB))
-    assert _answer(tiny_qa, model, "Did herman melville write moby dick?") == "Herman Melville"
+    model = LogitsByToken({ids["herman"]: 10.0}, {ids["moby"]: 10.0, ids["melville"]: 5.0}, len(VOCAB))
+    assert _answer(bert_path, model, "Did herman melville write moby dick?") == "Herman Melville"
     # spans longer than max_answer_tokens are excluded: "american … melville" is 4 tokens
-    model = _LogitsByToken({ids["american"]: 10.0}, {ids["melville"]: 10.0}, len(VOCAB))
-    assert _answer(tiny_qa, model, "Who?") == "American writer Herman Melville"
-    assert _answer(tiny_qa, model, "Who?", max_answer_tokens=3) != "American writer Herman Melville"
+    model = LogitsByToken({ids["american"]: 10.0}, {ids["melville"]: 10.0}, len(VOCAB))
+    assert _answer(bert_path, model, "Who?") == "American writer Herman Melville"
+    assert _answer(bert_path, model, "Who?", max_answer_tokens=3) != "American writer Herman Melville"
     # SQuAD v2.0: a winning [CLS] score means no answer
-    model = _LogitsByToken({ids["[CLS]"]: 50.0}, {ids["[CLS]"]: 50.0}, len(VOCAB))
-    assert _answer(tiny_qa, model, "Who?", null_answer=True) == ""
-    assert _answer(tiny_qa, model, "Who?", null_answer=False) != ""
+    model = LogitsByToken({ids["[CLS]"]: 50.0}, {ids["[CLS]"]: 50.0}, len(VOCAB))
+    assert _answer(bert_path, model, "Who?", null_answer=True) == ""
+    assert _answer(bert_path, model, "Who?", null_answer=False) != ""
 
 
 # --- comparison metrics on hand-made curves -----------------------------------------------------

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _tiny_models import one_thread, tiny_bert_qa
+from _tiny_models import one_thread
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT / "scripts") not in sys.path:
@@ -21,11 +21,6 @@ import train_agent  # noqa: E402
 def _one_thread():
     with one_thread():
         yield
-
-
-@pytest.fixture(scope="session")
-def bert_path(tmp_path_factory):
-    return tiny_bert_qa(str(tmp_path_factory.getbasetemp()))
 
 
 ARGS = ["--agent-id", "tiny-qa", "--limit", "6", "--epochs", "1", "--batch-size", "4", "--quiet"]
