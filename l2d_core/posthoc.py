@@ -234,7 +234,7 @@ def extra_features(
     return out
 
 
-def posthoc_answers(bench, helpers: Sequence[str], split: str = "train"):
+def posthoc_answers(bench: Benchmark, helpers: Sequence[str], split: str = "train"):
     """The main agent's and the helpers' answers on one split of ``bench``, aligned by qid.
 
     ``split`` is ``train``, ``val`` or ``test`` (the :class:`~l2d_core.experiment.Benchmark`'s
@@ -263,7 +263,8 @@ _HELPER_DATA: dict = {}
 
 
 def _helper_data(dataset, agent_ids: tuple[str, ...]) -> RoutingData:
-    key = (id(dataset), agent_ids)
+    """``load_routing_data`` memoized per process (dataset, agents as registered, cache)."""
+    key = (id(dataset), tuple(repr(get_agent(a)) for a in agent_ids), str(cache_dir()))
     if key not in _HELPER_DATA or _HELPER_DATA[key][0] is not dataset:
         if len(_HELPER_DATA) > 8:
             _HELPER_DATA.clear()
