@@ -42,7 +42,7 @@ from .agents import get_agent, list_agents
 from .agents.registry import BUILTIN
 from .costs import CostConfig
 from .data.records import QUESTION_TYPES, QARecord, question_type
-from .experiment import BETA_POINTS, HEAD_FORMAT, Benchmark
+from .experiment import HEAD_FORMAT, Benchmark
 from .paths import cache_dir
 from .policies import plugin_policy
 from .rejector import PluginRejector
@@ -459,7 +459,7 @@ def posthoc_points(
     BENCHMARK.md β₁ and at the dense sweep (points flagged ``dense``). Every query pays the
     main agent and the helpers (and the rejector's encoder when the features use its
     embeddings) as overhead GFLOPs; the main agent's (and any helper expert's) own column is 0."""
-    from .comparison import DENSE_BETAS, make_point  # lazy: comparison imports this module lazily too
+    from . import comparison as C  # lazy: comparison imports this module lazily too
 
     helpers = posthoc_helpers(bench.dataset.name, bench.pool.main) if helpers is None else tuple(helpers)
     est = fit_posthoc(bench, helpers, features, FAST_CONFIG.but(seed=seed), calibration)
@@ -468,12 +468,12 @@ def posthoc_points(
     if features.endswith("+emb"):
         overhead += bench.rejector_gflops
     pts = []
-    for dense, betas in ((False, BETA_POINTS), (True, DENSE_BETAS)):
+    for dense, betas in ((False, C.BETA_POINTS), (True, C.DENSE_BETAS)):  # the comparison's β₁ points
         pts += [
-            make_point(bench, plugin_policy(p_err, bench.costs(b)), b, overhead, data=test, dense=dense)
+            C.make_point(bench, plugin_policy(p_err, bench.costs(b)), b, overhead, data=test, dense=dense)
             for b in betas
         ]
     for bm in GFLOPS_SWEEP:  # no β₁ of the benchmark: these points carry no TDL
         choice = plugin_policy(p_err, gflops_costs(test, bm))
-        pts.append(make_point(bench, choice, None, overhead, data=test, dense=True, beta_max=bm))
+        pts.append(C.make_point(bench, choice, None, overhead, data=test, dense=True, beta_max=bm))
     return pts
