@@ -110,10 +110,7 @@ __all__ = [
     "load_results",
     "list_results",
     "reports_dir",
-    "points_frame",
-    "hull_frame",
     "summary_frame",
-    "tdl_frame",
 ]
 
 SCHEMA_VERSION = 2
@@ -657,44 +654,7 @@ def list_results(root: str | Path | None = None) -> list[Path]:
     return sorted(files, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
-# --- tables for plotting ---------------------------------------------------------------------
-
-
-def points_frame(results: dict):
-    """One row per router point: router, beta1, gflops, em, f1, dense, share_strong, pgr."""
-    import pandas as pd
-
-    rows = []
-    for rid, r in results["routers"].items():
-        for p in r["points"]:
-            rows.append(
-                {
-                    "router": rid,
-                    "beta1": p.get("beta1"),
-                    "gflops": p["gflops"],
-                    "em": p["em"],
-                    "f1": p.get("f1"),
-                    "em_std": p.get("em_std"),
-                    "dense": bool(p.get("dense", False)),
-                    "share_strong": p.get("share_strong"),
-                    "pgr": p.get("pgr"),
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def hull_frame(results: dict):
-    """Vertices of each router's non-decreasing upper convex hull (the curve AIQ integrates):
-    one row per vertex, columns router, gflops, em."""
-    import pandas as pd
-
-    rows = []
-    for rid, r in results["routers"].items():
-        cost = np.array([p["gflops"] for p in r["points"]], dtype=float)
-        em = np.array([p["em"] for p in r["points"]], dtype=float)
-        hc, hq = M.upper_hull(cost, em)
-        rows += [{"router": rid, "gflops": float(c), "em": float(q)} for c, q in zip(hc, hq)]
-    return pd.DataFrame(rows)
+# --- the summary table -----------------------------------------------------------------------
 
 
 def summary_frame(results: dict):
@@ -734,16 +694,3 @@ def summary_frame(results: dict):
     if df["APGR"].isna().all():
         df = df.drop(columns=[c for c in df.columns if c.startswith(("APGR", "CPT"))])
     return df.sort_values("AIQ", ascending=False, ignore_index=True)
-
-
-def tdl_frame(results: dict):
-    """Long table: router, beta1, tdl, tdl_std (the ``random`` router is uniform random allocation)."""
-    import pandas as pd
-
-    rows = [
-        {"router": rid, "beta1": float(b), "tdl": v, "tdl_std": (r.get("tdl_std") or {}).get(b)}
-        for rid, r in results["routers"].items()
-        for b, v in (r.get("tdl") or {}).items()
-        if v is not None
-    ]
-    return pd.DataFrame(rows).sort_values(["router", "beta1"], ignore_index=True)

@@ -2,11 +2,10 @@
 
 from pathlib import Path
 
-import plotly.express as px
-import plotly.graph_objects as go
 import streamlit as st
 
-from l2d_core.comparison import hull_frame, points_frame, summary_frame, tdl_frame
+from l2d_core import report
+from l2d_core.comparison import summary_frame
 from pages.common import (
     comparison_files,
     comparison_results,
@@ -59,48 +58,9 @@ st.caption(
     f"{res.get('n_test')} test questions; seeds {res.get('seeds')}; created {res.get('created')}"
 )
 
-pts, hulls = points_frame(res), hull_frame(res)
-lo, hi = res["gflops_range"]
-colors = dict(zip(res["routers"], px.colors.qualitative.D3 * 3))
 log_x = st.toggle("Log GFLOPs axis", key="cmp_log")
-fig = go.Figure()
-for rid, d in pts.groupby("router", sort=False):
-    single = rid.startswith("agent:") or rid == "random"
-    fig.add_trace(
-        go.Scatter(
-            x=d["gflops"],
-            y=d["em"],
-            name=rid,
-            legendgroup=rid,
-            mode="markers",
-            marker=dict(size=12 if single else 6, color=colors[rid], opacity=0.9 if single else 0.6),
-            customdata=d[["beta1"]],
-            hovertemplate=rid + "<br>%{x:.1f} GFLOPs, EM %{y:.2f}<br>β₁ = %{customdata[0]}<extra></extra>",
-        )
-    )
-    h = hulls[hulls["router"] == rid]
-    if len(h) > 1:
-        fig.add_trace(
-            go.Scatter(
-                x=h["gflops"],
-                y=h["em"],
-                name=f"{rid} hull",
-                legendgroup=rid,
-                showlegend=False,
-                mode="lines",
-                line=dict(color=colors[rid], dash="dash" if rid == "zero" else "solid"),
-                hoverinfo="skip",
-            )
-        )
-fig.add_vrect(x0=lo, x1=hi, fillcolor="grey", opacity=0.05, line_width=0)
-fig.update_layout(
-    title="Cost–EM on the test articles (lines: each router's upper convex hull, what AIQ integrates)",
-    xaxis_title="mean GFLOPs / query",
-    yaxis_title="EM %",
-    height=540,
-    xaxis_type="log" if log_x else "linear",
-)
-st.plotly_chart(fig, key="cmp_plane")
+figures = {"Cost–EM": report.cost_em_figure(res, log_x=log_x)}
+st.plotly_chart(figures["Cost–EM"], key="cmp_plane")
 
 st.subheader("AIQ and APGR")
 summary = summary_frame(res)
@@ -113,36 +73,14 @@ st.dataframe(
         if c not in ("router", "points")
     },
 )
-figures = {"Cost–EM": fig}
-if res.get("agents") and len(res["agents"]) == 2 and pts["share_strong"].notna().any():
-    pg = pts.dropna(subset=["share_strong"]).sort_values(["router", "share_strong"])
-    fig_pgr = px.line(
-        pg,
-        x="share_strong",
-        y="pgr",
-        color="router",
-        color_discrete_map=colors,
-        markers=True,
-        labels={"share_strong": f"share of calls to {res['agents'][1]}", "pgr": "PGR"},
-        title="Performance gap recovered vs share of strong calls",
-    )
+fig_pgr = report.pgr_figure(res)
+if fig_pgr is not None:
     st.plotly_chart(fig_pgr, key="cmp_pgr")
     figures["PGR"] = fig_pgr
 
 st.subheader("TDL vs β₁")
-td = tdl_frame(res)
-fig_tdl = px.line(
-    td,
-    x="beta1",
-    y="tdl",
-    color="router",
-    color_discrete_map=colors,
-    markers=True,
-    labels={"beta1": "β₁", "tdl": "mean TDL"},
-    title="True deferral loss over the β₁ sweep (random = uniform random allocation)",
-)
-st.plotly_chart(fig_tdl, key="cmp_tdl")
-figures["TDL vs β₁"] = fig_tdl
+figures["TDL vs β₁"] = report.tdl_figure(res)
+st.plotly_chart(figures["TDL vs β₁"], key="cmp_tdl")
 st.download_button(
     "Download plots (HTML)",
     figures_html(figures, f"Router comparison {Path(path).parent.name}"),
