@@ -4,10 +4,17 @@ never into the project's cache/; real data comes from L2D_DATA_DIR (default ../s
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
 from l2d_core.paths import data_dir
+
+# the scripts import as modules in tests (`import train_agent`), as they do when run
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+if str(SCRIPTS) not in sys.path:
+    sys.path.insert(0, str(SCRIPTS))
 
 
 def pytest_configure(config):

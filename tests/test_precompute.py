@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import precompute_cache
 import pytest
 from _tiny_models import one_thread
 
@@ -20,10 +21,6 @@ from l2d_core.agents.runners import ExtractiveAgent, agent_gflops_at, parse_shar
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "precompute_cache.py"
-if str(ROOT / "scripts") not in sys.path:
-    sys.path.insert(0, str(ROOT / "scripts"))
-
-import precompute_cache  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)

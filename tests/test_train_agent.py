@@ -4,17 +4,11 @@ cross-fitting (no model answers an article it was trained on), registration, res
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+import train_agent
 from _tiny_models import one_thread
-
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT / "scripts") not in sys.path:
-    sys.path.insert(0, str(ROOT / "scripts"))
-
-import train_agent  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
