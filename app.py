@@ -1,115 +1,14 @@
-"""L2D routing dashboard: entry point (page config, navigation) and the Overview page."""
+"""L2D routing dashboard: page config and navigation (the pages are in ``dashboard/``)."""
 
 import streamlit as st
 
-from l2d_core.agents import PoolSpec, add_agent_from_upload, get_pool, list_agents, register_pool
-from l2d_core.data import load_dataset
-from l2d_core.paths import data_dir
-from pages.common import agent_summary, select_pool, shown_errors
-
-DIAGRAM = """
-digraph {
-  rankdir=LR; node [shape=box, style=rounded, fontname=Helvetica];
-  q [label="query x = (question, context)"]; r [label="rejector r(x)\\nstart head + end head"];
-  g [label="main agent g\\n(cheap)"]; m [label="experts m_1..m_J\\n(cost β_j, weight α_j)"];
-  q -> r; r -> g [label="argmax Σ_i r^i(x, 0)"]; r -> m [label="argmax Σ_i r^i(x, j)"];
-}
-"""
-
-
-def custom_pool_form(dataset: str) -> None:
-    agents = [a.id for a in list_agents(dataset)]
-    name = st.text_input("Pool name", key="custom_pool_name")
-    main = st.selectbox("Main agent (agent 0)", agents, key="custom_pool_main")
-    experts = st.multiselect("Experts", [a for a in agents if a != main], key="custom_pool_experts")
-    if st.button("Save pool", key="custom_pool_save"):
-        if not name.strip():
-            st.error("Give the pool a name.")
-        elif not experts:
-            st.error("A pool needs at least one expert (J ≥ 1).")
-        else:
-            with shown_errors():
-                register_pool(PoolSpec(name.strip(), dataset, main, tuple(experts), "custom pool"))
-            st.success(f"Pool {name.strip()} saved: pick it in the sidebar.")
-
-
-def upload_agent_form(ds) -> None:
-    file = st.file_uploader("Prediction file {question_id: answer} (JSON)", type=["json"], key="agent_upload")
-    agent_id = st.text_input("Agent id", key="agent_upload_id")
-    gflops = st.number_input("Declared GFLOPs per query", min_value=0.0, value=1.0, key="agent_upload_gflops")
-    if st.button("Add agent", key="agent_upload_add"):
-        if file is None or not agent_id.strip():
-            st.error("Choose a file and give the agent an id.")
-            return
-        with shown_errors():
-            report = add_agent_from_upload(agent_id, ds, file.getvalue(), gflops)
-        st.success("\n\n".join(report.lines()))
-        agent_summary.clear()
-
-
-def overview() -> None:
-    st.title("Learning-to-Defer routing for extractive QA")
-    st.markdown(
-        "A small **rejector** reads each query and sends it to one agent: the cheap main model "
-        "or a costlier expert. It is trained with a surrogate of the *true deferral loss*, which "
-        "charges the main model its errors and an expert α·error + β. Moving α and β trades "
-        "accuracy against compute; the plug-in policy re-routes instantly for any setting."
-    )
-    st.graphviz_chart(DIAGRAM)
-    dataset, pool = select_pool()
-    with shown_errors():
-        ds = load_dataset(dataset)
-        spec = get_pool(pool)
-        table = agent_summary(dataset, spec.agent_ids)
-    st.subheader(f"Pool {pool}")
-    st.caption(spec.description)
-    st.dataframe(
-        table[
-            [
-                "role",
-                "agent",
-                "name",
-                "em",
-                "f1",
-                "gflops",
-                "gflops_source",
-                "params",
-                "questions",
-                "missing",
-                "source",
-            ]
-        ],
-        hide_index=True,
-        column_config={
-            "em": st.column_config.NumberColumn("EM %", format="%.2f"),
-            "f1": st.column_config.NumberColumn("F1 %", format="%.2f"),
-            "gflops": st.column_config.NumberColumn("GFLOPs/query", format="%.2f"),
-            "gflops_source": "GFLOPs are",
-        },
-    )
-    with st.expander("Build a custom pool from any cached agents"):
-        custom_pool_form(dataset)
-    with st.expander("Add an agent from a prediction file"):
-        upload_agent_form(ds)
-    st.subheader("Data")
-    st.markdown(
-        f"- **{dataset}**: {len(ds):,} questions in {len(ds.titles)} articles, from `{ds.source}`\n"
-        f"- data directory: `{data_dir()}` (set `L2D_DATA_DIR` to change; "
-        f"`python scripts/download_data.py` fetches the official files)\n"
-        f"- agent answers: real leaderboard prediction files, scored by the official SQuAD metric; "
-        f"costs are declared per query unless marked measured"
-    )
-
-
-if __name__ == "__main__":
-    st.set_page_config(page_title="L2D routing for extractive QA", layout="wide")
-    nav = st.navigation(
-        [
-            st.Page(overview, title="Overview", icon="🏠", default=True),
-            st.Page("pages/cost_explorer.py", title="Cost explorer", icon="🎚️"),
-            st.Page("pages/decisions.py", title="Routing decisions", icon="🔀"),
-            st.Page("pages/single_query.py", title="Single query", icon="❓"),
-            st.Page("pages/comparison.py", title="Router comparison", icon="📊"),
-        ]
-    )
-    nav.run()
+st.set_page_config(page_title="L2D routing for extractive QA", layout="wide")
+st.navigation(
+    [
+        st.Page("dashboard/overview.py", title="Overview", icon=":material/home:", default=True),
+        st.Page("dashboard/cost_explorer.py", title="Cost explorer", icon=":material/tune:"),
+        st.Page("dashboard/decisions.py", title="Routing decisions", icon=":material/alt_route:"),
+        st.Page("dashboard/single_query.py", title="Single query", icon=":material/help:"),
+        st.Page("dashboard/comparison.py", title="Router comparison", icon=":material/leaderboard:"),
+    ]
+).run()

@@ -325,7 +325,7 @@ def main(argv=None) -> int:
     if args.cold_page:
         return _cold_child(args.cold_page)
 
-    from l2d_core.experiment import prepare
+    from l2d_core.evaluation.benchmark import prepare
 
     t = time.perf_counter()
     prepare("squad11", "P3", progress=True)  # embeddings on disk before anything is timed

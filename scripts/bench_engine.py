@@ -21,11 +21,13 @@ import _bootstrap  # noqa: F401
 import diskcache
 import numpy as np
 
-from l2d_core.agent_cache import AgentCache
-from l2d_core.experiment import BETA_POINTS, encoder_for, evaluate_choice, fit_plugin, prepare
-from l2d_core.policies import plugin_policy
-from l2d_core.rejector import SDLRejector
-from l2d_core.training import FAST_CONFIG
+from l2d_core.agents.cache import AgentCache
+from l2d_core.evaluation.benchmark import BETA_POINTS, encoder_for, prepare
+from l2d_core.evaluation.points import evaluate_choice
+from l2d_core.evaluation.registry import make_router
+from l2d_core.method.policies import plugin_policy
+from l2d_core.method.training import FAST_CONFIG
+from l2d_core.routers.rejector import SDLRejector
 
 
 def timed(fn, runs: int) -> list[float]:
@@ -93,7 +95,7 @@ def main(argv=None) -> int:
         lambda t: f"{t:.2f} s",
     )
 
-    p_err = fit_plugin(bench).error_proba(bench.X_test)
+    p_err = make_router("l2d-plugin").fit(bench).p_err_
     rng = np.random.default_rng(0)
     betas = rng.uniform(0, 0.5, size=max(20, args.runs))
     it = iter(betas)

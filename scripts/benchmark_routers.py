@@ -7,10 +7,10 @@
 Writes into --out (default ``reports/<dataset>-<pool>/``):
 
 - ``results.json``: per router its curve points, AIQ, APGR, CPT, TDL per β₁ and bootstrap
-  intervals (l2d_core.comparison.run_comparison), plus ``paper_table`` (the β₁ ∈ {0, 0.25, 0.5}
+  intervals (l2d_core.evaluation.comparison.run_comparison), plus ``paper_table`` (the β₁ ∈ {0, 0.25, 0.5}
   rows of the paper's Tables 1–2) and ``run`` (command, timings);
 - ``report.md``: targets, agents, routers, TDL per β₁, Fig. 3 numbers, Tables 1–2, plots
-  (l2d_core.report);
+  (l2d_core.report.figures);
 - ``plots/*.html`` (plotly.js written once beside them, works offline) and ``plots/*.png``.
 
 PNG export uses kaleido, which drives a local Chrome/Chromium (Debian's /usr/bin/chromium,
@@ -28,28 +28,27 @@ appear twice: at each β₁ by their own cost rule (threshold 1 − β of the ex
 from __future__ import annotations
 
 import argparse
-import contextlib
-import inspect
 import shlex
 import sys
 import time
 from pathlib import Path
 
 import _bootstrap  # noqa: F401
-import numpy as np
 
-from l2d_core import comparison as C
 from l2d_core import report as R
 from l2d_core.agents import get_pool, list_pools
 from l2d_core.data import DATASETS
-from l2d_core.experiment import BETA_POINTS, encoder_for, prepare
-from l2d_core.rejector import featurize
+from l2d_core.evaluation import comparison as C
+from l2d_core.evaluation import results as store
+from l2d_core.evaluation.benchmark import prepare
+from l2d_core.evaluation.paper import paper_table
+from l2d_core.evaluation.registry import router_ids
+from l2d_core.evaluation.router import AGENT_PREFIX
 
 QUICK_SEEDS = (0,)
 QUICK_LIMIT_TRAIN = 1500
 QUICK_N_BOOT = 200
 QUICK_ROUTERS = ("l2d-plugin", "r-prob", "random", "zero", "oracle")  # + the pool's agents
-REFERENCE = "l2d-sdl"  # the paper's "Our" column; r_* matched to its share of expert calls
 PNG_SIZE = dict(width=1000, height=600, scale=2)
 
 
@@ -105,7 +104,7 @@ def check_inputs(args) -> None:
         raise UsageError(exc.args[0]) from None
     if pool.dataset != args.dataset:
         raise UsageError(f"pool {pool.name} is for dataset {pool.dataset}, not {args.dataset}")
-    known = [*C.ROUTERS, *(C.AGENT_PREFIX + a for a in (pool.main, *pool.experts))]
+    known = [*router_ids(), *(AGENT_PREFIX + a for a in (pool.main, *pool.experts))]
     bad = [r for r in args.routers or () if r not in known]
     if bad:
         raise UsageError(
@@ -129,158 +128,6 @@ def check_inputs(args) -> None:
         raise UsageError(f"cannot create {out / 'plots'}: {exc.strerror or exc}") from None
 
 
-def load_benchmark(args):
-    """The BENCHMARK.md split, training questions sub-sampled with --limit-train (before
-    featurizing, so a reduced run also embeds fewer questions)."""
-    progress = not args.quiet
-    if not args.limit_train:
-        return prepare(args.dataset, args.pool, progress=progress)
-    bench = prepare(args.dataset, args.pool, features_needed=False)
-    n = len(bench.train)
-    if args.limit_train < n:
-        keep = np.sort(np.random.default_rng(0).choice(n, args.limit_train, replace=False))
-        bench.train = bench.train.take(keep)
-        bench.train_records = tuple(bench.train_records[i] for i in keep)
-    enc = encoder_for(bench.encoder_name)
-    bench.X_train = featurize(enc, bench.train_records, bench.features, progress)
-    bench.X_test = featurize(enc, bench.test_records, bench.features, progress)
-    return bench
-
-
-# --- the paper's β₁ ∈ {0, 0.25, 0.5} rows ---------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _beta_points(betas):
-    """Routers of l2d_core.comparison sweep ``comparison.BETA_POINTS``; point them at ``betas``."""
-    old = C.BETA_POINTS
-    C.BETA_POINTS = tuple(betas)
-    try:
-        yield
-    finally:
-        C.BETA_POINTS = old
-
-
-def _router_at(bench, rid: str, seed: int, betas) -> list[dict]:
-    """One router's points at extra β₁: through a ``betas`` argument of run_router when the
-    engine has one, else by pointing the engine's sweep at them."""
-    if "betas" in inspect.signature(C.run_router).parameters:
-        return C.run_router(bench, rid, seed, betas=tuple(betas))
-    with _beta_points(betas):
-        return C.run_router(bench, rid, seed)
-
-
-def _mean(points: list[dict]) -> dict:
-    """Seed average of the fields the table shows (the engine's own averaging is private)."""
-    out = {"beta1": points[0].get("beta1")}
-    for k in (
-        "em",
-        "f1",
-        "gflops",
-        "gflops_per_em",
-        "tdl",
-        "tdl_random",
-        "tdl_random_matched",
-        "share_strong",
-    ):
-        vals = [R.num(p.get(k)) for p in points]
-        if all(v is not None for v in vals):
-            out[k] = float(np.mean(vals))
-    if "em" in out:
-        out["em_std"] = float(np.std([p["em"] for p in points]))
-    if all(isinstance(p.get("allocation"), dict) for p in points):
-        agents = points[0]["allocation"]
-        out["allocation"] = {a: float(np.mean([p["allocation"].get(a, 0.0) for p in points])) for a in agents}
-    thr = [R.num(p.get("threshold")) for p in points]
-    if all(t is not None for t in thr):
-        out["threshold"] = float(np.mean(thr))
-    return out
-
-
-def matched_share(points: list[dict], share: float | None) -> dict | None:
-    """The operating point of a threshold-swept router at a given share of expert calls: random
-    mixing of the two swept points around it (EM, F1 and GFLOPs are linear in the mixing
-    weight); the nearest end point outside their range. None without points or share.
-
-    >>> weak = {"share_strong": 0.0, "em": 60.0, "gflops": 5.0}
-    >>> p = matched_share([weak, {"share_strong": 1.0, "em": 80.0, "gflops": 105.0}], 0.25)
-    >>> p["em"], p["gflops"], p["gflops_per_em"]
-    (65.0, 30.0, 0.46153846153846156)
-    """
-    pts = sorted(
-        (p for p in points if R.num(p.get("share_strong")) is not None and R.num(p.get("em")) is not None),
-        key=lambda p: p["share_strong"],
-    )
-    if share is None or not pts:
-        return None
-    lo = max((p for p in pts if p["share_strong"] <= share), key=lambda p: p["share_strong"], default=pts[0])
-    hi = min((p for p in pts if p["share_strong"] >= share), key=lambda p: p["share_strong"], default=pts[-1])
-    span = hi["share_strong"] - lo["share_strong"]
-    w = (share - lo["share_strong"]) / span if span > 0 else 0.0
-    out = {"share_strong": lo["share_strong"] + w * span, "matched_share": share, "mix": w}
-    for k in ("em", "f1", "gflops"):
-        if R.num(lo.get(k)) is not None and R.num(hi.get(k)) is not None:
-            out[k] = (1 - w) * lo[k] + w * hi[k]
-    out["thresholds"] = [lo.get("threshold"), hi.get("threshold")]
-    if out.get("em"):
-        out["gflops_per_em"] = out["gflops"] / out["em"]
-    return out
-
-
-def paper_table(bench, results: dict, seeds, log) -> dict:
-    """Rows of the paper's Tables 1–2: the L2D routers and r_prob / r_deter / r_trans at
-    β₁ ∈ PAPER_BETAS (points of the comparison where they exist, else run at the missing β₁),
-    and each r_* at the threshold point whose expert share matches l2d-sdl's."""
-    routers = results["routers"]
-    cols = [r for r in routers if r.startswith(R.OURS_PREFIX)] + [
-        r for r in R.PAPER_BASELINES if r in routers
-    ]
-    have = {R.beta_key(b) for b in results.get("beta_points") or BETA_POINTS}
-    missing = [b for b in R.PAPER_BETAS if R.beta_key(b) not in have]
-    rows: dict[str, dict] = {c: {} for c in cols}
-    notes = []
-    for c in cols:
-        for p in R.beta_points(routers[c]):
-            if R.beta_key(p["beta1"]) in {R.beta_key(b) for b in R.PAPER_BETAS}:
-                rows[c][R.beta_key(p["beta1"])] = {k: v for k, v in p.items() if k != "_q"}
-        if not missing:
-            continue
-        t0 = time.perf_counter()
-        try:
-            runs = [_router_at(bench, c, seeds[0], missing)]
-            if any(R.num(p.get("beta1")) in missing for p in runs[0]):  # else: it ignores extra β₁
-                runs += [_router_at(bench, c, s, missing) for s in seeds[1:]]
-        except Exception as exc:  # one router failing at an extra β₁ must not lose the whole run
-            notes.append(f"{c} failed at β₁ {missing}: {type(exc).__name__}: {exc}")
-            continue
-        for b in missing:
-            at = [[p for p in run if not p.get("dense") and R.num(p.get("beta1")) == b][:1] for run in runs]
-            if all(at):
-                rows[c][R.beta_key(b)] = dict(_mean([a[0] for a in at]), extra_beta=True)
-            else:
-                notes.append(f"{c} has no point at β₁ = {b:g} (its sweep ignores extra β₁): n/a")
-        betas = ", ".join(f"{b:g}" for b in missing)
-        log(f"  paper table: {c} at β₁ {betas} ({time.perf_counter() - t0:.1f} s)")
-    ours = [c for c in cols if c.startswith(R.OURS_PREFIX)]
-    ref_id = REFERENCE if REFERENCE in rows else (ours[0] if ours else None)
-    ref = rows.get(ref_id, {})
-    for c in [c for c in R.PAPER_BASELINES if c in routers and ref_id]:
-        rows[f"{c} @ {ref_id} share"] = {
-            k: matched_share(routers[c]["points"], R.num(rp.get("share_strong"))) for k, rp in ref.items()
-        }
-    notes += [
-        f"Columns `r-…`: the Hybrid-LLM routers at each β₁ by their own cost rule; `r-… @ {ref_id} "
-        f"share`: their two operating points nearest in share mixed at random so that the share "
-        f"of expert calls on the test articles equals {ref_id}'s at that β₁ (equal budget, no test labels).",
-        "β₁ = " + ", ".join(f"{b:g}" for b in missing) + " is not a BENCHMARK.md point: those rows were run "
-        "for this table only (not in the curves, AIQ or figures)."
-        if missing
-        else "Every β₁ of the table is a BENCHMARK.md point.",
-        "The paper's Table 2 reports EM per unit of cost: see GFLOPs/EM (lower is better) and EM per GFLOP.",
-    ]
-    return {"betas": list(R.PAPER_BETAS), "reference": ref_id, "rows": rows, "notes": notes}
-
-
 # --- outputs -----------------------------------------------------------------------------------
 
 
@@ -288,11 +135,11 @@ def find_siblings(out: Path, results: dict) -> dict:
     """Other pools' results of the same dataset beside ``out`` (newest per pool), for the targets
     on P2 / P3 that this run cannot compute."""
     found = {}
-    for path in C.list_results(out.resolve().parent):
+    for path in store.list_results(out.resolve().parent):
         if path.parent.resolve() == out.resolve():
             continue
         try:
-            doc = C.load_results(path)
+            doc = store.load_results(path)
         except (ValueError, OSError):
             continue
         pool = doc.get("pool")
@@ -335,14 +182,14 @@ def main(argv=None) -> int:
         args.seeds = args.seeds or list(QUICK_SEEDS)
         args.limit_train = args.limit_train or QUICK_LIMIT_TRAIN
         args.n_boot = QUICK_N_BOOT if args.n_boot is None else args.n_boot
-    args.seeds = args.seeds if args.seeds is not None else list(getattr(C, "BENCHMARK_SEEDS", range(5)))
-    args.out = args.out or C.reports_dir() / f"{args.dataset}-{args.pool}"
+    args.seeds = args.seeds if args.seeds is not None else list(C.BENCHMARK_SEEDS)
+    args.out = args.out or store.reports_dir() / f"{args.dataset}-{args.pool}"
     timings: dict[str, float] = {}
     if args.report_only:
         path = args.out / "results.json"
         try:
             (args.out / "plots").mkdir(exist_ok=True)
-            C.load_results(path)
+            store.load_results(path)
         except (OSError, ValueError) as exc:
             print(f"error: --report-only needs a results file: {exc}", file=sys.stderr)
             return 2
@@ -351,15 +198,13 @@ def main(argv=None) -> int:
         check_inputs(args)
         log(f"[{time.perf_counter() - t_start:6.1f}s] loading {args.dataset} {args.pool}…")
         t0 = time.perf_counter()
-        bench = load_benchmark(args)
+        bench = prepare(args.dataset, args.pool, progress=not args.quiet, limit_train=args.limit_train)
         timings["prepare"] = time.perf_counter() - t0
         routers = args.routers
         if routers is None and args.quick:
-            routers = [r for r in QUICK_ROUTERS if r in C.ROUTERS]
-            routers += [C.AGENT_PREFIX + a for a in bench.test.agent_ids]
-        kw = {}
-        if args.n_boot is not None and "n_boot" in inspect.signature(C.run_comparison).parameters:
-            kw["n_boot"] = args.n_boot
+            routers = [r for r in QUICK_ROUTERS if r in router_ids()]
+            routers += [AGENT_PREFIX + a for a in bench.test.agent_ids]
+        kw = {} if args.n_boot is None else {"n_boot": args.n_boot}
         last = {"t": time.perf_counter(), "rid": None}
 
         def progress(line: str) -> None:
@@ -397,14 +242,14 @@ def main(argv=None) -> int:
         "timings_s": timings,
         "compute_s": time.perf_counter() - t_start,  # data, routers and the paper table
     }
-    path = C.save_results(results, args.out)
+    path = store.save_results(results, args.out)
     return write_report(args, path, log)
 
 
 def write_report(args, path: Path, log) -> int:
     """Plots and report.md from a saved results.json (the report reads exactly what was written)."""
     out = args.out
-    results = C.load_results(path)
+    results = store.load_results(path)
     t0 = time.perf_counter()
     plots, png_error = write_plots(R.figures(results), out / "plots", args.png, log)
     html = [p for p in plots if p.endswith(".html")]

@@ -1,8 +1,11 @@
-"""Evaluate a routing policy on the BENCHMARK.md split.
+"""Evaluate one router of the registry on the BENCHMARK.md split.
 
     python scripts/evaluate.py --dataset squad11 --pool P3 --beta1 0.05 --policy sdl
     python scripts/evaluate.py --dataset squad11 --pool P2 --policy plugin --sweep --json
+    python scripts/evaluate.py --pool P3 --policy l2d-posthoc --sweep
 
+--policy takes any router id of the registry (``l2d-sdl``, ``l2d-plugin``, ``l2d-posthoc``,
+``oracle``, ``random``, ``r-prob``, ``knn``, …, or ``agent:<id>``); ``l2d-`` may be left out.
 Costs: α_j (one value for every expert, or one per expert) and β_j from β₁ by the GFLOPs
 rule of SPEC §3, or every β given with --beta. Prints a table, or JSON with --json.
 """
@@ -17,11 +20,12 @@ import sys
 import _bootstrap  # noqa: F401
 
 from l2d_core.agents import list_pools
-from l2d_core.costs import CostConfig, InvalidCostError
 from l2d_core.data import DATASETS
-from l2d_core.experiment import BETA_POINTS, prepare, run_policy
-from l2d_core.policies import POLICIES
-from l2d_core.training import FAST_CONFIG, PAPER_CONFIG
+from l2d_core.evaluation.benchmark import BETA_POINTS, prepare
+from l2d_core.evaluation.comparison import evaluate_router
+from l2d_core.evaluation.registry import make_router, router_ids
+from l2d_core.method.costs import CostConfig, InvalidCostError
+from l2d_core.method.training import PAPER_CONFIG
 
 JSON_KEYS = (
     "em",
@@ -41,7 +45,11 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", default="squad11", choices=sorted(DATASETS))
     p.add_argument("--pool", default="P3", help="pool name: " + ", ".join(x.name for x in list_pools()))
-    p.add_argument("--policy", default="sdl", choices=POLICIES)
+    p.add_argument(
+        "--policy",
+        default="sdl",
+        help="router id: " + ", ".join(router_ids()) + ", agent:<id> (default: sdl)",
+    )
     p.add_argument("--beta1", type=float, default=0.05, help="β₁; β_j for j ≥ 2 by the GFLOPs rule")
     p.add_argument("--beta", type=float, nargs="+", help="every β_j by hand (overrides --beta1)")
     p.add_argument("--alpha", type=float, nargs="+", default=[1.0], help="α (one, or one per expert)")
@@ -53,7 +61,7 @@ def parse_args(argv):
         "--mode",
         default="fast",
         choices=["fast", "full"],
-        help="SDL rejector: fast = head on frozen embeddings; full = fine-tune the encoder "
+        help="l2d-sdl only: fast = head on frozen embeddings; full = fine-tune the encoder "
         "(paper hyper-parameters; CUDA when present, slow on a CPU)",
     )
     p.add_argument(
@@ -117,6 +125,13 @@ def main(argv=None) -> int:
     try:
         if any(not math.isfinite(b) or b < 0 for b in [args.beta1, *(args.beta or []), *args.alpha]):
             raise InvalidCostError("α and β must be finite numbers >= 0")
+        if args.sweep and args.beta:
+            raise ValueError("--sweep runs the BENCHMARK.md β₁ points: leave out --beta (or --sweep)")
+        router = make_router(args.policy)
+        if args.mode == "full":
+            if router.id != "l2d-sdl":
+                raise ValueError(f"--mode full applies to l2d-sdl only, not {router.id}")
+            router = make_router(router.id, mode="full", config=PAPER_CONFIG)
         bench = prepare(
             args.dataset,
             args.pool,
@@ -125,15 +140,14 @@ def main(argv=None) -> int:
             args.val_fraction,
             args.seed,
             progress=not args.quiet,
-            features_needed=args.policy in ("sdl", "plugin"),
+            features_needed=router.reads_embeddings,
         )
-        config = PAPER_CONFIG if args.mode == "full" else FAST_CONFIG
+        router.fit(bench, args.seed)
         betas = BETA_POINTS if args.sweep else [args.beta1]
         rows = []
         for b in betas:
             costs = costs_for(args, bench, b)
-            r = run_policy(bench, args.policy, costs, args.seed, config, not args.quiet, args.mode)
-            rows.append({**r, "beta1": b})
+            rows.append({**evaluate_router(bench, router, costs), "beta1": b})
     except (KeyError, ValueError, FileNotFoundError, LookupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -142,8 +156,8 @@ def main(argv=None) -> int:
         print(json.dumps(out if args.sweep else out[0], indent=1))
     else:
         print(
-            f"{args.policy} on {args.dataset} pool {args.pool} ({len(bench.test)} test questions; "
-            f"rejector cost counted: {rows[0]['rejector_gflops']:.2f} GFLOPs/query)"
+            f"{router.id} on {args.dataset} pool {args.pool} ({len(bench.test)} test questions; "
+            f"paid on every query besides the chosen agent: {rows[0]['overhead_gflops']:.2f} GFLOPs)"
         )
         print(table(rows, bench.pool.agent_ids))
     return 0

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import _bootstrap  # noqa: F401
 
-from l2d_core.agent_cache import AgentCache
 from l2d_core.agents import AgentSpec, PoolSpec, import_predictions, register_agent, register_pool
+from l2d_core.agents.cache import AgentCache
 from l2d_core.data import DATASETS, DataFormatError, load_dataset
 
 

@@ -49,8 +49,8 @@ from pathlib import Path
 
 import _bootstrap  # noqa: F401
 
-from l2d_core.agent_cache import AgentCache
 from l2d_core.agents import AgentSpec, get_agent, register_agent
+from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.registry import AGENT_KINDS
 from l2d_core.agents.runners import (
     AGENT_OPTIONS,

@@ -25,12 +25,12 @@ import sys
 
 import _bootstrap  # noqa: F401
 
-from l2d_core.agent_cache import AgentCache
 from l2d_core.agents import AgentSpec, register_agent, register_pool
+from l2d_core.agents.cache import AgentCache
+from l2d_core.agents.qa_training import MARKER, QATrainConfig, crossfit_folds, is_trained, train_qa_model
 from l2d_core.agents.registry import PoolSpec
 from l2d_core.data import benchmark_split, load_dataset
 from l2d_core.paths import cache_dir
-from l2d_core.qa_training import MARKER, QATrainConfig, crossfit_folds, is_trained, train_qa_model
 
 
 def parse_args(argv):

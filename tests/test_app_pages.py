@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from l2d_core.costs import CostConfig, InvalidCostError
-from l2d_core.explorer import answer_spans, cost_from_upload, rule_beta1
+from l2d_core.app_logic.cost_settings import cost_from_upload, rule_beta1
+from l2d_core.app_logic.highlight import answer_spans, context_html
+from l2d_core.evaluation.registry import router_ids, router_label
+from l2d_core.method.costs import CostConfig, InvalidCostError
 
 ROOT = Path(__file__).resolve().parent.parent
 P3_GFLOPS = (100.0, 1730.0)  # rnet-plus, bert-ens (builtin.json)
@@ -46,7 +48,7 @@ def metric(at: AppTest, label: str, index: int = 0) -> float:
 @pytest.fixture(scope="module")
 def explorer(real_data) -> AppTest:
     """A fresh cost explorer, run once with the defaults."""
-    return ran(page("pages/cost_explorer.py"))
+    return ran(page("dashboard/cost_explorer.py"))
 
 
 @slow
@@ -64,7 +66,8 @@ def test_cost_explorer_defaults(explorer):
     assert at.toggle(key="beta_rule").value is True
     beta1 = at.slider(key="beta1")
     assert (beta1.label, beta1.value, beta1.min, beta1.max, beta1.step) == ("β₁", 0.05, 0.0, 1.0, 0.005)
-    assert at.radio(key="mode").options == ["Reweight", "Retrain", "Both"]
+    menu = at.multiselect(key="routers")
+    assert menu.value == ["l2d-plugin"] and menu.options == [router_label(r) for r in router_ids()]
     assert at.session_state["costs"] == CostConfig.from_beta1(0.05, P3_GFLOPS, 1.0)
     assert 60.0 < metric(at, "EM") < 95.0
     assert metric(at, "TDL") < metric(at, "TDL random")  # the plug-in beats uniform random
@@ -77,7 +80,7 @@ def test_cost_explorer_defaults(explorer):
 
 @slow
 def test_beta1_up_lowers_expert_share_and_gflops(real_data):
-    at = ran(page("pages/cost_explorer.py"))
+    at = ran(page("dashboard/cost_explorer.py"))
     seen = []
     for b in (0.0, 0.05, 0.2, 0.5):
         ran(at.slider(key="beta1").set_value(b))
@@ -94,7 +97,7 @@ def test_beta1_up_lowers_expert_share_and_gflops(real_data):
 def test_alpha_up_never_defers_more(real_data):
     """Raising the weight of every expert's error raises every expert's expected cost, so the
     plug-in can only move queries back to the main model."""
-    at = ran(page("pages/cost_explorer.py"))
+    at = ran(page("dashboard/cost_explorer.py"))
     deferred = []
     for a in (0.0, 0.5, 1.0, 2.0):
         for j in (1, 2):
@@ -108,7 +111,7 @@ def test_alpha_up_never_defers_more(real_data):
 
 @slow
 def test_hand_set_betas(real_data):
-    at = ran(page("pages/cost_explorer.py"))
+    at = ran(page("dashboard/cost_explorer.py"))
     ran(at.toggle(key="beta_rule").set_value(False))
     assert [s.label for s in at.slider] == [
         "α₁ · rnet-plus",
@@ -124,16 +127,19 @@ def test_hand_set_betas(real_data):
 
 
 @slow
-def test_retrain_and_both_modes(real_data):
-    at = ran(page("pages/cost_explorer.py"))
-    ran(at.radio(key="mode").set_value("Retrain"))
-    assert [s.value for s in at.subheader][0] == "Retrain (SDL)"
+def test_routers_from_the_registry(real_data):
+    at = ran(page("dashboard/cost_explorer.py"))
+    ran(at.multiselect(key="routers").set_value(["l2d-sdl"]))
+    assert [s.value for s in at.subheader][0] == router_label("l2d-sdl")
     assert REQUIRED_TILES <= {m.label for m in at.metric}
     assert 60.0 < metric(at, "EM") < 95.0
-    assert any(b.label.startswith("Train the Retrain sweep") for b in at.button)  # sweep only on request
-    ran(at.radio(key="mode").set_value("Both"))
+    sweep_button = f"Train the sweep of {router_label('l2d-sdl')}"
+    assert any(b.label.startswith(sweep_button) for b in at.button)  # trained sweep only on request
+    ran(at.multiselect(key="routers").set_value(["l2d-plugin", "l2d-sdl"]))
     assert [m.label for m in at.metric].count("EM") == 2
-    assert [s.value for s in at.subheader][:2] == ["Reweight (plug-in)", "Retrain (SDL)"]
+    assert [s.value for s in at.subheader][:2] == [router_label("l2d-plugin"), router_label("l2d-sdl")]
+    ran(at.multiselect(key="routers").set_value(["oracle"]))  # any router of the registry draws
+    assert metric(at, "TDL") < metric(at, "TDL random")
 
 
 @slow
@@ -148,7 +154,7 @@ def test_retrain_and_both_modes(real_data):
     ],
 )
 def test_bad_cost_file_shows_an_error(real_data, content, message):
-    at = ran(page("pages/cost_explorer.py"))
+    at = ran(page("dashboard/cost_explorer.py"))
     ran(at.file_uploader(key="cost_upload").set_value(("costs.json", content, "application/json")))
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and "InvalidCostError" in errors[0] and message in errors[0], errors
@@ -157,7 +163,7 @@ def test_bad_cost_file_shows_an_error(real_data, content, message):
 
 @slow
 def test_cost_file_round_trip(real_data):
-    at = ran(page("pages/cost_explorer.py"))
+    at = ran(page("dashboard/cost_explorer.py"))
     hand = CostConfig((1.5, 0.5), (0.1, 0.3))
     ran(
         at.file_uploader(key="cost_upload").set_value(("c.json", hand.to_json().encode(), "application/json"))
@@ -186,7 +192,7 @@ def test_cost_loader_pure():
 
 @slow
 def test_decisions_filters_and_detail(real_data):
-    at = ran(page("pages/decisions.py"))
+    at = ran(page("dashboard/decisions.py"))
     table = at.dataframe[0].value
     n = len(table)
     assert n == 2595 and set(table["chosen"]) <= {"match-lstm", "rnet-plus", "bert-ens"}
@@ -219,7 +225,7 @@ def test_decisions_filters_and_detail(real_data):
 
 @slow
 def test_decisions_follow_the_cost_setting(real_data):
-    at = page("pages/decisions.py")
+    at = page("dashboard/decisions.py")
     at.session_state["costs"] = CostConfig((1.0, 1.0), (5.0, 5.0))  # experts far too dear
     ran(at)
     assert set(at.dataframe[0].value["chosen"]) == {"match-lstm"}
@@ -227,7 +233,7 @@ def test_decisions_follow_the_cost_setting(real_data):
     ran(at)
     assert set(at.dataframe[0].value["chosen"]) >= {"rnet-plus", "bert-ens"}
     at.session_state["costs"] = CostConfig.from_beta1(0.05, P3_GFLOPS)  # the explorer's default: trained once
-    ran(at.radio(key="dec_mode").set_value("Retrain"))
+    ran(at.selectbox(key="dec_router").set_value("l2d-sdl"))
     assert len(at.dataframe[0].value) == 2595 and any("score r̂" in c for c in at.dataframe[1].value.columns)
 
 
@@ -237,8 +243,6 @@ def test_highlight_spans_and_escaping():
         (11, 16, "gold"),
         (26, 28, "a"),
     ]
-    from pages.common import context_html
-
     body, missing = context_html(context, [("gold", "PARIS"), ("a", "$5"), ("b", "London")], {"gold": "#ff0"})
     assert missing == ["b"]
     assert "<b>" not in body and "&lt;b&gt;" in body and "$" not in body  # no tags, no markdown math

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 import pandas as pd
 import pytest
 
-from l2d_core.agent_cache import RECORD_FIELDS, AgentCache
 from l2d_core.agents import (
     AgentSpec,
     PoolSpec,
@@ -26,7 +25,8 @@ from l2d_core.agents import (
     user_registry_path,
 )
 from l2d_core.agents import prediction_file as pf_module
-from l2d_core.costs import CostConfig, InvalidCostError
+from l2d_core.agents.cache import RECORD_FIELDS, AgentCache
+from l2d_core.agents.routing_data import AgentNotCachedError, load_routing_data
 from l2d_core.data import (
     BENCHMARK_TEST_ARTICLES,
     DataFormatError,
@@ -38,7 +38,7 @@ from l2d_core.data import (
     random_article_split,
     validation_split,
 )
-from l2d_core.routing_data import AgentNotCachedError, load_routing_data
+from l2d_core.method.costs import CostConfig, InvalidCostError
 
 # ----------------------------------------------------------------------------- fixtures
 
@@ -256,7 +256,7 @@ def test_cache_roundtrip(cache):
 
 
 BUG_INCR = (
-    "BUG agent_cache.put_many: c.incr(_GEN) on a JSONDisk cache — the generation is stored as "
+    "BUG agents.cache.put_many: c.incr(_GEN) on a JSONDisk cache — the generation is stored as "
     "zlib'd JSON bytes, so the 2nd put_many to the same (dataset, agent) raises TypeError "
     "(can't concat int to bytes); re-imports and batched writes fail"
 )

@@ -1,4 +1,5 @@
-"""SPEC §8 baseline routers (l2d_core.baselines) and their place in the router comparison.
+"""SPEC §8 baseline routers (l2d_core.routers.hybrid / quality / ensemble) and their place in
+the router comparison.
 
 Hand-made arrays for the pure helpers; a small real slice of SQuAD v1.1 (three training
 articles, one test article, the real agents of P2 / P3) for each router's fit/predict and for
@@ -14,28 +15,24 @@ import zlib
 import numpy as np
 import pytest
 import torch
+from sklearn.base import clone
 
-from l2d_core import comparison as C
+from l2d_core import report
 from l2d_core.agents import get_pool
-from l2d_core.baselines import (
-    EnsembleRouter,
-    HybridRouter,
-    KNNRouter,
-    MLPRouter,
-    calibrate_threshold,
-    cost_aware_choice,
-    hybrid_labels,
-    lambda_grid,
-    majority_vote,
-    rescore,
-    utility_choice,
-)
-from l2d_core.costs import CostConfig
+from l2d_core.agents.routing_data import RoutingData, load_routing_data
 from l2d_core.data import BENCHMARK_TEST_ARTICLES, load_dataset
-from l2d_core.experiment import BETA_POINTS, Benchmark
-from l2d_core.routing_data import RoutingData, load_routing_data
-from l2d_core.squad_eval import normalize_answer
-from l2d_core.training import FAST_CONFIG
+from l2d_core.evaluation import comparison as C
+from l2d_core.evaluation import store
+from l2d_core.evaluation.benchmark import BETA_POINTS, Benchmark
+from l2d_core.evaluation.registry import router_ids
+from l2d_core.evaluation.results import save_results
+from l2d_core.evaluation.router import TARGET_SHARES
+from l2d_core.method.costs import CostConfig
+from l2d_core.method.training import FAST_CONFIG
+from l2d_core.qa.squad_eval import normalize_answer
+from l2d_core.routers.ensemble import EnsembleRouter, majority_vote, rescore
+from l2d_core.routers.hybrid import HybridRouter, calibrate_threshold, hybrid_labels
+from l2d_core.routers.quality import KNNRouter, MLPRouter, cost_aware_choice, lambda_grid, utility_choice
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -179,6 +176,8 @@ def test_estimator_contract_and_a_planted_signal(name):
     X = np.concatenate([signal, 0.5 * rng.standard_normal((n, 4))], axis=1)
     data = _toy(ok)
     est = ESTIMATORS[name]()
+    assert not [k for k in vars(est) if k.endswith("_")]  # learned state exists only after fit
+    assert clone(est).get_params() == est.get_params()  # scikit-learn's contract
     with pytest.raises(RuntimeError):
         est.score(X)
     with pytest.raises(ValueError):
@@ -219,7 +218,19 @@ def _slice_bench(pool_name: str) -> Benchmark:
     train, test = load_routing_data(sub, pool).split(test_titles)
     recs = {r.qid: r for r in sub}
     tr, te = tuple(recs[q] for q in train.qids), tuple(recs[q] for q in test.qids)
-    return Benchmark(sub, pool, train, test, _bow(tr), _bow(te), tr, te, "bow", "bow", 0.15)
+    return Benchmark(
+        dataset=sub,
+        pool=pool,
+        train=train,
+        test=test,
+        X_train=_bow(tr),
+        X_test=_bow(te),
+        train_records=tr,
+        test_records=te,
+        encoder_name="bow",
+        features="bow",
+        rejector_gflops=0.15,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -266,12 +277,12 @@ OURS = ["r-det", "r-prob", "r-trans", "knn", "mlp", "ensemble", "random", "zero"
 
 @pytest.fixture(scope="module")
 def p3_results(p3_slice):
-    ids = OURS + [i for i in C.router_ids(p3_slice) if i.startswith("agent:")]
+    ids = OURS + [i for i in router_ids(p3_slice) if i.startswith("agent:")]
     return C.run_comparison(p3_slice, seeds=(0, 1), routers=ids, n_boot=200)
 
 
 def test_the_stable_ids_are_registered(p3_slice):
-    ids = C.router_ids(p3_slice)
+    ids = router_ids(p3_slice)
     for rid in ("l2d-sdl", "l2d-plugin", "l2d-posthoc", *OURS):
         assert rid in ids
     assert ids[-3:] == ["agent:match-lstm", "agent:rnet-plus", "agent:bert-ens"]
@@ -306,7 +317,7 @@ def test_run_comparison_fields_on_a_three_agent_slice(p3_slice, p3_results, tmp_
         assert rs[rid]["aiq_std"] == 0.0, rid
     # points: β₁ points + the calibrated threshold sweep / the λ grid
     for rid in ("r-det", "r-prob", "r-trans"):
-        assert len(rs[rid]["points"]) == len(BETA_POINTS) + len(C.TARGET_SHARES)
+        assert len(rs[rid]["points"]) == len(BETA_POINTS) + len(TARGET_SHARES)
         shares = [p["share_strong"] for p in rs[rid]["points"] if p.get("dense")]
         assert shares[0] == 0.0 and shares[-1] == 1.0
     assert len(rs["knn"]["points"]) == len(BETA_POINTS) + len(lambda_grid(b.train.agent_gflops))
@@ -322,14 +333,14 @@ def test_run_comparison_fields_on_a_three_agent_slice(p3_slice, p3_results, tmp_
     assert [p["gflops"] for p in front] == sorted(p["gflops"] for p in front)
     assert np.all(np.diff([p["em"] for p in front]) > 0)
     # strict JSON, and the summary table reads it
-    path = C.save_results(res, tmp_path / "slice")
+    path = save_results(res, tmp_path / "slice")
     doc = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
-    table = C.summary_frame(doc)
+    table = report.summary_frame(doc)
     assert set(table["router"]) == set(rs) and {"AIQ std", "APGR 95% lo"} <= set(table.columns)
 
 
 def _uniform_tdl(b: Benchmark, beta1: float) -> float:
-    from l2d_core.costs import cost_matrix, query_costs
+    from l2d_core.method.costs import cost_matrix, query_costs
 
     return float(query_costs(cost_matrix(b.test.errors, b.costs(beta1))).mean())
 
@@ -356,4 +367,5 @@ def test_baseline_scores_are_memoized_on_disk(p2_slice, monkeypatch):
     first = C.run_router(p2_slice, "knn", 0)
     again = C.run_router(p2_slice, "knn", 0)
     assert len(calls) <= 1 and [p["em"] for p in first] == [p["em"] for p in again]
-    assert C.baseline_key(p2_slice, KNNRouter()) != C.baseline_key(p2_slice, KNNRouter(k=7))
+    key = lambda est: store.artifact_key("knn", p2_slice, store.estimator_params(est))
+    assert key(KNNRouter()) == key(KNNRouter()) and key(KNNRouter()) != key(KNNRouter(k=7))

@@ -1,5 +1,6 @@
 """scripts/benchmark_routers.py on a reduced run of the real benchmark (P2, one seed, 600
-training questions, a few routers), and l2d_core.report on incomplete results."""
+training questions, a few routers), the paper table's matched share
+(l2d_core.evaluation.paper), and l2d_core.report on incomplete results."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 from l2d_core import report as R
+from l2d_core.evaluation.paper import matched_share
 
 ROOT = Path(__file__).resolve().parent.parent
 ROUTERS = ["l2d-plugin", "r-prob", "random", "zero", "oracle", "agent:match-lstm", "agent:bert-ens"]
@@ -164,18 +166,18 @@ def test_bad_inputs_exit_2(bench_cli, tmp_path, capsys):
             assert msg in capsys.readouterr().err
 
 
-def test_matched_share_mixes_the_two_nearest_points(bench_cli):
+def test_matched_share_mixes_the_two_nearest_points():
     pts = [
         {"share_strong": 0.0, "em": 60.0, "gflops": 5.0, "threshold": None},
         {"share_strong": 0.5, "em": 76.0, "gflops": 50.0, "threshold": 0.7},
         {"share_strong": 1.0, "em": 80.0, "gflops": 100.0, "threshold": 0.9},
     ]
-    p = bench_cli.matched_share(pts, 0.75)
+    p = matched_share(pts, 0.75)
     assert (p["em"], p["gflops"], p["share_strong"], p["thresholds"]) == (78.0, 75.0, 0.75, [0.7, 0.9])
     assert p["gflops_per_em"] == pytest.approx(75.0 / 78.0)
-    assert bench_cli.matched_share(pts, 0.5)["em"] == 76.0
-    assert bench_cli.matched_share(pts[1:], 0.1)["em"] == 76.0  # below the range: the end point
-    assert bench_cli.matched_share(pts, None) is None and bench_cli.matched_share([], 0.3) is None
+    assert matched_share(pts, 0.5)["em"] == 76.0
+    assert matched_share(pts[1:], 0.1)["em"] == 76.0  # below the range: the end point
+    assert matched_share(pts, None) is None and matched_share([], 0.3) is None
 
 
 def test_report_renders_incomplete_results():

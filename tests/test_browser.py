@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from l2d_core.experiment import prepare
+from l2d_core.evaluation.benchmark import prepare
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from l2d_core.costs import (
+from l2d_core.method.costs import (
     CostConfig,
     InvalidCostError,
     beta_from_gflops,
@@ -17,8 +17,8 @@ from l2d_core.costs import (
     query_costs,
     tdl,
 )
-from l2d_core.losses import EXP_LINEARIZE_AT, comp_sum, sdl, tau
-from l2d_core.policies import bayes_policy, learned_policy
+from l2d_core.method.losses import EXP_LINEARIZE_AT, comp_sum, sdl, tau
+from l2d_core.method.policies import bayes_policy, learned_policy
 
 # ----------------------------------------------------------------------------- costs
 

@@ -35,8 +35,11 @@ def run_doctests(module: types.ModuleType) -> tuple[int, int, str]:
     return res.failed, res.attempted, out.getvalue()
 
 
+CORE = ("qa.squad_eval", "qa.positions", "method.costs", "method.losses", "method.policies", "evaluation.metrics")
+
+
 def test_modules_are_discovered():
-    for name in ("squad_eval", "positions", "costs", "losses", "policies", "metrics"):
+    for name in CORE:
         assert f"l2d_core.{name}" in MODULES
 
 
@@ -48,7 +51,7 @@ def test_module_doctests(name):
 
 
 def test_core_modules_have_doctests():
-    for name in ("squad_eval", "positions", "costs", "losses", "policies", "metrics"):
+    for name in CORE:
         _failed, attempted, _ = run_doctests(importlib.import_module(f"l2d_core.{name}"))
         assert attempted > 0, f"l2d_core.{name} lost its doctests"
 

@@ -14,7 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from l2d_core.experiment import BETA_POINTS, prepare, run_policy, sweep
+from l2d_core.evaluation.benchmark import BETA_POINTS, prepare
+from l2d_core.evaluation.comparison import evaluate_router
+from l2d_core.evaluation.registry import make_router
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -73,14 +75,17 @@ def test_evaluate_cli_rejects_bad_costs_and_names(real_data, capsys):
 
 
 def test_sdl_allocation_follows_costs(p3):
-    cheap, dear = (run_policy(p3, "sdl", p3.costs(b)) for b in (0.0, 0.5))
+    cheap, dear = (evaluate_router(p3, "sdl", p3.costs(b)) for b in (0.0, 0.5))
+    assert cheap["router"] == "l2d-sdl"  # the short id names the registry's router
     expert_share = lambda r: 1.0 - r["allocation"]["match-lstm"]  # noqa: E731
     assert expert_share(dear) < expert_share(cheap) - 0.2
     assert dear["gflops_per_query"] < cheap["gflops_per_query"]
 
 
 def test_plugin_sweep_is_monotone_and_instant(p3):
-    rows = sweep(p3, "plugin")
+    plugin = make_router("plugin").fit(p3, 0)  # fitted once: every cost setting is a reweighting
+    rows = [dict(evaluate_router(p3, plugin, p3.costs(b)), beta1=b) for b in BETA_POINTS]
+    assert not any(plugin.needs_training(p3.costs(b)) for b in BETA_POINTS)
     main_share = [r["allocation"]["match-lstm"] for r in rows]
     assert [r["beta1"] for r in rows] == list(BETA_POINTS)
     assert all(b >= a - 1e-12 for a, b in zip(main_share, main_share[1:]))
@@ -89,7 +94,7 @@ def test_plugin_sweep_is_monotone_and_instant(p3):
 
 def test_oracle_bounds_and_random(p3):
     costs = p3.costs(0.05)
-    oracle, rnd, sdl = (run_policy(p3, pol, costs) for pol in ("oracle", "random", "sdl"))
+    oracle, rnd, sdl = (evaluate_router(p3, r, costs) for r in ("oracle", "random", "sdl"))
     assert oracle["tdl"] <= sdl["tdl"] and oracle["tdl"] <= rnd["tdl"]
     assert oracle["em"] >= max(100 * p3.test.em.mean(axis=0)) - 1e-9
     assert rnd["tdl"] == pytest.approx(rnd["tdl_random"], abs=0.05)
@@ -97,11 +102,13 @@ def test_oracle_bounds_and_random(p3):
 
 def test_trained_rejector_is_cached_on_disk(p3, monkeypatch):
     costs = p3.costs(0.02)
-    first = run_policy(p3, "sdl", costs)
-    from l2d_core.rejector import SDLRejector
+    first = evaluate_router(p3, "sdl", costs)
+    from l2d_core.routers.rejector import SDLRejector
 
     monkeypatch.setattr(SDLRejector, "fit", lambda *a, **k: pytest.fail("refit of a cached setting"))
-    assert run_policy(p3, "sdl", costs) == first
+    again = make_router("sdl").fit(p3, 0)  # a new router: the head comes from disk
+    assert not again.needs_training(costs)
+    assert evaluate_router(p3, again, costs) == first
 
 
 def test_import_predictions_script_makes_an_agent(real_data, tmp_path, capsys, fresh_cache):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from l2d_core.costs import CostConfig, cost_matrix, query_costs
-from l2d_core.metrics import (
+from l2d_core.method.costs import CostConfig, cost_matrix, query_costs
+from l2d_core.evaluation.metrics import (
     allocation,
     chosen,
     chosen_mean,
@@ -16,7 +16,7 @@ from l2d_core.metrics import (
     random_tdl,
     tpr_fpr,
 )
-from l2d_core.policies import (
+from l2d_core.method.policies import (
     bayes_policy,
     expected_costs,
     learned_policy,
@@ -305,7 +305,7 @@ def test_mean_gflops_empty_choice_raises():
 
 
 def test_aiq_of_a_known_hull_by_hand():
-    from l2d_core.metrics import aiq, upper_hull
+    from l2d_core.evaluation.metrics import aiq, upper_hull
 
     # vertices (1, 40) → (3, 70) → (9, 82); (2, 45) and (6, 74) lie under the chords; (0.5, 30)
     # is left of lo = 1 and shapes nothing (the hull's first vertex is already at 1)
@@ -320,7 +320,7 @@ def test_aiq_of_a_known_hull_by_hand():
 
 
 def test_apgr_of_oracle_random_mixing_and_a_generalised_pool():
-    from l2d_core.metrics import apgr, cpt, pgr_curve
+    from l2d_core.evaluation.metrics import apgr, cpt, pgr_curve
 
     weak, strong = 50.0, 90.0
     # random mixing of the two agents: PGR = share, APGR = 1/2, CPT(p) = p
@@ -340,7 +340,7 @@ def test_apgr_of_oracle_random_mixing_and_a_generalised_pool():
 
 
 def test_pareto_front_by_hand():
-    from l2d_core.metrics import pareto_front
+    from l2d_core.evaluation.metrics import pareto_front
 
     cost = np.array([5.0, 1.0, 3.0, 3.0, 10.0, 7.0, 1.0])
     em = np.array([80.0, 50.0, 70.0, 75.0, 79.0, 85.0, 40.0])
@@ -352,7 +352,7 @@ def test_pareto_front_by_hand():
 
 
 def test_bootstrap_ci_contains_the_estimate_and_shrinks_with_n():
-    from l2d_core.metrics import bootstrap_ci, bootstrap_weights, resample_means
+    from l2d_core.evaluation.metrics import bootstrap_ci, bootstrap_weights, resample_means
 
     rng = np.random.default_rng(0)
     widths = []

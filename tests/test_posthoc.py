@@ -1,24 +1,18 @@
-"""Post-hoc rejector: features, qid alignment, estimator, cost accounting, operating points."""
+"""Post-hoc rejector: features (l2d_core.routers.features), qid alignment
+(l2d_core.evaluation.posthoc_inputs), estimator and cost accounting (l2d_core.routers.posthoc),
+operating points (the registry's ``l2d-posthoc`` router)."""
 
 import dataclasses
 
 import numpy as np
 import pytest
 
-from l2d_core.costs import CostConfig
 from l2d_core.data.records import QUESTION_TYPES, QARecord
-from l2d_core.experiment import BETA_POINTS
-from l2d_core.posthoc import (
-    PosthocRejector,
-    answer_features,
-    default_helpers,
-    extra_features,
-    posthoc_answers,
-    posthoc_features,
-    posthoc_gflops,
-    posthoc_helpers,
-    posthoc_points,
-)
+from l2d_core.evaluation.benchmark import BETA_POINTS
+from l2d_core.evaluation.posthoc_inputs import posthoc_answers, posthoc_features
+from l2d_core.method.costs import CostConfig
+from l2d_core.routers.features import answer_features, extra_features
+from l2d_core.routers.posthoc import PosthocRejector, default_helpers, posthoc_gflops, posthoc_helpers
 
 CHEAP = ("logreg", "dcr", "span-clf", "rasor", "rnet", "coattn")  # BENCHMARK.md agents ≤ 5 GFLOPs
 
@@ -60,8 +54,8 @@ def test_extra_features_columns():
 
 def test_posthoc_cost_moves_main_and_helpers_into_overhead(real_data):
     from l2d_core.agents import get_pool
+    from l2d_core.agents.routing_data import load_routing_data
     from l2d_core.data import load_dataset
-    from l2d_core.routing_data import load_routing_data
 
     assert posthoc_helpers("squad11", "match-lstm") == CHEAP  # BENCHMARK.md agents only
     assert set(CHEAP) <= set(default_helpers("squad11", "match-lstm", ("bert-ens",), 5.0))
@@ -81,13 +75,13 @@ def test_posthoc_cost_moves_main_and_helpers_into_overhead(real_data):
 
 @pytest.fixture(scope="module")
 def p2(real_data):
-    from l2d_core.experiment import prepare
+    from l2d_core.evaluation.benchmark import prepare
 
     return prepare("squad11", "P2", features_needed=False)
 
 
 def test_features_are_aligned_by_qid(p2):
-    from l2d_core.routing_data import load_routing_data
+    from l2d_core.agents.routing_data import load_routing_data
 
     main, helpers, recs = posthoc_answers(p2, CHEAP, "test")
     assert [r.qid for r in recs] == list(p2.test.qids)
@@ -98,7 +92,12 @@ def test_features_are_aligned_by_qid(p2):
         assert list(helpers[k]) == list(ref.answers[row[recs[k].qid], 1:])
     # a split in another order gets its features in that order
     perm = np.random.default_rng(0).permutation(len(p2.test))
-    shuffled = dataclasses.replace(p2, test=p2.test.take(perm))
+    shuffled = dataclasses.replace(  # a new (frozen) benchmark, consistent in every test field
+        p2,
+        test=p2.test.take(perm),
+        X_test=p2.X_test[perm],
+        test_records=tuple(p2.test_records[i] for i in perm),
+    )
     np.testing.assert_array_equal(
         posthoc_features(shuffled, CHEAP, "test"), posthoc_features(p2, CHEAP, "test")[perm]
     )
@@ -109,9 +108,17 @@ def test_features_are_aligned_by_qid(p2):
 def test_estimator_fit_predict_on_a_small_slice(p2, tmp_path):
     first = np.isin(p2.train.titles, sorted(set(p2.train.titles))[:6])  # a few training articles
     data = p2.train.take(first)
-    F = posthoc_features(dataclasses.replace(p2, train=data), CHEAP, "train")
+    few = dataclasses.replace(  # a new (frozen) benchmark, consistent in every training field
+        p2,
+        train=data,
+        X_train=p2.X_train[first],
+        train_records=tuple(r for r, keep in zip(p2.train_records, first) if keep),
+    )
+    F = posthoc_features(few, CHEAP, "train")
     est = PosthocRejector()
-    assert est.head_ is None
+    assert not hasattr(est, "head_")  # learned state exists only after fit
+    with pytest.raises(RuntimeError, match="fit"):
+        est.error_proba(F)
     assert est.fit(F, data) is est and est.agent_ids_ == ("match-lstm", "bert-ens")
     p = est.error_proba(F)
     assert p.shape == (len(data), 2, 2) and np.all((p > 0) & (p < 1))
@@ -131,10 +138,15 @@ def test_estimator_fit_predict_on_a_small_slice(p2, tmp_path):
 
 
 def test_posthoc_points_pay_the_overhead_and_beat_random(p2):
-    from l2d_core.comparison import DENSE_BETAS, run_router
-    from l2d_core.posthoc import GFLOPS_SWEEP
+    from l2d_core.evaluation.comparison import run_router
+    from l2d_core.evaluation.registry import make_router
+    from l2d_core.evaluation.router import DENSE_BETAS
+    from l2d_core.routers.posthoc import GFLOPS_SWEEP
 
-    pts = posthoc_points(p2, seed=0)
+    router = make_router("l2d-posthoc").fit(p2, 0)
+    assert router.helpers_ == CHEAP  # the default helpers of the pool's main agent
+    assert router.p_err_.shape == (len(p2.test), 2, 2)
+    pts = router.points()
     core = [p for p in pts if not p["dense"]]
     assert [p["beta1"] for p in core] == list(BETA_POINTS)
     assert [p["beta1"] for p in pts if p["dense"]] == [*DENSE_BETAS] + [None] * len(GFLOPS_SWEEP)

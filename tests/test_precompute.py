@@ -15,8 +15,8 @@ import precompute_cache
 import pytest
 from _tiny_models import one_thread
 
-from l2d_core.agent_cache import AgentCache
 from l2d_core.agents import get_agent
+from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.runners import ExtractiveAgent, agent_gflops_at, parse_shard, shard
 
 ROOT = Path(__file__).resolve().parent.parent

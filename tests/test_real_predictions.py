@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from l2d_core.agent_cache import AgentCache
 from l2d_core.agents import AgentSpec, import_predictions
+from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.registry import BUILTIN
 from l2d_core.data import BENCHMARK_TEST_ARTICLES, benchmark_split, load_dataset
 

@@ -23,20 +23,16 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from l2d_core.costs import CostConfig
+from l2d_core.agents.routing_data import RoutingData
 from l2d_core.data.records import QARecord
-from l2d_core.encoder import Encoder, embedding_key, load_encoder, pool
-from l2d_core.policies import bayes_policy, learned_policy
-from l2d_core.rejector import (
-    FullSDLRejector,
-    PluginRejector,
-    SDLRejector,
-    featurize,
-    load_head,
-)
-from l2d_core.routing_data import RoutingData
+from l2d_core.method.costs import CostConfig
+from l2d_core.method.policies import bayes_policy, learned_policy
+from l2d_core.method.training import PAPER_CONFIG, TrainConfig, train_loop
+from l2d_core.routers.encoder import Encoder, embedding_key, load_encoder, pool
+from l2d_core.routers.features import featurize
+from l2d_core.routers.head import MLPHead, load_head_state
+from l2d_core.routers.rejector import FullSDLRejector, PluginRejector, SDLRejector
 from l2d_core.runtime import pick_device
-from l2d_core.training import PAPER_CONFIG, TrainConfig, train_loop
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 CLASS_WORDS = ("alpha", "beta", "gamma")
@@ -393,6 +389,10 @@ def test_sdl_rejector_shapes_and_learned_policy(sdl_est, features, problem):
 
 
 def test_sdl_rejector_needs_costs_and_fit(features, problem):
+    # scikit-learn's contract: __init__ stores its arguments, learned state comes with fit
+    est = SDLRejector(config=HEAD_CONFIG, costs=COSTS)
+    assert est.get_params() == {"config": HEAD_CONFIG, "costs": COSTS, "progress": False}
+    assert not [k for k in vars(est) if k.endswith("_")]
     with pytest.raises(ValueError, match="costs"):
         SDLRejector(config=HEAD_CONFIG).fit(features, problem[1])
     with pytest.raises(RuntimeError, match="fit"):
@@ -428,7 +428,9 @@ def test_plugin_rejector_probabilities_and_costs_without_refit(plugin_est, featu
     # the error estimates themselves are learned: thresholded they reproduce the outcomes
     assert ((P > 0.5) == data.errors).mean() >= 0.9
     weights = {k: v.clone() for k, v in plugin_est.head_.state_dict().items()}
-    with pytest.raises(ValueError, match="costs"):
+    # cost-free: no cost setting is part of the estimator, predict is always given one
+    assert "costs" not in plugin_est.get_params()
+    with pytest.raises(TypeError, match="costs"):
         plugin_est.predict(features)
     settings = [
         COSTS,
@@ -440,13 +442,8 @@ def test_plugin_rejector_probabilities_and_costs_without_refit(plugin_est, featu
         assert (choice == _bayes(data, c)).mean() >= 0.9
     assert (choices[1] == 2).sum() == 0 < (choices[0] == 2).sum()
     assert (choices[2] == 0).all()
-    # the estimator's own costs are the default; costs given to predict take precedence
-    plugin_est.costs = settings[1]
-    try:
-        np.testing.assert_array_equal(plugin_est.predict(features), choices[1])
-        np.testing.assert_array_equal(plugin_est.predict(features, settings[2]), choices[2])
-    finally:
-        plugin_est.costs = None
+    # the same setting again gives the same choice (nothing is kept between calls)
+    np.testing.assert_array_equal(plugin_est.predict(features, settings[1]), choices[1])
     for k, v in plugin_est.head_.state_dict().items():  # nothing was refitted
         torch.testing.assert_close(v, weights[k], rtol=0, atol=0)
 
@@ -476,13 +473,21 @@ def test_sdl_save_load_roundtrip(sdl_est, features, tmp_path):
     config = json.loads((path / "config.json").read_text())
     assert config["estimator"] == "SDLRejector"
     assert config["agent_ids"] == list(AGENTS)
-    assert config["in_dim"] == 4 * HIDDEN
+    assert config["in_dim"] == 4 * HIDDEN and config["out_shape"] == [2, len(AGENTS)]
     assert config["train"] == HEAD_CONFIG.to_dict()
-    assert set(load_file(str(path / "scaler.safetensors"))) == {"mu", "sd"}
-    loaded = SDLRejector.load(path, costs=COSTS)
-    assert loaded.config == HEAD_CONFIG and loaded.agent_ids_ == AGENTS
+    assert config["costs"] == {"alpha": [1.0, 1.0], "beta": [0.1, 0.2]}
+    scaler = load_file(str(path / "scaler.safetensors"))
+    assert set(scaler) == {"mean", "scale"}
+    np.testing.assert_array_equal(scaler["mean"].numpy(), sdl_est.scaler_.mean)
+    np.testing.assert_array_equal(scaler["scale"].numpy(), sdl_est.scaler_.scale)
+    loaded = SDLRejector.load(path)  # the cost setting comes back from the checkpoint
+    assert loaded.config == HEAD_CONFIG and loaded.agent_ids_ == AGENTS and loaded.costs == COSTS
     np.testing.assert_array_equal(loaded.scores(features), sdl_est.scores(features))
     np.testing.assert_array_equal(loaded.predict(features), sdl_est.predict(features))
+    other = CostConfig(alpha=[1.0, 1.0], beta=[0.3, 0.3])
+    assert SDLRejector.load(path, costs=other).costs == other  # constructor arguments override
+    with pytest.raises(ValueError, match="SDLRejector"):
+        PluginRejector.load(path)  # a checkpoint is loaded as the estimator that wrote it
 
 
 def test_plugin_save_load_roundtrip(plugin_est, features, tmp_path):
@@ -541,7 +546,7 @@ def test_fit_with_validation_restores_best_epoch(features, problem):
     assert best == int(np.argmin(h["val"])) and best < 29
     assert min(h["val"]) < h["val"][-1] - 1e-3
     # the weights in place are those of the best epoch
-    restored = float(est._loss(torch.from_numpy(est.scores(features)), est._targets(val)))
+    restored = float(est._loss(torch.from_numpy(est.scores(features)), torch.from_numpy(est._targets(val))))
     assert restored == pytest.approx(min(h["val"]), rel=1e-5, abs=1e-6)
     # without validation data there is no best epoch
     plain = SDLRejector(config=HEAD_CONFIG.but(epochs=3), costs=COSTS).fit(features, data)
@@ -598,7 +603,11 @@ def test_full_sdl_rejector_cpu(tiny_dir, problem, tmp_path):
     assert config["agent_ids"] == list(AGENTS)  # the data's agent ids, in column order
     # the checkpoint alone reproduces the scores: saved encoder + saved head
     enc = load_encoder(str(path / "encoder"), max_length=64, device="cpu")
-    head, _ = load_head(path)
+    state, cfg = load_head_state(path)
+    assert cfg["out_shape"] == [2, len(AGENTS)] and cfg["in_dim"] == HIDDEN
+    head = MLPHead(cfg["in_dim"], tuple(cfg["out_shape"]), cfg["train"]["hidden"], dropout=0.0)
+    head.load_state_dict(state)
+    head.eval()
     with torch.no_grad():
         tok = enc.tokenize([r.question for r in records], [r.context for r in records])
         again = head(enc.forward_pooled(tok)).numpy()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from l2d_core.agent_cache import AgentCache
 from l2d_core.agents import get_agent, get_pool, import_predictions
+from l2d_core.agents.cache import AgentCache
+from l2d_core.agents.routing_data import RoutingData, load_routing_data
 from l2d_core.data import BENCHMARK_TEST_ARTICLES, load_dataset
-from l2d_core.routing_data import RoutingData, load_routing_data
 
 P3 = ("match-lstm", "rnet-plus", "bert-ens")
 N = 10_570
@@ -131,7 +131,7 @@ def test_em_and_f1_match_the_import_reports(p3):
 
 def test_cached_agents_are_not_reimported(p3, squad11, monkeypatch):
     rd, _, cache = p3
-    import l2d_core.routing_data as rd_module
+    import l2d_core.agents.routing_data as rd_module
 
     def boom(*a, **k):
         raise AssertionError("re-imported an agent that is already cached")

@@ -7,9 +7,9 @@ import pytest
 import torch
 from _tiny_models import VOCAB, LogitsByToken, bert_tokenizer, one_thread
 
-from l2d_core.agent_cache import AgentCache
 from l2d_core.agents import AgentSpec
 from l2d_core.agents.base import eager_attention
+from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.generative import FEW_SHOT, build_prompt, parse_output
 from l2d_core.agents.runners import (
     ExtractiveAgent,
@@ -20,9 +20,9 @@ from l2d_core.agents.runners import (
     load_agent,
     run_into_cache,
 )
+from l2d_core.app_logic.live import answer_with
 from l2d_core.data import QADataset, QARecord
 from l2d_core.flops import count_gflops, forward_gflops
-from l2d_core.live import answer_with
 
 CONTEXT = "Moby-Dick is an 1851 novel by American writer Herman Melville about the whale."
 FILLER = "The whale is an American novel, in the year 1851 and the city. " * 40  # > 384 tokens

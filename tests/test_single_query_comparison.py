@@ -1,5 +1,6 @@
-"""Single-query routing (l2d_core.live), router comparison (l2d_core.comparison), the AIQ/PGR
-metrics, and AppTest runs of the two pages.
+"""Single-query routing (l2d_core.app_logic.live), router comparison
+(l2d_core.evaluation.comparison, results files of l2d_core.evaluation.results), the AIQ/PGR
+metrics, and AppTest runs of the two pages (dashboard/single_query.py, dashboard/comparison.py).
 
 Uses the real benchmark (P3 and P2 on squad11); the embeddings are computed once per session
 in the session cache directory. Live extractive answers are checked with a tiny BERT built here
@@ -17,24 +18,20 @@ import pytest
 from _tiny_models import VOCAB, LogitsByToken, bert_tokenizer, one_thread
 from streamlit.testing.v1 import AppTest
 
-from l2d_core import metrics as M
-from l2d_core.agent_cache import AgentCache
 from l2d_core.agents import AgentSpec, get_agent
+from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.runners import ExtractiveAgent
-from l2d_core.comparison import (
-    DENSE_BETAS,
-    list_results,
-    load_results,
-    router_ids,
-    run_comparison,
-    save_results,
-    summary_frame,
-)
-from l2d_core.costs import CostConfig
+from l2d_core.app_logic.live import answer_with, check_expected_answer, route_query, runnable_agent
 from l2d_core.data import QARecord
-from l2d_core.experiment import BETA_POINTS, fit_plugin, fit_sdl
-from l2d_core.live import answer_with, check_expected_answer, route_query, runnable_agent
-from l2d_core.policies import expected_costs, plugin_policy
+from l2d_core.evaluation import metrics as M
+from l2d_core.evaluation.benchmark import BETA_POINTS
+from l2d_core.evaluation.comparison import run_comparison
+from l2d_core.evaluation.registry import make_router, router_ids
+from l2d_core.evaluation.results import list_results, load_results, save_results
+from l2d_core.evaluation.router import DENSE_BETAS
+from l2d_core.method.costs import CostConfig
+from l2d_core.method.policies import expected_costs, plugin_policy
+from l2d_core.report import summary_frame
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -45,7 +42,7 @@ CONTEXT = "Moby-Dick is an 1851 novel by American writer Herman Melville about t
 @pytest.fixture(scope="module")
 def p3(real_data):
     """Through the pages' own cached loader, so the AppTest runs below reuse the object."""
-    from pages.common import benchmark
+    from dashboard.cache import benchmark
 
     bench = benchmark("squad11", "P3")
     assert bench.pool.name == "P3" and len(bench.test) == 2595
@@ -54,7 +51,7 @@ def p3(real_data):
 
 @pytest.fixture(scope="module")
 def p2(real_data):
-    from pages.common import benchmark
+    from dashboard.cache import benchmark
 
     return benchmark("squad11", "P2")
 
@@ -71,7 +68,8 @@ def p2_results(p2):
 def test_route_query_on_a_test_question_matches_the_batch_policies(p3):
     costs = p3.costs(0.05)
     with one_thread():
-        plugin, sdl = fit_plugin(p3), fit_sdl(p3, costs)
+        plugin = make_router("l2d-plugin").fit(p3).estimator_
+        sdl = make_router("l2d-sdl").fit(p3).estimator(costs)
     p_all = plugin.error_proba(p3.X_test)
     for i in (0, 17, 1234):
         rec = p3.test_records[i]
@@ -282,7 +280,7 @@ def test_run_comparison_on_p2(p2, p2_results, tmp_path):
 
 
 def test_single_query_page_answers_a_dataset_question(p3):
-    at = AppTest.from_file(str(ROOT / "pages/single_query.py"), default_timeout=600)
+    at = AppTest.from_file(str(ROOT / "dashboard/single_query.py"), default_timeout=600)
     at.run()
     assert not at.exception, at.exception
     # the first test question (the selectbox default); every agent's cached answer is shown
@@ -310,7 +308,7 @@ def test_single_query_page_answers_a_dataset_question(p3):
 
 def test_comparison_page_without_results_then_run(p2_results, tmp_path, monkeypatch):
     monkeypatch.setenv("L2D_REPORTS_DIR", str(tmp_path))
-    at = AppTest.from_file(str(ROOT / "pages/comparison.py"), default_timeout=600)
+    at = AppTest.from_file(str(ROOT / "dashboard/comparison.py"), default_timeout=600)
     at.run()
     assert not at.exception, at.exception
     assert any("No results yet" in i.value for i in at.info)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from l2d_core.positions import (
+from l2d_core.qa.positions import (
     NOT_FOUND_POS,
     NULL_POS,
     ContextIndex,
@@ -14,7 +14,7 @@ from l2d_core.positions import (
     is_no_answer,
     locate,
 )
-from l2d_core.squad_eval import exact_match, f1, normalize_answer, normalized_words, score_answers
+from l2d_core.qa.squad_eval import exact_match, f1, normalize_answer, normalized_words, score_answers
 
 # ----------------------------------------------------------------------------- normalization
 

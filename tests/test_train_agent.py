@@ -21,8 +21,8 @@ ARGS = ["--agent-id", "tiny-qa", "--limit", "6", "--epochs", "1", "--batch-size"
 
 
 def test_crossfitted_training_registers_the_agent_and_resumes(real_data, fresh_cache, bert_path, capsys):
-    from l2d_core.agent_cache import AgentCache
     from l2d_core.agents import get_agent, get_pool
+    from l2d_core.agents.cache import AgentCache
     from l2d_core.data import BENCHMARK_TEST_ARTICLES, load_dataset
 
     argv = [*ARGS, "--base", str(bert_path), "--pool", "P3-tiny"]

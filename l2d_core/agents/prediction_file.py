@@ -6,10 +6,10 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..agent_cache import AgentCache
 from ..data.records import DataFormatError, QADataset
 from ..data.squad_json import read_json
-from ..scoring import MISSING, SCORING_VERSION, gold_index, score_answer
+from ..qa.scoring import MISSING, SCORING_VERSION, gold_index, score_answer
+from .cache import AgentCache
 from .registry import AgentSpec
 
 __all__ = [

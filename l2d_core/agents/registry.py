@@ -26,6 +26,7 @@ __all__ = [
     "register_agent",
     "register_pool",
     "user_registry_path",
+    "builtin_agent_ids",
 ]
 
 BUILTIN = Path(__file__).with_name("builtin.json")
@@ -111,6 +112,11 @@ def _load() -> tuple[dict[str, AgentSpec], dict[str, PoolSpec]]:
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"agent registry {path} is malformed: {exc}") from None
     return agents, pools
+
+
+def builtin_agent_ids() -> frozenset[str]:
+    """The ids of BENCHMARK.md's agents (``builtin.json``), whatever the user registered."""
+    return frozenset(a["id"] for a in _read(BUILTIN).get("agents", []))
 
 
 def list_agents(dataset: str | None = None) -> list[AgentSpec]:

@@ -20,10 +20,10 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from ..agent_cache import AgentCache
 from ..data.records import QADataset, QARecord
-from ..scoring import SCORING_VERSION, gold_index, score_answer
+from ..qa.scoring import SCORING_VERSION, gold_index, score_answer
 from .base import ModelLoadError, Prediction
+from .cache import AgentCache
 from .extractive import ExtractiveAgent
 from .generative import GenerativeAgent
 from .prediction_file import read_prediction_file

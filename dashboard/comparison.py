@@ -1,0 +1,85 @@
+"""Router comparison: cost–EM curves, AIQ / APGR and TDL of every router on a pool."""
+
+from pathlib import Path
+
+import streamlit as st
+
+from dashboard.cache import benchmark, comparison_results
+from dashboard.widgets import select_pool, shown_errors
+from l2d_core import report
+from l2d_core.app_logic.comparison import run_and_save
+from l2d_core.evaluation.results import list_results
+
+st.title("Router comparison")
+st.caption(
+    "Every router on the test articles: the L2D rejectors (SDL, plug-in, post-hoc) over the β₁ sweep, "
+    "the baselines (Hybrid-LLM r-det / r-prob / r-trans, kNN and MLP quality routers, majority-vote "
+    "ensemble), random allocation, the zero router (random mixing of single agents), the oracle and "
+    "each agent alone. "
+    "AIQ: area under the router's non-decreasing convex hull of (GFLOPs, EM) over the agents' GFLOPs "
+    "range, divided by it (RouterBench; zero left of the router's cheapest point). APGR: mean "
+    "performance gap recovered over the share of calls to experts (RouteLLM; with J+1 agents: calls "
+    "to any expert, gap from the main agent to the best one)."
+)
+dataset, pool = select_pool()
+
+if st.button(f"Run comparison for this pool ({dataset} {pool})", key="cmp_run"):
+    with st.status(f"Comparing routers on {dataset} {pool}…", expanded=True) as box:
+        with shown_errors():
+            saved = run_and_save(benchmark(dataset, pool), progress=box.write)
+        box.update(label=f"Saved {saved}", state="complete", expanded=False)
+    st.session_state["cmp_file"] = str(saved)
+
+files = [str(p) for p in list_results()]
+if not files:
+    st.info(
+        "No results yet: press **Run comparison for this pool** (one seed, a few minutes the first "
+        "time; trained routers are cached on disk), or run `python scripts/benchmark_routers.py` "
+        "(five seeds, report and plots) into `reports/<name>/`."
+    )
+    st.stop()
+mine = next((f for f in files if Path(f).parent.name == f"{dataset}-{pool}"), None)
+if mine is None:
+    st.info(f"No results for {dataset} {pool} yet (press the button above); other results are listed.")
+    mine = files[0]
+if st.session_state.get("cmp_file") not in files or st.session_state.get("cmp_for") != (dataset, pool):
+    st.session_state["cmp_file"] = mine  # a pool change shows that pool's results when there are any
+st.session_state["cmp_for"] = (dataset, pool)
+path = st.selectbox("Results file", files, key="cmp_file", format_func=lambda f: Path(f).parent.name)
+with shown_errors():
+    res = comparison_results(path, Path(path).stat().st_mtime)
+st.caption(
+    f"`{path}` — {res.get('dataset')} {res.get('pool')}: {' → '.join(res.get('agents', []))}; "
+    f"{res.get('n_test')} test questions; seeds {res.get('seeds')}; created {res.get('created')}"
+)
+
+log_x = st.toggle("Log GFLOPs axis", key="cmp_log")
+figures = {"Cost–EM": report.cost_em_figure(res, log_x=log_x)}
+st.plotly_chart(figures["Cost–EM"], key="cmp_plane")
+
+st.subheader("AIQ and APGR")
+summary = report.summary_frame(res)
+st.dataframe(
+    summary,
+    hide_index=True,
+    column_config={
+        c: st.column_config.NumberColumn(format="%.3f")
+        for c in summary.columns
+        if c not in ("router", "points")
+    },
+)
+fig_pgr = report.pgr_figure(res)
+if fig_pgr is not None:
+    st.plotly_chart(fig_pgr, key="cmp_pgr")
+    figures["PGR"] = fig_pgr
+
+st.subheader("TDL vs β₁")
+figures["TDL vs β₁"] = report.tdl_figure(res)
+st.plotly_chart(figures["TDL vs β₁"], key="cmp_tdl")
+st.download_button(
+    "Download plots (HTML)",
+    report.figures_html(figures, f"Router comparison {Path(path).parent.name}"),
+    file_name=f"router-comparison-{Path(path).parent.name}.html",
+    mime="text/html",
+    key="cmp_html",
+)

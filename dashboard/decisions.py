@@ -1,0 +1,96 @@
+"""Routing decisions: where every test question went under the current cost setting, and why."""
+
+import streamlit as st
+
+from dashboard.cache import benchmark, fitted_router
+from dashboard.widgets import cost_from_state, select_pool, select_routers, shown_errors
+from l2d_core.app_logic.decisions import decisions_frame, explain, filter_decisions
+from l2d_core.app_logic.explorer import router_view
+from l2d_core.app_logic.highlight import context_html, label_colors, legend_html, md_plain
+
+st.title("Routing decisions")
+dataset, pool = select_pool()
+with shown_errors():
+    bench = benchmark(dataset, pool)
+    costs = cost_from_state(bench.costs(0.05))
+router_id = select_routers("dec_router", multiple=False, where=st)
+with shown_errors():
+    router = fitted_router(dataset, pool, router_id)
+    if router.needs_training(costs):
+        with st.spinner("Training the rejector for this cost setting (a few seconds; kept on disk)…"):
+            router.decide(costs)
+    view = router_view(bench, router, costs)
+    df = decisions_frame(bench, view)
+agents = list(bench.test.agent_ids)
+st.caption(
+    f"Cost setting of the cost explorer: α = ({', '.join(f'{a:g}' for a in costs.alpha)}), "
+    f"β = ({', '.join(f'{b:.4g}' for b in costs.beta)}) for experts {', '.join(agents[1:])}."
+)
+
+
+def select_row() -> None:
+    """Table selection callback: the selected row becomes the question of the detail view."""
+    rows = st.session_state["dec_table"].selection.rows
+    if rows:
+        st.session_state["dec_qid"] = st.session_state["_dec_shown_qids"][rows[0]]
+
+
+c1, c2, c3, c4, c5 = st.columns([2, 2, 2, 3, 2], vertical_alignment="bottom")
+chosen = c1.multiselect("Agent chosen", agents, key="dec_chosen")
+outcome = c2.radio("Outcome", ("all", "correct", "incorrect"), key="dec_outcome", horizontal=True)
+types = c3.multiselect("Question type", sorted(df["type"].unique()), key="dec_type")
+search = c4.text_input("Search questions", key="dec_search", placeholder="case-insensitive substring")
+main_wrong = c5.checkbox("Main model wrong", key="dec_main_wrong")
+shown = filter_decisions(df, chosen, outcome, main_wrong, types, search)
+st.session_state["_dec_shown_qids"] = list(shown["qid"])
+
+st.caption(f"{len(shown):,} of {len(df):,} test questions. Select a row to see why it went where it went.")
+st.dataframe(
+    shown,
+    key="dec_table",
+    on_select=select_row,
+    selection_mode="single-row",
+    hide_index=True,
+    column_order=["question", "chosen", "correct", "deferred", "main_wrong", "type", "article"]
+    + [f"answer {a}" for a in agents]
+    + ["qid"],
+    column_config={"main_wrong": "main wrong", "question": st.column_config.TextColumn(width="large")},
+    height=320,
+)
+st.download_button(
+    "Decisions (CSV)",
+    lambda: shown.to_csv(index=False),
+    f"decisions_{dataset}_{pool}_{router_id}.csv",
+    "text/csv",
+    key="download_decisions",
+    on_click="ignore",
+    icon=":material/download:",
+)
+if shown.empty:
+    st.info("No question matches the filters.")
+    st.stop()
+
+qids, questions = list(shown["qid"]), dict(zip(shown["qid"], shown["question"]))
+if st.session_state.get("dec_qid") not in questions:
+    st.session_state["dec_qid"] = qids[0]
+qid = st.selectbox("Question", qids, key="dec_qid", format_func=lambda q: f"{questions[q]}  ·  {q}")
+row = shown[shown["qid"] == qid].iloc[0]
+i = int(shown.index[shown["qid"] == qid][0])  # position in the test set
+ex = explain(bench, view, i)
+rec = ex["record"]
+
+st.subheader(md_plain(rec.question))
+verdict = ":green[right]" if row["correct"] else ":red[wrong]"
+where = f"Article **{md_plain(rec.title)}** · routed to **{ex['winner']}**, which is {verdict}"
+st.markdown(f"{where} · question type *{row['type']}*")
+st.info(ex["why"])
+colors = label_colors(agents)
+labelled = [("gold", a) for a in dict.fromkeys(rec.answers)] + list(zip(agents, bench.test.answers[i]))
+body, missing = context_html(rec.context, labelled, colors)
+st.markdown(legend_html(colors), unsafe_allow_html=True)
+st.markdown(f'<div style="line-height: 1.9">{body}</div>', unsafe_allow_html=True)
+if missing:
+    st.caption(f"Answer not found verbatim in the context: {', '.join(missing)}.")
+if not rec.answers:
+    st.caption("Unanswerable question: the right answer is no answer.")
+st.dataframe(ex["table"], hide_index=True)

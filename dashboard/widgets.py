@@ -1,0 +1,125 @@
+"""Widgets and drawing helpers every page shares: the dataset/pool pickers, the router menu,
+error messages instead of tracebacks, metric tiles, and the previous setting's metrics."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import streamlit as st
+
+from l2d_core.agents import get_pool, list_pools
+from l2d_core.data import DATASETS, DataFormatError
+from l2d_core.evaluation.registry import router_ids, router_label
+from l2d_core.method.costs import CostConfig, InvalidCostError
+
+__all__ = [
+    "DATASET_CHOICES",
+    "DEFAULT_ROUTER",
+    "shown_errors",
+    "select_pool",
+    "select_routers",
+    "cost_from_state",
+    "previous_metrics",
+    "remember_metrics",
+    "metric_row",
+]
+
+DATASET_CHOICES = ("squad11", "squad20")
+DEFAULT_ROUTER = "l2d-plugin"
+USER_ERRORS = (DataFormatError, FileNotFoundError, InvalidCostError, KeyError, ValueError, LookupError)
+# st.metric's colouring of a change, from which way the metric is better
+_DELTA_COLOR = {"higher": "normal", "lower": "inverse", None: "off"}
+
+
+@contextmanager
+def shown_errors():
+    """Turn the errors users can cause into a message on the page and stop the page."""
+    try:
+        yield
+    except USER_ERRORS as exc:
+        st.error(f"{type(exc).__name__}: {exc}")
+        st.stop()
+
+
+def select_pool(sidebar: bool = True) -> tuple[str, str]:
+    """Dataset and pool pickers, shared by every page through session state."""
+    where = st.sidebar if sidebar else st
+    for key in ("dataset", "pool"):  # keep the choice across pages (each page makes new widgets)
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+    dataset = where.selectbox(
+        "Dataset", DATASET_CHOICES, key="dataset", format_func=lambda d: f"{d} — {DATASETS[d].description}"
+    )
+    pools = [p.name for p in list_pools(dataset)]
+    if not pools:
+        st.error(f"no pool is defined for {dataset}")
+        st.stop()
+    if st.session_state.get("pool") not in pools:
+        st.session_state["pool"] = pools[0] if "P3" not in pools else "P3"
+    pool = where.selectbox(
+        "Pool", pools, key="pool", format_func=lambda p: f"{p}: {' → '.join(get_pool(p).agent_ids)}"
+    )
+    return dataset, pool
+
+
+def select_routers(key: str, multiple: bool = True, where=None):
+    """The router menu: every router of the registry, by its human name."""
+    where = where or st.sidebar
+    ids = router_ids()
+    if multiple:
+        return where.multiselect(
+            "Routers",
+            ids,
+            default=[DEFAULT_ROUTER],
+            key=key,
+            format_func=router_label,
+            persist_state="session",
+        )
+    return where.selectbox(
+        "Router",
+        ids,
+        index=ids.index(DEFAULT_ROUTER),
+        key=key,
+        format_func=router_label,
+        persist_state="session",
+    )
+
+
+def cost_from_state(expert_costs_default: CostConfig) -> CostConfig:
+    """The cost setting chosen on the cost explorer (default: BENCHMARK.md's β₁ = 0.05, α = 1)."""
+    saved = st.session_state.get("costs")
+    if isinstance(saved, CostConfig) and saved.n_experts == expert_costs_default.n_experts:
+        return saved
+    return expert_costs_default
+
+
+def previous_metrics(slot: str, setting) -> dict | None:
+    """Metrics of the setting shown before ``setting`` in ``slot`` (kept in session state), so
+    metric tiles can show changes; reruns of the same setting keep the same previous."""
+    shown = st.session_state.setdefault("_previous_metrics", {}).get(slot)
+    if shown is None:
+        return None
+    return shown[2] if shown[0] == setting else shown[1]
+
+
+def remember_metrics(slot: str, setting, metrics: dict) -> None:
+    """Record what ``slot`` shows now (see :func:`previous_metrics`)."""
+    store = st.session_state.setdefault("_previous_metrics", {})
+    shown = store.get(slot)
+    if shown is None:
+        store[slot] = (setting, metrics, None)
+    elif shown[0] != setting:
+        store[slot] = (setting, metrics, shown[1])
+
+
+def metric_row(tiles: list[dict], per_row: int = 5) -> None:
+    """Draw metric tiles (``l2d_core.app_logic.explorer.metric_tiles``), ``per_row`` to a row."""
+    for start in range(0, len(tiles), per_row):
+        for col, tile in zip(st.columns(per_row), tiles[start : start + per_row]):
+            col.metric(
+                tile["label"],
+                tile["value"],
+                tile["delta"],
+                delta_color=_DELTA_COLOR[tile["better"]],
+                help=tile["help"],
+            )

@@ -1,0 +1,154 @@
+"""The arrays a router sees for one dataset split and one pool, read from the agent cache.
+
+Prediction-file agents missing from the cache are imported on first use, so the benchmark
+works from a clean checkout; live agents must be precomputed (scripts/precompute_cache.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..data.records import QADataset
+from ..qa.scoring import SCORING_VERSION
+from .cache import AgentCache
+from .prediction_file import import_predictions
+from .registry import AgentSpec, PoolSpec, get_agent
+
+__all__ = ["RoutingData", "ensure_cached", "load_routing_data", "AgentNotCachedError"]
+
+
+class AgentNotCachedError(LookupError):
+    """A live agent whose answers have not been precomputed for this dataset."""
+
+
+@dataclass(frozen=True, eq=False)
+class RoutingData:
+    """Per-query, per-agent outcomes. Agent 0 is the pool's main model."""
+
+    dataset: str
+    agent_ids: tuple[str, ...]
+    qids: tuple[str, ...]
+    titles: np.ndarray  # (N,) article of each query
+    start_ok: np.ndarray  # (N, A) bool
+    end_ok: np.ndarray  # (N, A) bool
+    em: np.ndarray  # (N, A) 0/1
+    f1: np.ndarray  # (N, A) in [0, 1]
+    gflops: np.ndarray  # (N, A) per-query GFLOPs of each agent
+    answers: np.ndarray  # (N, A) object: each agent's answer text (None = no prediction)
+
+    @property
+    def n_agents(self) -> int:
+        return len(self.agent_ids)
+
+    def __len__(self) -> int:
+        return len(self.qids)
+
+    @property
+    def errors(self) -> np.ndarray:
+        """(N, 2, A) bool: agent wrong on start (i=0) / end (i=1)."""
+        return ~np.stack([self.start_ok, self.end_ok], axis=1)
+
+    @property
+    def correct(self) -> np.ndarray:
+        """(N, A) bool: both endpoints right."""
+        return self.start_ok & self.end_ok
+
+    @property
+    def agent_gflops(self) -> np.ndarray:
+        """(A,) mean GFLOPs per query of each agent."""
+        return self.gflops.mean(axis=0)
+
+    def take(self, index: np.ndarray) -> RoutingData:
+        """Rows selected by a boolean mask or integer index."""
+        arr = np.asarray(index)
+        idx = np.flatnonzero(arr) if arr.dtype == bool else arr.astype(np.intp, copy=False)
+        return replace(
+            self,
+            qids=tuple(self.qids[i] for i in idx),
+            **{
+                f: getattr(self, f)[idx]
+                for f in ("titles", "start_ok", "end_ok", "em", "f1", "gflops", "answers")
+            },
+        )
+
+    def split(self, test_titles) -> tuple[RoutingData, RoutingData]:
+        mask = np.isin(self.titles, list(test_titles))
+        return self.take(~mask), self.take(mask)
+
+    def with_gflops(self, agent_gflops: dict[str, float]) -> RoutingData:
+        """Replace declared GFLOPs (e.g. edited by the user) for some agents."""
+        g = self.gflops.copy()
+        for a, v in agent_gflops.items():
+            if a not in self.agent_ids:
+                raise KeyError(f"agent {a!r} is not in this pool {self.agent_ids}")
+            g[:, self.agent_ids.index(a)] = float(v)
+        return replace(self, gflops=g)
+
+
+def ensure_cached(dataset: QADataset, agents: list[AgentSpec], cache: AgentCache) -> None:
+    """Import prediction-file agents that are not cached yet; fail clearly for live ones."""
+    for spec in agents:
+        missing = set(dataset.qids) - cache.done_ids(dataset.name, spec.id)
+        stale = cache.meta(dataset.name, spec.id).get("scoring_version") != SCORING_VERSION
+        if not missing and not (stale and spec.kind == "prediction_file"):
+            continue
+        if spec.kind == "prediction_file":  # (re-)score the file: cheap, and always current
+            import_predictions(spec, dataset, cache)
+        else:
+            raise AgentNotCachedError(
+                f"agent {spec.id!r} ({spec.kind}) has no cached answers for {len(missing)} of "
+                f"{len(dataset)} questions of {dataset.name}; run "
+                f"`python scripts/precompute_cache.py --dataset {dataset.name} --agents {spec.id}`"
+            )
+
+
+def load_routing_data(
+    dataset: QADataset, pool: PoolSpec | tuple[str, ...], cache: AgentCache | None = None
+) -> RoutingData:
+    """Arrays for every question of ``dataset`` and every agent of ``pool`` (main first).
+
+    A question an agent has no record for counts as wrong for that agent (and is reported
+    by the import); unknown agent ids raise KeyError.
+    """
+    cache = cache or AgentCache()
+    agent_ids = pool.agent_ids if isinstance(pool, PoolSpec) else tuple(pool)
+    if len(agent_ids) < 2:
+        raise ValueError("a pool needs a main agent and at least one expert")
+    specs = [get_agent(a) for a in agent_ids]
+    for s in specs:
+        if s.dataset != dataset.name:
+            raise ValueError(f"agent {s.id} answers {s.dataset}, not {dataset.name}")
+    ensure_cached(dataset, specs, cache)
+    qids = list(dataset.qids)
+    cols: dict[str, list[np.ndarray]] = {
+        k: [] for k in ("start_ok", "end_ok", "em", "f1", "gflops", "answer")
+    }
+    for s in specs:
+        t = cache.table(dataset.name, s.id).reindex(qids)
+        missing = t["em"].isna().to_numpy()
+        declared = s.gflops if s.gflops_source == "declared" else np.nan
+        gf = t["gflops"].astype(float).to_numpy()
+        gf = np.where(np.isnan(gf) | (s.gflops_source == "declared"), declared, gf)
+        if np.isnan(gf).any():  # measured agent with gaps: fill with its mean
+            gf = np.where(np.isnan(gf), np.nanmean(gf) if np.isfinite(gf).any() else s.gflops, gf)
+        cols["start_ok"].append(t["start_ok"].fillna(False).astype(bool).to_numpy() & ~missing)
+        cols["end_ok"].append(t["end_ok"].fillna(False).astype(bool).to_numpy() & ~missing)
+        cols["em"].append(t["em"].fillna(0.0).astype(float).to_numpy())
+        cols["f1"].append(t["f1"].fillna(0.0).astype(float).to_numpy())
+        cols["gflops"].append(gf)
+        cols["answer"].append(t["answer"].to_numpy(dtype=object))
+    stack = {k: np.stack(v, axis=1) for k, v in cols.items()}
+    return RoutingData(
+        dataset=dataset.name,
+        agent_ids=agent_ids,
+        qids=tuple(qids),
+        titles=np.array([r.title for r in dataset.records], dtype=object),
+        start_ok=stack["start_ok"],
+        end_ok=stack["end_ok"],
+        em=stack["em"],
+        f1=stack["f1"],
+        gflops=stack["gflops"],
+        answers=stack["answer"],
+    )

@@ -1,0 +1,106 @@
+"""The routing-decisions page without UI: where every test question went under a cost setting,
+why, and filters over them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..data.records import question_type
+from ..evaluation import metrics as M
+from ..evaluation.benchmark import Benchmark
+from .explorer import RouterView
+
+__all__ = ["decisions_frame", "explain", "filter_decisions"]
+
+
+def decisions_frame(bench: Benchmark, view: RouterView) -> pd.DataFrame:
+    """One row per test question: the decision, whether it was right, every agent's answer."""
+    test, ids = bench.test, bench.test.agent_ids
+    choice = view.decision.choice
+    chosen_ok = M.chosen(test.em, choice) > 0
+    df = pd.DataFrame(
+        {
+            "qid": test.qids,
+            "article": test.titles,
+            "question": [r.question for r in bench.test_records],
+            "type": [question_type(r.question) for r in bench.test_records],
+            "chosen": [ids[c] for c in choice],
+            "deferred": choice != 0,
+            "correct": chosen_ok,
+            "main_wrong": test.em[:, 0] == 0,
+        }
+    )
+    for j, a in enumerate(ids):
+        df[f"answer {a}"] = test.answers[:, j]
+    return df
+
+
+def explain(bench: Benchmark, view: RouterView, i: int) -> dict:
+    """Why query ``i`` went where it went: the router's per-endpoint view of each agent, what it
+    minimised, every agent's answer and correctness, and one sentence."""
+    test, rec, d = bench.test, bench.test_records[i], view.decision
+    ids = test.agent_ids
+    cols = {"agent": ids}
+    if d.scores is not None:
+        cols[f"start {d.score_label}"] = d.scores[i, 0]
+        cols[f"end {d.score_label}"] = d.scores[i, 1]
+    quantity = "expected cost" if d.score_label == "P̂[wrong]" else "negated summed score"
+    if d.expected is not None:
+        cols[quantity] = d.expected[i]
+    cols.update(
+        {
+            "GFLOPs": d.on(test).gflops[i],
+            "answer": test.answers[i],
+            "EM": test.em[i],
+            "start ok": test.start_ok[i],
+            "end ok": test.end_ok[i],
+        }
+    )
+    winner = int(d.choice[i])
+    if d.expected is None:
+        why = f"{view.label} sent it to {ids[winner]}."
+    else:
+        order = np.argsort(d.expected[i])
+        runner = int(order[1]) if order[0] == winner else int(order[0])
+        why = (
+            f"{ids[winner]} has the lowest {quantity} ({d.expected[i, winner]:.3f}), "
+            f"ahead of {ids[runner]} ({d.expected[i, runner]:.3f})."
+        )
+    return {"record": rec, "table": pd.DataFrame(cols), "winner": ids[winner], "why": why}
+
+
+def filter_decisions(
+    df: pd.DataFrame, chosen=(), outcome: str = "all", main_wrong: bool = False, types=(), search: str = ""
+) -> pd.DataFrame:
+    """Rows of :func:`decisions_frame` that pass every filter (empty filters keep everything).
+
+    ``outcome`` is ``all``, ``correct`` or ``incorrect``; ``search`` is a case-insensitive
+    substring of the question.
+
+    >>> df = pd.DataFrame({"question": ["What is X?", "Who is Y?", "what about Z"],
+    ...                    "type": ["what", "who", "what"], "chosen": ["g", "m", "m"],
+    ...                    "correct": [True, False, True], "main_wrong": [False, True, True]})
+    >>> filter_decisions(df, chosen=["m"]).index.tolist()
+    [1, 2]
+    >>> filter_decisions(df, outcome="incorrect").index.tolist()
+    [1]
+    >>> filter_decisions(df, main_wrong=True).index.tolist()
+    [1, 2]
+    >>> filter_decisions(df, types=["what"], search="WHAT ab").index.tolist()
+    [2]
+    """
+    if outcome not in ("all", "correct", "incorrect"):
+        raise ValueError(f"outcome must be all, correct or incorrect, got {outcome!r}")
+    keep = pd.Series(True, index=df.index)
+    if len(chosen):
+        keep &= df["chosen"].isin(list(chosen))
+    if outcome != "all":
+        keep &= df["correct"] == (outcome == "correct")
+    if main_wrong:
+        keep &= df["main_wrong"]
+    if len(types):
+        keep &= df["type"].isin(list(types))
+    if search:
+        keep &= df["question"].str.contains(search, case=False, regex=False)
+    return df[keep]

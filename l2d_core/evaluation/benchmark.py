@@ -1,0 +1,175 @@
+"""The benchmark of BENCHMARK.md: one dataset × pool, split by article, with the features the
+ex-ante routers read. A :class:`Benchmark` is frozen once built; :meth:`Benchmark.cache_key`
+identifies everything a router trained on it depends on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+
+import diskcache
+import numpy as np
+
+from ..agents.cache import AgentCache
+from ..agents.registry import PoolSpec, get_pool
+from ..agents.routing_data import RoutingData, load_routing_data
+from ..data import BENCHMARK_TEST_ARTICLES, load_dataset, validation_split
+from ..data.records import QADataset, QARecord
+from ..method.costs import CostConfig
+from ..paths import DEFAULT_ENCODER, cache_dir
+from ..routers.encoder import Encoder, load_encoder
+from ..routers.features import featurize
+
+__all__ = ["BETA_POINTS", "Benchmark", "prepare", "encoder_for", "rejector_gflops"]
+
+# BENCHMARK.md sweep points for β₁ (β_j from the GFLOPs rule, α_j = 1).
+BETA_POINTS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+
+
+@dataclass(frozen=True, eq=False)
+class Benchmark:
+    """One dataset × pool on the BENCHMARK.md split. ``X_*`` are the ex-ante features of each
+    split, (N, d) — zero columns when the benchmark was prepared without embeddings."""
+
+    dataset: QADataset
+    pool: PoolSpec
+    train: RoutingData
+    test: RoutingData
+    X_train: np.ndarray
+    X_test: np.ndarray
+    train_records: tuple[QARecord, ...]
+    test_records: tuple[QARecord, ...]
+    encoder_name: str
+    features: str
+    rejector_gflops: float
+    val: RoutingData | None = None
+    X_val: np.ndarray | None = None
+
+    @property
+    def expert_gflops(self) -> np.ndarray:
+        return self.train.agent_gflops[1:]
+
+    @property
+    def has_embeddings(self) -> bool:
+        return self.X_train.shape[1] > 0
+
+    def costs(self, beta1: float, alpha: float = 1.0) -> CostConfig:
+        """The BENCHMARK.md cost setting at β₁ (GFLOPs rule)."""
+        return CostConfig.from_beta1(beta1, self.expert_gflops, alpha)
+
+    def split(self, name: str) -> RoutingData:
+        """``train``, ``val`` or ``test``."""
+        data = {"train": self.train, "val": self.val, "test": self.test}.get(name)
+        if data is None:
+            raise ValueError(f"benchmark has no {name!r} split")
+        return data
+
+    @cached_property
+    def _key(self) -> str:
+        h = hashlib.sha256()
+        h.update(
+            json.dumps(
+                [
+                    self.dataset.name,
+                    list(self.pool.agent_ids),
+                    self.encoder_name,
+                    self.features,
+                    list(self.train.qids),
+                    list(self.val.qids) if self.val is not None else None,
+                    list(self.test.qids),
+                ]
+            ).encode()
+        )
+        for arr in (self.train.errors, self.val.errors if self.val is not None else None):
+            if arr is not None:
+                h.update(np.ascontiguousarray(arr).tobytes())
+        for X in (self.X_train, self.X_val, self.X_test):
+            if X is not None:
+                h.update(np.ascontiguousarray(X).tobytes())
+        return h.hexdigest()[:20]
+
+    def cache_key(self) -> str:
+        """Identity of the data a router is trained and scored on: dataset, agents, split (every
+        question id), training labels and every feature row. Part of every on-disk artifact key."""
+        return self._key
+
+
+@lru_cache(maxsize=2)
+def encoder_for(name: str) -> Encoder:
+    """The encoder of a benchmark, shared per process."""
+    return load_encoder(name, lazy=True)  # loads the model only on embedding-cache misses
+
+
+def rejector_gflops(encoder_name: str = DEFAULT_ENCODER, length: int = 384) -> float:
+    """Measured GFLOPs of one rejector forward at ``length`` tokens (the encoder; the head is
+    negligible). Memoized on disk per encoder."""
+    with diskcache.Cache(str(cache_dir() / "meta")) as meta:
+        key = f"rejector_gflops|{encoder_name}|{length}"
+        if key not in meta:
+            meta[key] = load_encoder(encoder_name, eager_attention=True, device="cpu").gflops(length)
+        return float(meta[key])
+
+
+def prepare(
+    dataset: str = "squad11",
+    pool: str | PoolSpec = "P3",
+    encoder: str = DEFAULT_ENCODER,
+    features: str = "separate",
+    val_fraction: float = 0.0,
+    seed: int = 0,
+    cache: AgentCache | None = None,
+    progress: bool = False,
+    features_needed: bool = True,
+    limit_train: int | None = None,
+) -> Benchmark:
+    """Load data, split by the BENCHMARK.md test articles, featurize every split.
+
+    ``val_fraction`` carves validation articles out of the training articles (seeded);
+    ``limit_train`` keeps a random sample of that many training questions (seed 0), before
+    featurizing; ``features_needed=False`` skips the encoder (enough for routers that read no
+    embeddings).
+    """
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+    ds = load_dataset(dataset)
+    pool = get_pool(pool) if isinstance(pool, str) else pool
+    if pool.dataset != dataset:
+        raise ValueError(f"pool {pool.name} is for {pool.dataset}, not {dataset}")
+    data = load_routing_data(ds, pool, cache)
+    train, test = data.split(BENCHMARK_TEST_ARTICLES)
+    if len(train) == 0 or len(test) == 0:
+        raise ValueError(f"empty split on {dataset}: {len(train)} training, {len(test)} test questions")
+    if limit_train is not None and limit_train < len(train):
+        train = train.take(np.sort(np.random.default_rng(0).choice(len(train), limit_train, replace=False)))
+    val = None
+    if val_fraction > 0:
+        _, val_ds = validation_split(
+            ds.by_titles([t for t in ds.titles if t not in BENCHMARK_TEST_ARTICLES]), val_fraction, seed
+        )
+        val_mask = np.isin(train.titles, list(val_ds.titles))
+        val, train = train.take(val_mask), train.take(~val_mask)
+
+    def embed(split: RoutingData) -> np.ndarray:
+        recs = [ds[q] for q in split.qids]
+        if not features_needed:
+            return np.zeros((len(recs), 0), np.float32)
+        return featurize(encoder_for(encoder), recs, features, progress)
+
+    return Benchmark(
+        dataset=ds,
+        pool=pool,
+        train=train,
+        test=test,
+        X_train=embed(train),
+        X_test=embed(test),
+        train_records=tuple(ds[q] for q in train.qids),
+        test_records=tuple(ds[q] for q in test.qids),
+        encoder_name=encoder,
+        features=features,
+        rejector_gflops=rejector_gflops(encoder),
+        val=val,
+        X_val=embed(val) if val is not None else None,
+    )

@@ -1,0 +1,262 @@
+"""The L2D routers of the registry (the paper's rejector, the plug-in and the post-hoc router)
+and the references (random, oracle, zero router), each one registration; the baselines of
+SPEC §8 are in :mod:`~l2d_core.evaluation.baseline_routers`.
+
+Routers that read the question/context embeddings pay the rejector's encoder on every query;
+the post-hoc router pays the main agent and its helpers on every query. Trained heads and
+baseline scores are stored on disk (:mod:`~l2d_core.evaluation.store`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from ..method.costs import CostConfig, cost_matrix, query_costs
+from ..method.policies import expected_costs, learned_policy, oracle_policy, plugin_policy, random_policy
+from ..method.training import FAST_CONFIG
+from ..routers.posthoc import (
+    DEFAULT_CALIBRATION,
+    DEFAULT_FEATURES,
+    FEATURE_FORMAT,
+    GFLOPS_SWEEP,
+    PosthocRejector,
+    gflops_costs,
+    posthoc_gflops,
+    posthoc_helpers,
+)
+from ..routers.rejector import FullSDLRejector, PluginRejector, SDLRejector
+from . import metrics as M
+from . import store
+from .benchmark import BETA_POINTS
+from .points import Decision, make_point
+from .posthoc_inputs import posthoc_features
+from .router import DENSE_BETAS, Router, best_single_tdl, register
+
+__all__ = [
+    "SDLRouter",
+    "PluginRouter",
+    "PosthocRouter",
+    "RandomRouter",
+    "OracleRouter",
+    "ZeroRouter",
+]
+
+
+def _fit_on_train(bench):
+    return lambda est: est.fit(bench.X_train, bench.train, bench.X_val, bench.val)
+
+
+@register
+class SDLRouter(Router):
+    id = "l2d-sdl"
+    label = "L2D rejector (retrained per cost)"
+    description = (
+        "The paper's rejector: reads the question and context, trained with the surrogate deferral "
+        "loss for each cost setting (a new setting trains a new head: seconds)."
+    )
+    family = "l2d"
+    reads_embeddings = True
+    instant = False
+
+    def __init__(self, config=FAST_CONFIG, mode: str = "fast"):
+        super().__init__(config=config, mode=mode)
+        if mode not in ("fast", "full"):
+            raise ValueError(f"mode must be 'fast' or 'full', got {mode!r}")
+        self.config, self.mode = config, mode
+
+    def _fit(self) -> None:
+        self.memo_ = {}
+
+    def _estimator(self, costs: CostConfig):
+        cfg = self.config.but(seed=self.seed_)
+        if self.mode == "full":
+            return FullSDLRejector(costs, self.bench_.encoder_name, cfg)
+        return SDLRejector(config=cfg, costs=costs)
+
+    def needs_training(self, costs: CostConfig) -> bool:
+        return costs not in self.memo_ and not store.is_stored(
+            f"sdl-{self.mode}", self.bench_, self._estimator(costs)
+        )
+
+    def estimator(self, costs: CostConfig):
+        """The rejector trained for ``costs`` (stored on disk: a setting seen before loads)."""
+        bench, est = self.bench_, self._estimator(costs)
+        if self.mode == "full":
+            return store.fitted(
+                "sdl-full", bench, est, lambda e: e.fit(list(bench.train_records), bench.train)
+            )
+        return store.fitted("sdl-fast", bench, est, _fit_on_train(bench))
+
+    def decide(self, costs: CostConfig) -> Decision:
+        if costs not in self.memo_:
+            bench, est = self.bench_, self.estimator(costs)
+            X = list(bench.test_records) if self.mode == "full" else bench.X_test
+            self.memo_[costs] = est.scores(X)
+        scores = self.memo_[costs]
+        return Decision(
+            learned_policy(scores),
+            self.bench_.rejector_gflops,
+            expected=-scores.sum(axis=1),
+            scores=scores,
+            score_label="score r̂",
+        )
+
+
+@register
+class PluginRouter(Router):
+    id = "l2d-plugin"
+    label = "L2D plug-in (instant reweight)"
+    description = (
+        "Reads the question and context, learns each agent's chance of being wrong once, then "
+        "applies any cost setting instantly (SPEC §5 plug-in rule)."
+    )
+    family = "l2d"
+    reads_embeddings = True
+
+    def __init__(self, config=FAST_CONFIG):
+        super().__init__(config=config)
+        self.config = config
+
+    def _fit(self) -> None:
+        bench = self.bench_
+        est = PluginRejector(config=self.config.but(seed=self.seed_))
+        self.estimator_ = store.fitted("plugin", bench, est, _fit_on_train(bench))
+        self.p_err_ = self.estimator_.error_proba(bench.X_test)
+
+    def decide(self, costs: CostConfig) -> Decision:
+        return Decision(
+            plugin_policy(self.p_err_, costs),
+            self.bench_.rejector_gflops,
+            expected=expected_costs(self.p_err_, costs),
+            scores=self.p_err_,
+            score_label="P̂[wrong]",
+        )
+
+    def sweep(self):
+        return [(b, self.decide(self.bench_.costs(b)), {}) for b in DENSE_BETAS]
+
+
+@register
+class PosthocRouter(Router):
+    id = "l2d-posthoc"
+    label = "L2D post-hoc (sees the main answer)"
+    description = (
+        "The main agent always answers first; the router reads its answer and whether cheap helper "
+        "agents agree, then defers to an expert when that is worth its cost. It pays the main agent "
+        "and the helpers on every query."
+    )
+    family = "l2d"
+
+    def __init__(self, helpers=None, features: str = DEFAULT_FEATURES, calibration=DEFAULT_CALIBRATION):
+        super().__init__(helpers=helpers, features=features, calibration=calibration)
+        self.helpers, self.features, self.calibration = helpers, features, calibration
+
+    def _fit(self) -> None:
+        bench = self.bench_
+        helpers = self.helpers
+        if helpers is None:
+            helpers = posthoc_helpers(bench.dataset.name, bench.pool.main)
+        self.helpers_ = tuple(helpers)
+        F = posthoc_features(bench, self.helpers_, "train", self.features)
+        est = PosthocRejector(config=FAST_CONFIG.but(seed=self.seed_), calibration=self.calibration)
+        digest = hashlib.sha256(np.ascontiguousarray(F).tobytes()).hexdigest()[:16]
+        est = store.fitted(
+            "posthoc",
+            bench,
+            est,
+            lambda e: e.fit(F, bench.train),
+            helpers=list(self.helpers_),
+            features=self.features,
+            feature_format=FEATURE_FORMAT,
+            train_features=digest,
+        )
+        self.p_err_ = est.error_proba(posthoc_features(bench, self.helpers_, "test", self.features))
+        self.data_, self.overhead_ = posthoc_gflops(bench.test, self.helpers_)
+        if self.features.endswith("+emb"):
+            self.overhead_ += bench.rejector_gflops
+
+    def _decision(self, costs: CostConfig, **extra) -> Decision:
+        return Decision(
+            plugin_policy(self.p_err_, costs),
+            self.overhead_,
+            data=self.data_,
+            expected=expected_costs(self.p_err_, costs),
+            scores=self.p_err_,
+            score_label="P̂[wrong]",
+            extra=extra,
+        )
+
+    def decide(self, costs: CostConfig) -> Decision:
+        return self._decision(costs)
+
+    def sweep(self):
+        dense = [(b, self.decide(self.bench_.costs(b)), {}) for b in DENSE_BETAS]
+        # no β₁ of the benchmark: these points carry no TDL
+        return dense + [
+            (None, self._decision(gflops_costs(self.data_, bm)), {"beta_max": bm}) for bm in GFLOPS_SWEEP
+        ]
+
+
+@register
+class RandomRouter(Router):
+    id = "random"
+    label = "random (uniform)"
+    description = "Sends each query to an agent drawn uniformly at random."
+    family = "reference"
+
+    def _fit(self) -> None:
+        test = self.bench_.test
+        self.choice_ = random_policy(len(test), test.n_agents, self.seed_)
+
+    def decide(self, costs: CostConfig) -> Decision:
+        return Decision(self.choice_)
+
+
+@register
+class OracleRouter(Router):
+    id = "oracle"
+    label = "oracle (knows the answers)"
+    description = "Per query the cheapest agent that is right: an upper bound no router can reach."
+    family = "reference"
+
+    def decide(self, costs: CostConfig) -> Decision:
+        test = self.bench_.test
+        return Decision(oracle_policy(cost_matrix(test.errors, costs), test.gflops))
+
+    def sweep(self):
+        return [(b, self.decide(self.bench_.costs(b)), {}) for b in DENSE_BETAS]
+
+
+@register
+class ZeroRouter(Router):
+    id = "zero"
+    label = "zero router (mixing agents)"
+    description = (
+        "Mixes single agents at random in the best proportions: the line a router must beat to be "
+        "worth anything (at a cost setting: the single agent of least loss)."
+    )
+    family = "reference"
+
+    def decide(self, costs: CostConfig) -> Decision:
+        test = self.bench_.test
+        j = int(query_costs(cost_matrix(test.errors, costs)).mean(axis=0).argmin())
+        return Decision(np.full(len(test), j))
+
+    def points(self, betas=BETA_POINTS, dense: bool = True) -> list[dict]:
+        """Vertices of the single agents' upper hull (any mixture lies on the segments between)."""
+        test = self.bench_.test
+        g = test.gflops.mean(axis=0)
+        em = 100 * test.em.mean(axis=0)
+        pts = []
+        for c, q in zip(*M.upper_hull(g, em)):
+            j = int(np.flatnonzero(np.isclose(g, c) & np.isclose(em, q))[0])
+            pts.append(
+                make_point(self.bench_, Decision(np.full(len(test), j)), None, agent=test.agent_ids[j])
+            )
+        return pts
+
+    def tdl_vectors(self, betas=BETA_POINTS) -> dict[str, np.ndarray]:
+        """TDL is linear in the mixing weights: the zero router's is the best single agent's."""
+        return best_single_tdl(self.bench_, betas)

@@ -1,0 +1,283 @@
+"""Router comparison: every router of the registry on one benchmark, as cost–EM curves, AIQ,
+APGR and TDL per β₁ — the ``results.json`` a report is made of (schema:
+:mod:`~l2d_core.evaluation.results`).
+
+Each router is fitted per seed and evaluated at the BENCHMARK.md β₁ points and its own sweep
+(:meth:`~l2d_core.evaluation.router.Router.points`). Metrics per router (SPEC §7), over the
+GFLOPs range ``[lo, hi]`` of the pool's agents, are computed per seed and reported as mean
+(``x``) and std over seeds (``x_std``):
+
+- ``aiq``: area under the router's non-decreasing upper convex hull of (GFLOPs, EM) points
+  divided by the range, the hull extended flat to the right end and **zero left of the
+  router's cheapest point**, as RouterBench's ``calc_AIQ`` computes it (a lower bound);
+- ``aiq_flat``: the same with the cheapest point also extended flat to the left end (an upper
+  bound: a router that never reaches the cheap end is credited there; compare routers on
+  ``aiq``);
+- ``aiq_beta_points``: ``aiq`` on the β₁ points only (no dense sweep);
+- ``apgr``, ``cpt50``, ``cpt80`` and per point ``share_strong`` and ``pgr``. Two-agent pools
+  are RouteLLM's case. **J + 1 agents:** ``share_strong`` is the share of queries sent to any
+  non-main agent (the ensemble: 1), weak = the main agent's EM, strong = the best single
+  agent's EM (test); the PGR curve is anchored at (0, 0) and, where a router's points stop
+  short of share 1, at (1, 1) (:func:`~l2d_core.evaluation.metrics.pgr_curve`);
+- ``tdl`` per β₁ (and ``tdl_std``);
+- bootstrap over test questions (``n_boot`` resamples, the same for every router: paired),
+  percentile 95% intervals of the seed-averaged router: ``aiq_ci``, ``apgr_ci``, and per β₁
+  the mean paired difference ``tdl_diff`` = TDL(router) − TDL(uniform random allocation, in
+  expectation per question), its interval ``tdl_diff_ci`` and ``tdl_below_random_95``;
+- ``pareto``: indices of the router's non-dominated (GFLOPs, EM) points; the results'
+  ``pareto_front`` lists the non-dominated points over every router but the oracle.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ..method.costs import CostConfig, cost_matrix, query_costs
+from . import metrics as M
+from .benchmark import BETA_POINTS, Benchmark
+from .points import evaluate_choice
+from .registry import make_router, router_ids
+from .results import SCHEMA_VERSION, Point
+from .router import DENSE_BETAS, TARGET_SHARES, Router, beta_key
+
+__all__ = ["BENCHMARK_SEEDS", "N_BOOT", "evaluate_router", "run_router", "run_comparison"]
+
+BENCHMARK_SEEDS: tuple[int, ...] = (0, 1, 2, 3, 4)  # BENCHMARK.md: 5 training seeds
+N_BOOT = 1000  # bootstrap resamples of the test questions
+
+
+def evaluate_router(bench: Benchmark, router: str | Router, costs: CostConfig, seed: int = 0) -> dict:
+    """Every SPEC §7 metric of one router (an id, or a router already fitted on ``bench``) at
+    ``costs`` on the test articles, with the costs and the GFLOPs it pays on every query."""
+    if isinstance(router, str):
+        router = make_router(router).fit(bench, seed)
+    d = router.decide(costs)
+    out = evaluate_choice(d.choice, d.on(bench.test), costs, d.overhead_gflops)
+    out.update(
+        router=router.id, alpha=list(costs.alpha), beta=list(costs.beta), overhead_gflops=d.overhead_gflops
+    )
+    return out
+
+
+def run_router(bench: Benchmark, router_id: str, seed: int = 0, betas=BETA_POINTS) -> list[Point]:
+    """The points of one router (registered id or ``agent:<id>``) for one seed, at ``betas``."""
+    return make_router(router_id).fit(bench, seed).points(betas)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, int | float | np.number) and not isinstance(v, bool)
+
+
+def _mean_points(runs: list[list[Point]]) -> list[Point]:
+    """Average the numeric fields (and ``_q`` vectors) of the same point over seeds;
+    ``em_std``, ``gflops_std``."""
+    if len({len(r) for r in runs}) != 1:
+        raise ValueError("a router returned a different number of points for different seeds")
+    out = []
+    for pts in zip(*runs):
+        p = dict(pts[0])
+        for k, v in pts[0].items():
+            if _is_num(v) and k != "beta1":
+                p[k] = float(np.mean([q[k] for q in pts]))
+            elif k == "_q":
+                p[k] = {a: np.mean([q[k][a] for q in pts], axis=0) for a in v}
+            elif isinstance(v, dict):
+                p[k] = {a: float(np.mean([q[k][a] for q in pts])) for a in v}
+        p["em_std"] = float(np.std([q["em"] for q in pts]))
+        p["gflops_std"] = float(np.std([q["gflops"] for q in pts]))
+        out.append(p)
+    return out
+
+
+def _pgr_refs(bench: Benchmark) -> tuple[int, int]:
+    """Indices of the weak (main) and strong (best test EM) agents of the PGR metrics."""
+    return 0, int(np.argmax(bench.test.em.mean(axis=0)))
+
+
+def _share(p: Point, main: str) -> float:
+    s = p.get("share_strong")
+    return float(s) if s is not None else 1.0 - float(p["allocation"][main])
+
+
+def _curve_summary(bench: Benchmark, points: list[Point], lo: float, hi: float) -> dict:
+    """AIQ (three ways), APGR, CPT(50%), CPT(80%) of one set of points."""
+    cost = np.array([p["gflops"] for p in points], float)
+    em = np.array([p["em"] for p in points], float)
+    core = np.array([not p.get("dense") for p in points])
+    out = {
+        "aiq": M.aiq(cost, em, lo, hi),
+        "aiq_flat": M.aiq(cost, em, lo, hi, left="flat"),
+        "aiq_beta_points": M.aiq(cost[core], em[core], lo, hi) if core.any() else float("nan"),
+    }
+    weak_j, strong_j = _pgr_refs(bench)
+    em_agents = 100 * bench.test.em.mean(axis=0)
+    weak, strong = float(em_agents[weak_j]), float(em_agents[strong_j])
+    if strong > weak:
+        share = np.array([_share(p, bench.test.agent_ids[0]) for p in points])
+        out["apgr"] = M.apgr(share, em, weak, strong)
+        out["cpt50"] = M.cpt(share, em, weak, strong, 0.5)
+        out["cpt80"] = M.cpt(share, em, weak, strong, 0.8)
+    return out
+
+
+def _bootstrap(
+    bench: Benchmark,
+    points: list[Point],
+    tdl_q: dict[str, np.ndarray],
+    ref_q: dict[str, np.ndarray],
+    weights: np.ndarray,
+    lo: float,
+    hi: float,
+    level: float = 0.95,
+) -> dict:
+    """Paired bootstrap of one router's seed-averaged points (``_q`` vectors needed)."""
+    if not points or any("_q" not in p for p in points):
+        return {}
+    cost = M.resample_means(np.stack([p["_q"]["gflops"] for p in points]), weights)  # (P, B)
+    em = 100 * M.resample_means(np.stack([p["_q"]["em"] for p in points]), weights)
+    share = M.resample_means(np.stack([p["_q"]["share"] for p in points]), weights)
+    n_boot = weights.shape[0]
+    aiq = [M.aiq(cost[:, b], em[:, b], lo, hi) for b in range(n_boot)]
+    out: dict = {"aiq_ci": list(M.percentile_interval(np.array(aiq), level))}
+    weak_j, strong_j = _pgr_refs(bench)
+    ref = 100 * M.resample_means(bench.test.em[:, [weak_j, strong_j]].T.astype(float), weights)  # (2, B)
+    if weak_j != strong_j:
+        apgr = [
+            M.apgr(share[:, b], em[:, b], ref[0, b], ref[1, b]) if ref[1, b] > ref[0, b] else np.nan
+            for b in range(n_boot)
+        ]
+        out["apgr_ci"] = list(M.percentile_interval(np.array(apgr), level))
+    diff, ci, below = {}, {}, {}
+    for k, v in tdl_q.items():
+        d = v - ref_q[k]
+        diff[k] = float(d.mean())
+        ci[k] = list(M.percentile_interval(M.resample_means(d, weights), level))
+        below[k] = bool(ci[k][1] < 0)
+    out.update(tdl_diff=diff, tdl_diff_ci=ci, tdl_below_random_95=below)
+    return out
+
+
+def _pareto_all(routers: dict) -> list[dict]:
+    """Non-dominated (GFLOPs, EM) points over every router but the oracle (a bound, not a router)."""
+    rows = [
+        (rid, i, p["gflops"], p["em"])
+        for rid, r in routers.items()
+        if rid != "oracle"
+        for i, p in enumerate(r["points"])
+    ]
+    if not rows:
+        return []
+    front = M.pareto_front(np.array([r[2] for r in rows]), np.array([r[3] for r in rows]))
+    return [
+        {"router": rows[i][0], "point": rows[i][1], "gflops": rows[i][2], "em": rows[i][3]} for i in front
+    ]
+
+
+def run_comparison(
+    bench: Benchmark,
+    seeds: Sequence[int] = BENCHMARK_SEEDS,
+    routers: Sequence[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+    n_boot: int = N_BOOT,
+    boot_seed: int = 0,
+) -> dict:
+    """Every router (default: :func:`router_ids`) on ``bench``: summaries per seed, then mean and
+    std over ``seeds``; points averaged over seeds; paired bootstrap intervals over the test
+    questions (``n_boot`` resamples; 0 skips them).
+
+    ``progress`` gets one line per router (the dashboard shows it in a status box).
+    """
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ValueError("run_comparison needs at least one seed")
+    test = bench.test
+    g = test.gflops.mean(axis=0)
+    lo, hi = float(g.min()), float(g.max())
+    weak_j, strong_j = _pgr_refs(bench)
+    results: dict = {
+        "schema": SCHEMA_VERSION,
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "dataset": bench.dataset.name,
+        "pool": bench.pool.name,
+        "agents": list(test.agent_ids),
+        "agent_gflops": {a: float(v) for a, v in zip(test.agent_ids, g)},
+        "agent_em": {a: float(v) for a, v in zip(test.agent_ids, 100 * test.em.mean(axis=0))},
+        "n_test": len(test),
+        "seeds": list(seeds),
+        "encoder": bench.encoder_name,
+        "features": bench.features,
+        "rejector_gflops": float(bench.rejector_gflops),
+        "beta_points": list(BETA_POINTS),
+        "dense_betas": list(DENSE_BETAS),
+        "target_shares": list(TARGET_SHARES),
+        "gflops_range": [lo, hi],
+        "aiq_note": "area under the non-decreasing upper convex hull of (GFLOPs, EM) over the "
+        "GFLOPs range of the pool's agents / that range; hull flat to the right end; left of the "
+        "router's cheapest point: 0 (aiq, RouterBench) or flat (aiq_flat)",
+        "pgr_weak": test.agent_ids[weak_j],
+        "pgr_strong": test.agent_ids[strong_j],
+        "pgr_note": "share_strong = share of queries sent to a non-main agent; PGR between the main "
+        "agent's EM (pgr_weak) and the best single agent's (pgr_strong); two agents: RouteLLM's APGR",
+        "bootstrap": {
+            "n_boot": int(n_boot),
+            "seed": int(boot_seed),
+            "level": 0.95,
+            "paired": True,
+            "unit": "test questions",
+            "tdl_reference": "uniform random allocation, expected TDL per question",
+        },
+        "tdl_random": {},
+        "routers": {},
+    }
+    cost_by_beta = {b: cost_matrix(test.errors, bench.costs(b)) for b in BETA_POINTS}
+    results["tdl_random"] = {beta_key(b): M.random_tdl(c, None, seeds)[0] for b, c in cost_by_beta.items()}
+    ref_q = {beta_key(b): query_costs(c).mean(axis=1) for b, c in cost_by_beta.items()}  # (N,) each
+    weights = M.bootstrap_weights(len(test), n_boot, boot_seed) if n_boot > 0 else None
+    for rid in routers if routers is not None else router_ids(bench):
+        if progress:
+            progress(f"{rid}: {len(seeds)} seed(s)")
+        fitted = [make_router(rid).fit(bench, s) for s in seeds]
+        runs = [r.points() for r in fitted]
+        per_seed = [_curve_summary(bench, pts, lo, hi) for pts in runs]
+        points = _mean_points(runs)
+        entry: dict = {"points": points}
+        for k in per_seed[0]:
+            vals = np.array([s[k] for s in per_seed], float)
+            entry[k] = float(np.nanmean(vals)) if np.isfinite(vals).any() else float("nan")
+            if k in ("aiq", "apgr"):
+                entry[f"{k}_std"] = float(np.nanstd(vals)) if np.isfinite(vals).any() else float("nan")
+                entry[f"{k}_seeds"] = vals.tolist()
+        main = test.agent_ids[0]
+        em_agents = 100 * test.em.mean(axis=0)
+        for p in points:
+            p["share_strong"] = _share(p, main)
+            if em_agents[strong_j] > em_agents[weak_j]:
+                p["pgr"] = M.pgr(p["em"], float(em_agents[weak_j]), float(em_agents[strong_j]))
+        core = [i for i, p in enumerate(points) if not p.get("dense") and p["beta1"] is not None]
+        core = [i for i in core if points[i]["tdl"] is not None]
+        entry["tdl"] = {beta_key(points[i]["beta1"]): points[i]["tdl"] for i in core}
+        entry["tdl_std"] = {
+            beta_key(points[i]["beta1"]): float(np.std([r[i]["tdl"] for r in runs])) for i in core
+        }
+        tdl_q = {beta_key(points[i]["beta1"]): points[i]["_q"]["tdl"] for i in core if "_q" in points[i]}
+        reference = fitted[0].tdl_vectors()
+        if reference is not None:  # a router whose TDL is not that of its points (the zero router)
+            tdl_q = reference
+            entry["tdl"] = {k: float(v.mean()) for k, v in tdl_q.items()}
+            entry["tdl_std"] = dict.fromkeys(tdl_q, 0.0)
+        if weights is not None:
+            entry.update(_bootstrap(bench, points, tdl_q, ref_q, weights, lo, hi))
+        entry["pareto"] = M.pareto_front(
+            np.array([p["gflops"] for p in points]), np.array([p["em"] for p in points])
+        ).tolist()
+        for p in points:
+            p.pop("_q", None)
+        results["routers"][rid] = entry
+    results["pareto_front"] = _pareto_all(results["routers"])
+    return results
+
+
+# --- files ---------------------------------------------------------------------------------

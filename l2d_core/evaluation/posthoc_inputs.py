@@ -1,0 +1,72 @@
+"""What the post-hoc router reads on a benchmark: the main agent's and the helpers' cached
+answers on one split, aligned by question id, and the features built from them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from ..agents.registry import get_agent
+from ..agents.routing_data import RoutingData, load_routing_data
+from ..data.records import QADataset
+from ..paths import cache_dir
+from ..qa.squad_eval import normalize_all
+from ..routers.features import answer_features, extra_features
+from ..routers.posthoc import FEATURE_SETS
+from .benchmark import Benchmark
+
+__all__ = ["agents_outcomes", "posthoc_answers", "posthoc_features"]
+
+
+@lru_cache(maxsize=8)
+def _outcomes(dataset: QADataset, agent_ids: tuple[str, ...], specs: tuple[str, ...], cache: str):
+    return load_routing_data(dataset, agent_ids)
+
+
+def agents_outcomes(dataset: QADataset, agent_ids: Sequence[str]) -> RoutingData:
+    """:func:`~l2d_core.agents.routing_data.load_routing_data` memoized per process (by the
+    dataset, the agents as registered now, and the cache directory)."""
+    ids = tuple(agent_ids)
+    return _outcomes(dataset, ids, tuple(repr(get_agent(a)) for a in ids), str(cache_dir()))
+
+
+def posthoc_answers(bench: Benchmark, helpers: Sequence[str], split: str = "train"):
+    """The main agent's and the helpers' answers on one split of ``bench``, aligned by qid.
+
+    Returns ``(main (N,), helpers (N, H), records)`` in the split's order; raises when the
+    helpers' cached answers for the main agent disagree with the split's (a misalignment).
+    """
+    data = bench.split(split)
+    records = tuple(bench.dataset[q] for q in data.qids)
+    main = np.asarray(data.answers[:, 0], dtype=object)
+    if not helpers:
+        return main, np.empty((len(data), 0), dtype=object), records
+    hd = agents_outcomes(bench.dataset, (data.agent_ids[0], *helpers))
+    row = {q: i for i, q in enumerate(hd.qids)}
+    idx = np.array([row[q] for q in data.qids], dtype=np.intp)
+    if tuple(hd.qids[i] for i in idx) != tuple(data.qids) or not np.array_equal(
+        normalize_all(hd.answers[idx, 0]), normalize_all(main)
+    ):
+        raise RuntimeError("post-hoc features: helper answers are not aligned with the split by qid")
+    return main, np.asarray(hd.answers[idx, 1:], dtype=object), records
+
+
+def posthoc_features(
+    bench: Benchmark, helpers: Sequence[str], split: str = "train", features: str = "answer+extra"
+) -> np.ndarray:
+    """Features of the post-hoc router on one split (``train``, ``val`` or ``test``), (N, d),
+    in the order of that split (aligned by qid; see :func:`posthoc_answers`)."""
+    if features not in FEATURE_SETS:
+        raise ValueError(f"unknown post-hoc features {features!r}; known: {FEATURE_SETS}")
+    main, helper_answers, records = posthoc_answers(bench, helpers, split)
+    parts = [answer_features(main, helper_answers, records)]
+    if "extra" in features:
+        parts.append(extra_features(main, helper_answers, records))
+    if features.endswith("+emb"):
+        X = {"train": bench.X_train, "val": bench.X_val, "test": bench.X_test}[split]
+        if X is None or X.shape[1] == 0:
+            raise ValueError(f"features {features!r} need the benchmark's embeddings (features_needed=True)")
+        parts.append(X)
+    return np.concatenate(parts, axis=1).astype(np.float32)

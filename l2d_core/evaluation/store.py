@@ -1,0 +1,106 @@
+"""Trained routers on disk, so that a setting fitted before is loaded instead of trained again.
+
+One pure function builds every key (:func:`artifact_key`): the kind of artifact, the
+benchmark's :meth:`~l2d_core.evaluation.benchmark.Benchmark.cache_key` and the estimator's
+constructor arguments. Checkpoints are written into a temporary folder and renamed into place,
+so a killed run never leaves a half-written one behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+
+import diskcache
+import numpy as np
+
+from ..paths import cache_dir
+from .benchmark import Benchmark
+
+__all__ = ["STORE_FORMAT", "estimator_params", "artifact_key", "is_stored", "fitted", "memo_arrays"]
+
+# Part of every key: bump when a fit or a feature changes what an artifact holds.
+STORE_FORMAT = 3
+
+
+def _jsonable(v):
+    if is_dataclass(v):
+        return asdict(v)
+    if isinstance(v, tuple | list):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def estimator_params(est) -> dict:
+    """The constructor arguments of an estimator (scikit-learn's ``get_params``), JSON-ready;
+    ``progress`` (display only) and ``device`` (where, not what) are left out."""
+    return {k: _jsonable(v) for k, v in est.get_params(deep=False).items() if k not in ("progress", "device")}
+
+
+def artifact_key(kind: str, bench: Benchmark, params: dict) -> str:
+    """The one key of a stored artifact (pure).
+
+    >>> class B:
+    ...     def cache_key(self): return "abc"
+    >>> artifact_key("sdl", B(), {"lr": 0.1}) == artifact_key("sdl", B(), {"lr": 0.1})
+    True
+    >>> artifact_key("sdl", B(), {"lr": 0.1}) == artifact_key("sdl", B(), {"lr": 0.2})
+    False
+    """
+    doc = json.dumps([STORE_FORMAT, kind, bench.cache_key(), params], sort_keys=True, default=_jsonable)
+    return hashlib.sha256(doc.encode()).hexdigest()[:24]
+
+
+def _dir(kind: str, bench: Benchmark, params: dict) -> Path:
+    return cache_dir() / "routers" / artifact_key(kind, bench, params)
+
+
+def is_stored(kind: str, bench: Benchmark, est, **extra) -> bool:
+    """Whether :func:`fitted` would load ``est`` from disk rather than train it."""
+    return (_dir(kind, bench, {**estimator_params(est), **extra}) / "config.json").is_file()
+
+
+def fitted(kind: str, bench: Benchmark, est, fit: Callable[[object], object], load=None, **extra):
+    """``est`` fitted by ``fit(est)``, or loaded from disk when the same fit was stored before.
+
+    ``extra`` joins the key (e.g. a digest of features that are not the benchmark's own);
+    ``load(path)`` rebuilds a stored estimator (default ``type(est).load``).
+    """
+    path = _dir(kind, bench, {**estimator_params(est), **extra})
+    if (path / "config.json").is_file():
+        return (load or type(est).load)(path)
+    fit(est)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        est.save(tmp)
+        os.replace(tmp, path)
+    except OSError:  # another process stored the same artifact first: keep theirs
+        shutil.rmtree(tmp, ignore_errors=True)
+    return est
+
+
+def memo_arrays(
+    kind: str, bench: Benchmark, est, compute: Callable[[], dict[str, np.ndarray]]
+) -> dict[str, np.ndarray]:
+    """``compute()`` — arrays from fitting ``est`` — memoized on disk (``.npz`` bytes, no pickle)."""
+    key = artifact_key(kind, bench, estimator_params(est))
+    with diskcache.Cache(str(cache_dir() / "router_scores")) as cache:
+        blob = cache.get(key)
+        if blob is None:
+            arrays = compute()
+            buf = io.BytesIO()
+            np.savez(buf, **arrays)
+            cache[key] = buf.getvalue()
+            return arrays
+    with np.load(io.BytesIO(blob), allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}

@@ -1,0 +1,137 @@
+"""EM and F1 exactly as the official SQuAD v1.1 and v2.0 evaluation scripts define them.
+
+>>> normalize_answer("The  Denver-Broncos!")
+'denverbroncos'
+>>> exact_match("the Broncos", ["Denver Broncos", "Broncos"])
+1.0
+>>> round(f1("Denver Broncos team", ["Denver Broncos"]), 4)
+0.8
+>>> exact_match("", [], v2=True), f1("", [], v2=True)
+(1.0, 1.0)
+>>> exact_match("Paris", [], v2=True)
+0.0
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = [
+    "normalize_answer",
+    "normalized_words",
+    "normalize_all",
+    "token_f1",
+    "exact_match",
+    "f1",
+    "score_answers",
+]
+
+_PUNCT = frozenset(string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+
+
+def normalize_answer(s: str) -> str:
+    """Lower text and remove punctuation, articles and extra whitespace (official)."""
+    s = s.lower()
+    s = "".join(ch for ch in s if ch not in _PUNCT)
+    s = _ARTICLES.sub(" ", s)
+    return " ".join(s.split())
+
+
+def normalized_words(s: str) -> list[str]:
+    """The normalized word sequence of ``s``.
+
+    >>> normalized_words("The cat sat, on a mat.")
+    ['cat', 'sat', 'on', 'mat']
+    """
+    return normalize_answer(s).split()
+
+
+def normalize_all(answers, missing=None):
+    """:func:`normalize_answer` of every answer text in an array; anything that is not text
+    (no prediction) becomes ``missing``. Same shape, dtype object.
+
+    >>> normalize_all(np.array([["The Cat", None]], dtype=object), missing="-").tolist()
+    [['cat', '-']]
+    """
+    arr = np.asarray(answers, dtype=object)
+    out = np.empty(arr.shape, dtype=object)
+    for idx, a in np.ndenumerate(arr):
+        out[idx] = normalize_answer(a) if isinstance(a, str) else missing
+    return out
+
+
+def token_f1(pred_tokens: Sequence[str], gold_tokens: Sequence[str]) -> float:
+    """Token-overlap F1 of two token sequences; two empty ones agree (1.0), one empty: 0.0.
+
+    >>> token_f1(["big", "cat"], ["cat"]), token_f1([], []), token_f1([], ["x"])
+    (0.6666666666666666, 1.0, 0.0)
+    """
+    if not pred_tokens or not gold_tokens:
+        return float(not pred_tokens and not gold_tokens)
+    num_same = sum((Counter(pred_tokens) & Counter(gold_tokens)).values())
+    if num_same == 0:
+        return 0.0
+    precision = num_same / len(pred_tokens)
+    recall = num_same / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def _f1_pair(prediction: str, gold: str, v2: bool) -> float:
+    pred_toks = normalized_words(prediction) if (prediction or not v2) else []
+    gold_toks = normalized_words(gold) if (gold or not v2) else []
+    if not v2 and (not pred_toks or not gold_toks):
+        return 0.0  # official v1.1: no token in common
+    return token_f1(pred_toks, gold_toks)
+
+
+def _v2_golds(golds: Sequence[str]) -> list[str]:
+    # official v2.0: keep answers whose normalization is non-empty; none left -> [""]
+    kept = [g for g in golds if normalize_answer(g)]
+    return kept or [""]
+
+
+def exact_match(prediction: str, golds: Sequence[str], v2: bool = False) -> float:
+    """1.0 when the prediction equals any gold answer after normalization."""
+    if v2:
+        golds = _v2_golds(golds)
+    if not golds:
+        raise ValueError("exact_match needs at least one gold answer for SQuAD v1.1")
+    p = normalize_answer(prediction)
+    return float(max(p == normalize_answer(g) for g in golds))
+
+
+def f1(prediction: str, golds: Sequence[str], v2: bool = False) -> float:
+    """Token-level F1, max over gold answers."""
+    if v2:
+        golds = _v2_golds(golds)
+    if not golds:
+        raise ValueError("f1 needs at least one gold answer for SQuAD v1.1")
+    return max(_f1_pair(prediction, g, v2) for g in golds)
+
+
+def score_answers(
+    predictions: dict[str, str], golds: dict[str, Sequence[str]], v2: bool = False
+) -> dict[str, float]:
+    """Dataset EM and F1 in percent; ids without a prediction count as wrong.
+
+    >>> score_answers({"q1": "Paris"}, {"q1": ["Paris"], "q2": ["Rome"]})
+    {'exact_match': 50.0, 'f1': 50.0, 'missing': 1}
+    """
+    if not golds:
+        raise ValueError("cannot score an empty set of questions")
+    em_sum = f1_sum = 0.0
+    missing = 0
+    for qid, gold in golds.items():
+        if qid not in predictions:
+            missing += 1
+            continue
+        em_sum += exact_match(predictions[qid], gold, v2)
+        f1_sum += f1(predictions[qid], gold, v2)
+    n = len(golds)
+    return {"exact_match": 100.0 * em_sum / n, "f1": 100.0 * f1_sum / n, "missing": missing}

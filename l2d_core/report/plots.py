@@ -1,0 +1,368 @@
+"""Plotly figures of the router benchmark and of the dashboard, drawn with ``plotly.express`` on
+the long frames of :mod:`.frames` (``graph_objects`` only for overlays: hulls, reference lines).
+
+From a results dict (the report; the paper's Fig. 2 and 3): :func:`cost_em_figure`,
+:func:`tdl_figure`, :func:`em_beta_figure`, :func:`allocation_figure`, :func:`pgr_figure` and
+:func:`figures`, all of them by file stem. From frames the dashboard computes:
+:func:`plane_figure`, :func:`allocation_bars`, :func:`sweep_figures` (:func:`mark_beta1`).
+Legends show human names (:func:`~.frames.router_label`), never column names.
+
+>>> import pandas as pd
+>>> fig = allocation_bars(pd.DataFrame({"router": ["SDL", "SDL"], "agent": ["a", "b"], "share": [0.7, 0.3]}))
+>>> [t.name for t in fig.data], fig.layout.yaxis.tickformat
+(['SDL'], '.0%')
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+
+from ..evaluation import metrics as M
+from .frames import (
+    TDL_CURVES,
+    agent_colors,
+    allocation_frame,
+    interval,
+    pgr_frame,
+    pgr_refs,
+    points_frame,
+    router_colors,
+    router_label,
+    tdl_frame,
+)
+
+# fmt: off
+__all__ = [
+    "cost_em_figure", "tdl_figure", "em_beta_figure", "allocation_figure", "pgr_figure", "figures",
+    "plane_figure", "allocation_bars", "sweep_figures", "mark_beta1", "figures_html",
+]
+# fmt: on
+
+_WIDTH, _HEIGHT = 1000, 600
+# Axis, hover and legend titles of the frames' columns (the others are words already).
+_LABELS = dict(label="router", beta="β₁", beta1="β₁", gflops="GFLOPs/query", em="EM %", em_std="EM std")
+_LABELS.update(gflops_per_em="GFLOPs/EM", share="share of queries", pgr="PGR", loss="TDL", curve="TDL of")
+_LABELS.update(panel="panel", err="± std over seeds", value="value")
+
+
+def _layout(fig: go.Figure, title: str) -> go.Figure:
+    legend = dict(font=dict(size=10))
+    return fig.update_layout(
+        title=title, template="plotly_white", width=_WIDTH, height=_HEIGHT, legend=legend
+    )
+
+
+def _subtitle(results: dict) -> str:
+    return (
+        f"{results.get('dataset', '?')} {results.get('pool', '?')}, "
+        f"{results.get('n_test', '?')} test questions, seeds {results.get('seeds', '?')}"
+    )
+
+
+def _label_colors(results: dict) -> dict[str, str]:
+    return {router_label(rid): c for rid, c in router_colors(results).items()}
+
+
+# --- the report's figures (from a results dict) -------------------------------------------------
+
+
+def cost_em_figure(results: dict, log_x: bool = True) -> go.Figure:
+    """The cost–EM plane: every router's points and non-decreasing upper hull (what AIQ
+    integrates), the agents, the oracle and the zero router's hull, on a log GFLOPs axis."""
+    pts = points_frame(results).dropna(subset=["gflops", "em"])
+    colors, routed = _label_colors(results), pts[pts["kind"] != "agent"]
+    hover = dict(
+        hover_name="label", hover_data={"label": False, "gflops": ":.2f", "em": ":.2f", "beta": True}
+    )
+    kw = dict(x="gflops", y="em", color="label", color_discrete_map=colors, labels=_LABELS, **hover)
+    sweep, dense = px.scatter(routed[~routed["dense"]], **kw), px.scatter(routed[routed["dense"]], **kw)
+    sweep.update_traces(marker=dict(size=8, opacity=0.85))
+    dense.update_traces(marker=dict(size=4, opacity=0.45), showlegend=False)
+    hulls = []
+    for (rid, label), g in routed.groupby(["router", "label"], sort=False):
+        hx, hy = M.upper_hull(g["gflops"].to_numpy(float), g["em"].to_numpy(float))
+        if len(hx) > 1:
+            line = dict(color=colors[label], width=2, dash="dash" if rid == "zero" else "solid")
+            hulls.append(go.Scatter(x=hx, y=hy, mode="lines", line=line, name=label, legendgroup=label))
+            sweep.update_traces(showlegend=False, selector=dict(name=label))
+    fig = go.Figure(data=[*hulls, *sweep.data, *dense.data])
+    agents = pts[pts["kind"] == "agent"].drop_duplicates("router")
+    if len(agents):
+        left = agents["gflops"].min()
+        fig.add_traces(
+            px.scatter(agents, x="gflops", y="em", text="label", hover_name="label", labels=_LABELS)
+            .update_traces(
+                marker=dict(symbol="diamond", size=14, color="#222222"),
+                textposition=["bottom right" if x <= left else "bottom left" for x in agents["gflops"]],
+                name="agents",
+                showlegend=True,
+            )
+            .data
+        )
+    lo_hi = interval(results.get("gflops_range"))
+    if lo_hi:
+        fig.add_vrect(x0=lo_hi[0], x1=lo_hi[1], fillcolor="grey", opacity=0.05, line_width=0)
+    fig.update_xaxes(title="mean GFLOPs / query (rejector included)", type="log" if log_x else "linear")
+    fig.update_yaxes(title="EM %")
+    return _layout(fig, f"Cost–EM plane, every router and its upper hull — {_subtitle(results)}")
+
+
+def tdl_figure(results: dict) -> go.Figure:
+    """TDL over β₁ per router (the zero router: the best single agent's) against uniform random
+    allocation (black, dashed) and, for the L2D routers, random allocation with the router's own
+    shares (dotted, the router's colour) — the paper's Fig. 2."""
+    t, colors = tdl_frame(results), _label_colors(results)
+    betas = [f"{b:g}" for b in results.get("beta_points") or []]
+    own = t[(t["curve"] == TDL_CURVES["router"]) & (t["kind"] != "agent") & (t["router"] != "random")]
+    fig = px.line(
+        own, x="beta", y="tdl", color="label", markers=True, color_discrete_map=colors, labels=_LABELS
+    )
+    ours = set(own.loc[own["kind"] == "ours", "label"])
+    fig.for_each_trace(lambda tr: tr.update(line_width=3 if tr.name in ours else 1.5))
+    uniform = t[t["curve"] == TDL_CURVES["uniform"]]
+    if len(uniform):
+        line = dict(color="black", width=3, dash="dash")
+        ref = go.Scatter(x=uniform["beta"], y=uniform["tdl"], mode="lines+markers", line=line)
+        fig = go.Figure(data=[ref.update(name=TDL_CURVES["uniform"]), *fig.data], layout=fig.layout)
+    matched = t[(t["curve"] == TDL_CURVES["matched"]) & (t["kind"] == "ours")]
+    for label, g in matched.groupby("label", sort=False):
+        fig.add_scatter(
+            x=g["beta"],
+            y=g["tdl"],
+            mode="lines",
+            line=dict(color=colors[label], dash="dot", width=1.5),
+            name=f"{label}: {TDL_CURVES['matched']}",
+            legendgroup=label,
+        )
+    fig.update_xaxes(title="β₁ (β_j by the GFLOPs rule)", type="category", categoryarray=betas)
+    fig.update_yaxes(title="mean TDL (lower is better)")
+    fig = _layout(fig, f"TDL vs random allocation over β₁ (paper Fig. 2) — {_subtitle(results)}")
+    return fig.update_layout(height=700)
+
+
+def em_beta_figure(results: dict) -> go.Figure:
+    """EM and GFLOPs/EM over β₁ (the paper's Fig. 3), the agents alone as flat dotted lines."""
+    pts = points_frame(results)
+    pts = pts[pts["sweep"] & pts["em"].notna()].sort_values("beta1", kind="stable")
+    titles = ("EM % vs β₁", "GFLOPs/EM vs β₁ (log)")
+    long = pd.concat(
+        [
+            pts.assign(panel=titles[0], value=pts["em"], err=pts["em_std"].fillna(0.0)),
+            pts.assign(panel=titles[1], value=pts["gflops_per_em"], err=0.0),
+        ]
+    )
+    order = {"panel": list(titles), "beta": sorted(set(pts["beta"]), key=float)}
+    kw = dict(color="label", color_discrete_map=_label_colors(results), category_orders=order, labels=_LABELS)
+    facets = dict(facet_col="panel", facet_col_spacing=0.1)
+    fig = px.line(long, x="beta", y="value", error_y="err", markers=True, **facets, **kw)
+    agents = set(pts.loc[pts["kind"] == "agent", "label"])
+    for tr in fig.data:
+        err = tr.error_y.array
+        tr.error_y.visible = err is not None and any(e for e in err)
+        if tr.name in agents:
+            tr.update(mode="lines", line=dict(dash="dot", width=1))
+        else:
+            tr.update(line_width=2)
+    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
+    fig.update_xaxes(title="β₁", type="category")
+    fig.update_yaxes(matches=None, showticklabels=True)
+    fig.update_yaxes(title="EM %", col=1)
+    fig.update_yaxes(title="GFLOPs / EM", type="log", col=2)
+    return _layout(fig, f"Accuracy and compute over β₁ (paper Fig. 3) — {_subtitle(results)}")
+
+
+def allocation_figure(results: dict) -> go.Figure:
+    """Allocation over β₁, stacked per agent, one panel per learned router (and the oracle)."""
+    alloc = allocation_frame(results)
+    title = f"Allocation over β₁ (x: β₁, one panel per router) — {_subtitle(results)}"
+    if alloc.empty:
+        fig = go.Figure().add_annotation(text="no learned router", showarrow=False, x=0.5, y=0.5)
+        return _layout(fig.update_xaxes(visible=False).update_yaxes(visible=False), title)
+    panels = list(dict.fromkeys(alloc["label"]))
+    cols = min(4, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    order = {"label": panels, "agent": list(results.get("agents") or [])}
+    kw = dict(color="agent", color_discrete_map=agent_colors(results), category_orders=order, labels=_LABELS)
+    facets = dict(facet_col="label", facet_col_wrap=cols, facet_row_spacing=0.3 / rows)
+    fig = px.bar(alloc, x="beta", y="share", **facets, **kw)
+    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(type="category", tickangle=0, tickfont=dict(size=9), showticklabels=True)
+    fig.update_yaxes(tickformat=".0%", range=[0, 1.0001])
+    return _layout(fig, title).update_layout(height=max(_HEIGHT, 300 * rows))
+
+
+def pgr_figure(results: dict) -> go.Figure | None:
+    """PGR against the share of calls to a non-main agent, per router (the curve APGR averages,
+    points as markers), with random mixing (the diagonal); None without two distinct agent EMs."""
+    refs = pgr_refs(results)
+    if refs is None:
+        return None
+    weak, strong = refs[:2]
+    g, colors = pgr_frame(results), _label_colors(results)
+    kw = dict(x="share", y="pgr", color="label", color_discrete_map=colors, labels=_LABELS)
+    curves = px.line(g[g["curve"]], **kw)
+    points = px.scatter(g[~g["curve"]], **kw).update_traces(marker_size=5, showlegend=False)
+    diag = go.Scatter(
+        x=[0, 1],
+        y=[0, 1],
+        mode="lines",
+        line=dict(color="black", dash="dash"),
+        name=f"random mixing {weak} / {strong}",
+    )
+    fig = go.Figure(data=[diag, *curves.data, *points.data])
+    fig.update_xaxes(title=f"share of queries not sent to {weak}", range=[0, 1], tickformat=".0%")
+    fig.update_yaxes(title=f"PGR (EM between {weak} and {strong})")
+    return _layout(fig, f"Performance gap recovered vs share of expert calls — {_subtitle(results)}")
+
+
+def figures(results: dict) -> dict[str, go.Figure]:
+    """Every figure of the report by file stem (PGR only when it is defined)."""
+    out = {
+        "cost_em": cost_em_figure(results),
+        "tdl_vs_beta": tdl_figure(results),
+        "em_gflops_per_em_vs_beta": em_beta_figure(results),
+        "allocation_vs_beta": allocation_figure(results),
+    }
+    pgr = pgr_figure(results)
+    if pgr is not None:
+        out["pgr_vs_share"] = pgr
+    return out
+
+
+# --- the dashboard's figures (from frames) -------------------------------------------------------
+
+_PLANE_MARKERS = {"agent": ("circle", 10), "baseline": ("diamond", 11), "router": ("star", 18)}
+
+
+def plane_figure(points: pd.DataFrame, log_x: bool = False) -> go.Figure:
+    """The cost–EM plane of a frame with columns name, kind (agent, hull, baseline, policy),
+    gflops, em: agents as circles, the hull (the zero router) as a dotted line, baselines as
+    diamonds, the current operating points as stars. Names show on hover; text labels only on
+    agents and stars, alternately above and below (by GFLOPs) so that neighbours do not overlap.
+
+    >>> pts = pd.DataFrame({"name": ["a", "b", "zero router", "zero router", "oracle", "SDL"],
+    ...     "kind": ["agent", "agent", "hull", "hull", "baseline", "router"],
+    ...     "gflops": [1.0, 10.0, 1.0, 10.0, 3.0, 4.0], "em": [60.0, 80.0, 60.0, 80.0, 85.0, 75.0]})
+    >>> [(t.name, t.marker.symbol, t.textposition) for t in plane_figure(pts).data]
+    [('zero router', None, None), ('a', 'circle', 'top center'), ('b', 'circle', 'top center'), \
+('oracle', 'diamond', None), ('SDL', 'star', 'bottom center')]
+    """
+    hull = points[points["kind"] == "hull"].sort_values("gflops")
+    marks = points[points["kind"].isin(list(_PLANE_MARKERS))].reset_index(drop=True)
+    texted = marks[marks["kind"] != "baseline"].sort_values("gflops", kind="stable").index
+    marks["text"], marks["textposition"] = "", "top center"
+    marks.loc[texted, "text"] = marks.loc[texted, "name"]
+    marks.loc[texted, "textposition"] = [("top center", "bottom center")[i % 2] for i in range(len(texted))]
+    fig = go.Figure()
+    if len(hull):
+        name = hull["name"].iloc[0]
+        fig.add_scatter(
+            x=hull["gflops"], y=hull["em"], mode="lines", name=name, line=dict(dash="dot", color="gray")
+        )
+    if len(marks):
+        fig_m = px.scatter(
+            marks,
+            x="gflops",
+            y="em",
+            color="name",
+            symbol="kind",
+            text="text",
+            hover_name="name",
+            hover_data={"name": False, "text": False, "kind": True, "gflops": ":.2f", "em": ":.2f"},
+            labels=_LABELS,
+        )
+        for tr in fig_m.data:
+            name, kind = tr.name.rsplit(", ", 1)
+            sel = marks[(marks["name"] == name) & (marks["kind"] == kind)]
+            symbol, size = _PLANE_MARKERS[kind]
+            tr.update(name=name, marker=dict(symbol=symbol, size=size), cliponaxis=False)
+            if kind == "baseline":
+                tr.update(mode="markers", text=None)
+            else:
+                tr.update(
+                    textposition=list(sel["textposition"]) if len(sel) > 1 else sel["textposition"].iloc[0]
+                )
+        fig.add_traces(fig_m.data)
+    return fig.update_layout(
+        title="Cost–EM plane",
+        xaxis_title="GFLOPs/query" + (" (log)" if log_x else ""),
+        yaxis_title="EM %",
+        xaxis_type="log" if log_x else "linear",
+        legend_title_text="",
+    )
+
+
+def allocation_bars(frame: pd.DataFrame) -> go.Figure:
+    """Grouped bars of allocation ratios from a long frame with columns router, agent, share (y
+    in %), one colour per router."""
+    kw = dict(barmode="group", text_auto=".1%", title="Allocation ratios", labels=_LABELS)
+    return px.bar(frame, x="agent", y="share", color="router", **kw).update_yaxes(tickformat=".0%")
+
+
+_SWEEP_CURVES = {"tdl": TDL_CURVES["router"], "tdl_random": TDL_CURVES["uniform"]}
+_SWEEP_CURVES["tdl_random_matched"] = TDL_CURVES["matched"]
+
+
+def sweep_figures(frame: pd.DataFrame, beta1: float | None = None) -> dict[str, go.Figure]:
+    """EM, GFLOPs/EM, allocation and TDL-vs-random charts over β₁ from sweep frames of one or
+    more routers (columns beta1, router, em, gflops_per_em, tdl, tdl_random,
+    tdl_random_matched and ``share <agent>``), by title; a dashed line marks ``beta1`` when
+    given (:func:`mark_beta1`: to move it, build once and mark copies).
+
+    >>> f = pd.DataFrame({"beta1": [0.0, 0.5], "router": "SDL", "em": [80.0, 70.0],
+    ...     "gflops_per_em": [1.0, 0.5], "tdl": [0.3, 0.4], "tdl_random": [0.5, 0.6],
+    ...     "tdl_random_matched": [0.4, 0.5], "share a": [0.2, 0.9], "share b": [0.8, 0.1]})
+    >>> figs = sweep_figures(f, beta1=0.25)
+    >>> list(figs), [t.name for t in figs["TDL vs random over β₁"].data]
+    (['EM vs β₁', 'GFLOPs/EM vs β₁', 'Allocation vs β₁', 'TDL vs random over β₁'], \
+['this router, SDL', 'random (uniform), SDL', 'random (same shares), SDL'])
+    """
+    share_cols = [c for c in frame.columns if c.startswith("share ")]
+    shares = frame.melt(["beta1", "router"], share_cols, "agent", "share")
+    shares["agent"] = shares["agent"].str.removeprefix("share ")
+    tdl_cols = [c for c in _SWEEP_CURVES if c in frame.columns]
+    losses = frame.melt(["beta1", "router"], tdl_cols, "curve", "loss")
+    losses["curve"] = losses["curve"].map(_SWEEP_CURVES)
+    line = dict(x="beta1", markers=True, labels=_LABELS)
+    figs = {
+        "EM vs β₁": px.line(frame, y="em", color="router", **line),
+        "GFLOPs/EM vs β₁": px.line(frame, y="gflops_per_em", color="router", **line),
+        "Allocation vs β₁": px.line(shares, y="share", color="agent", line_dash="router", **line),
+        "TDL vs random over β₁": px.line(losses, y="loss", color="curve", line_dash="router", **line),
+    }
+    for name, fig in figs.items():
+        fig.update_layout(title=name, xaxis_title="β₁")
+    figs["Allocation vs β₁"].update_yaxes(tickformat=".0%")
+    return figs if beta1 is None else mark_beta1(figs, beta1)
+
+
+def mark_beta1(figs: dict[str, go.Figure], beta1: float) -> dict[str, go.Figure]:
+    """Copies of ``figs`` with a dashed grey vertical line at ``beta1`` (the figures given are
+    left as they are, so a cached set can be marked again)."""
+    out = {name: go.Figure(fig) for name, fig in figs.items()}
+    for fig in out.values():
+        fig.add_vline(x=beta1, line_dash="dash", line_color="gray")
+    return out
+
+
+def figures_html(figs: dict, title: str) -> str:
+    """One standalone HTML page with every figure (plotly.js embedded once: works offline).
+
+    >>> page = figures_html({"a": go.Figure()}, "T & U")
+    >>> page.startswith("<!DOCTYPE html>") and "<h1>T &amp; U</h1>" in page and page.count("<h2>") == 1
+    True
+    """
+    parts = [
+        f"<h2>{html.escape(name)}</h2>" + fig.to_html(full_html=False, include_plotlyjs=(k == 0))
+        for k, (name, fig) in enumerate(figs.items())
+    ]
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head>"
+        f"<body><h1>{html.escape(title)}</h1>{''.join(parts)}</body></html>"
+    )

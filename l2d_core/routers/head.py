@@ -1,0 +1,185 @@
+"""One home for the small networks the routers train on fixed features.
+
+- :class:`MLPHead`: ``(B, d) → (B, *out_shape)``, one hidden layer (the rejector's head, SPEC §6);
+- :class:`Scaler`: per-feature standardisation fitted on the training rows;
+- :class:`HeadEstimator`: the scikit-learn-style base of every head-based router — it scales
+  the features, builds the head, trains it with Algorithm 1's loop (:func:`train_loop`) on a
+  loss the subclass defines, and saves / loads a checkpoint (safetensors + ``config.json``,
+  never pickle).
+
+>>> head = MLPHead(8, (2, 3), hidden=4, dropout=0.0)
+>>> tuple(head(torch.zeros(5, 8)).shape)
+(5, 2, 3)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from sklearn.base import BaseEstimator
+from torch import nn
+
+from ..method.training import FAST_CONFIG, TrainConfig, train_loop
+from ..runtime import set_seed
+
+__all__ = ["MLPHead", "Scaler", "HeadEstimator", "save_head", "load_head_state", "sigmoid32"]
+
+
+class MLPHead(nn.Module):
+    """(B, d) → (B, *out_shape): dropout, a hidden GELU layer, dropout, one linear output."""
+
+    def __init__(self, in_dim: int, out_shape: tuple[int, ...], hidden: int = 256, dropout: float = 0.1):
+        super().__init__()
+        self.out_shape = tuple(int(s) for s in out_shape)
+        self.net = nn.Sequential(
+            nn.Dropout(dropout),
+            nn.Linear(in_dim, hidden),
+            nn.GELU(),
+            nn.Dropout(dropout),
+            nn.Linear(hidden, math.prod(self.out_shape)),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x).view(-1, *self.out_shape)
+
+
+class Scaler:
+    """Standardise features with the training rows' mean and standard deviation.
+
+    >>> s = Scaler.fit(np.array([[0.0, 1.0], [2.0, 1.0]]))
+    >>> s.transform(np.array([[1.0, 1.0]])).tolist()
+    [[0.0, 0.0]]
+    """
+
+    def __init__(self, mean: np.ndarray, scale: np.ndarray):
+        self.mean = np.asarray(mean, np.float32)
+        self.scale = np.asarray(scale, np.float32)
+
+    @classmethod
+    def fit(cls, X: np.ndarray) -> Scaler:
+        X = np.asarray(X, np.float32)
+        return cls(X.mean(0), X.std(0) + 1e-6)
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        return ((np.asarray(X, np.float32) - self.mean) / self.scale).astype(np.float32)
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return {"mean": torch.from_numpy(self.mean), "scale": torch.from_numpy(self.scale)}
+
+    @classmethod
+    def from_state(cls, state: dict[str, torch.Tensor]) -> Scaler:
+        return cls(state["mean"].numpy(), state["scale"].numpy())
+
+
+def save_head(directory: str | Path, head: nn.Module, config: dict, scaler: Scaler | None = None) -> Path:
+    """Write ``model.safetensors`` (and ``scaler.safetensors``), then ``config.json`` (never pickle)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()}
+    save_file(state, str(directory / "model.safetensors"))
+    if scaler is not None:
+        save_file(scaler.state(), str(directory / "scaler.safetensors"))
+    (directory / "config.json").write_text(json.dumps(config, indent=1))
+    return directory
+
+
+def load_head_state(directory: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
+    """The head's weights and its ``config.json``."""
+    directory = Path(directory)
+    return load_file(str(directory / "model.safetensors")), json.loads(
+        (directory / "config.json").read_text()
+    )
+
+
+def sigmoid32(logits: np.ndarray) -> np.ndarray:
+    """Probabilities of float32 logits, computed in float32 (as the heads run), as float64."""
+    return torch.sigmoid(torch.from_numpy(np.asarray(logits, np.float32))).numpy().astype(np.float64)
+
+
+class HeadEstimator(BaseEstimator):
+    """Base of the routers that train an :class:`MLPHead` on standardized features.
+
+    scikit-learn's contract: ``__init__`` stores its arguments; ``fit`` returns ``self``;
+    learned state (``head_``, ``scaler_``, ``history_``) ends in ``_``. Subclasses give
+    :meth:`_loss` and call :meth:`_fit_head` with targets of shape (N, *out_shape).
+    """
+
+    def __init__(self, config: TrainConfig = FAST_CONFIG, progress: bool = False):
+        self.config = config
+        self.progress = progress
+
+    def _loss(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _x(self, X: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(self.scaler_.transform(X))
+
+    def _fit_head(self, X: np.ndarray, Y: np.ndarray, X_val=None, Y_val=None) -> None:
+        if len(X) != len(Y):
+            raise ValueError(f"{len(X)} feature rows for {len(Y)} queries")
+        if len(X) == 0:
+            raise ValueError("cannot fit a router on an empty training split")
+        self.scaler_ = Scaler.fit(X)
+        x, y = self._x(X), torch.from_numpy(np.asarray(Y, np.float32))
+        cfg = self.config
+        set_seed(cfg.seed)
+        self.head_ = MLPHead(x.shape[1], tuple(y.shape[1:]), cfg.hidden, cfg.dropout)
+        val = None
+        if X_val is not None and Y_val is not None and len(Y_val):
+            xv, yv = self._x(X_val), torch.from_numpy(np.asarray(Y_val, np.float32))
+            val = lambda: self._loss(self.head_(xv), yv)
+        self.history_ = train_loop(
+            self.head_,
+            len(x),
+            lambda idx: self._loss(self.head_(x[idx]), y[idx]),
+            cfg,
+            val_loss=val,
+            progress=self.progress,
+        )
+
+    def raw_scores(self, X: np.ndarray) -> np.ndarray:
+        """The head's outputs (logits or scores), (N, *out_shape), float32."""
+        if getattr(self, "head_", None) is None:
+            raise RuntimeError(f"{type(self).__name__}: call fit() first")
+        with torch.no_grad():
+            return self.head_.eval()(self._x(X)).numpy()
+
+    def checkpoint_config(self) -> dict:
+        """What a checkpoint records besides the weights (subclasses add their own fields)."""
+        return {
+            "estimator": type(self).__name__,
+            "in_dim": int(self.scaler_.mean.shape[0]),
+            "out_shape": list(self.head_.out_shape),
+            "train": self.config.to_dict(),
+        }
+
+    def save(self, directory: str | Path, extra: dict | None = None) -> Path:
+        return save_head(directory, self.head_, {**self.checkpoint_config(), **(extra or {})}, self.scaler_)
+
+    @classmethod
+    def load(cls, directory: str | Path, **params):
+        """Rebuild a saved estimator; ``params`` override the constructor arguments."""
+        state, config = load_head_state(directory)
+        if config.get("estimator") != cls.__name__:
+            raise ValueError(f"{directory} holds a {config.get('estimator')}, not a {cls.__name__}")
+        est = cls(**{"config": TrainConfig(**config["train"]), **cls._params_from(config), **params})
+        train = est.config
+        est.head_ = MLPHead(config["in_dim"], tuple(config["out_shape"]), train.hidden, train.dropout)
+        est.head_.load_state_dict(state)
+        est.head_.eval()
+        est.scaler_ = Scaler.from_state(load_file(str(Path(directory) / "scaler.safetensors")))
+        est._restore(config)
+        return est
+
+    @classmethod
+    def _params_from(cls, config: dict) -> dict:
+        """Constructor arguments recorded in a checkpoint (subclasses with more override)."""
+        return {}
+
+    def _restore(self, config: dict) -> None:
+        """Learned state recorded in a checkpoint besides the weights."""

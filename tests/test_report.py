@@ -1,0 +1,377 @@
+"""l2d_core.report: frames, plots (the report's and the dashboard's), tables, targets and the
+markdown, on a small synthetic results dict (no data needed)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+import l2d_core.report as R
+from l2d_core.evaluation.registry import router_label
+from l2d_core.report import evaluate_targets, figures, report_markdown, summary_frame
+from l2d_core.report import targets as T
+
+BETAS = [0.0, 0.5]
+SDL, KNN = router_label("l2d-sdl"), router_label("knn")
+REPORT_DIR = Path(R.__file__).parent
+
+
+def _router(aiq, em, gflops, share, **extra) -> dict:
+    """A router with one point per β₁ (EM / GFLOPs / share per β₁) and the summary fields."""
+    pts = [
+        {
+            "beta1": b,
+            "gflops": g,
+            "em": e,
+            "em_std": 0.5,
+            "share_strong": s,
+            "tdl": 0.3 + b / 10,
+            "tdl_random_matched": 0.4 + b / 10,
+            "allocation": {"small": 1 - s, "big": s},
+        }
+        for b, e, g, s in zip(BETAS, em, gflops, share)
+    ]
+    return {
+        "points": pts,
+        "aiq": aiq,
+        "aiq_std": 0.2,
+        "aiq_ci": [aiq - 1, aiq + 1] if aiq is not None else None,
+        "apgr": 0.6,
+        "apgr_ci": [0.5, 0.7],
+        "cpt50": 0.4,
+        "cpt80": 0.7,
+        "tdl": {f"{b:g}": p["tdl"] for b, p in zip(BETAS, pts)},
+        "tdl_diff_ci": {"0": [-0.1, -0.01], "0.5": [-0.1, 0.02]},
+        "tdl_below_random_95": {"0": True, "0.5": False},
+        **extra,
+    }
+
+
+def _agent(gflops: float, em: float, aiq: float) -> dict:
+    pts = [{"beta1": b, "gflops": gflops, "em": em} for b in BETAS]
+    return {"points": pts, "aiq": aiq, "tdl": {"0": 0.6, "0.5": 0.7}}
+
+
+@pytest.fixture()
+def res() -> dict:
+    sdl = _router(80.0, [85.0, 75.0], [60.0, 20.0], [0.6, 0.1])
+    sdl["points"].append({"beta1": 0.25, "dense": True, "gflops": 40.0, "em": 80.0, "share_strong": 0.3})
+    return {
+        "dataset": "squad11",
+        "pool": "P2",
+        "agents": ["small", "big"],
+        "agent_em": {"small": 70.0, "big": 88.0},
+        "agent_gflops": {"small": 10.0, "big": 100.0},
+        "n_test": 100,
+        "seeds": [0],
+        "beta_points": BETAS,
+        "gflops_range": [10.0, 100.0],
+        "tdl_random": {"0": 0.5, "0.5": 0.55},
+        "routers": {
+            "l2d-sdl": sdl,
+            "knn": _router(80.0, [82.0, 74.0], [55.0, 25.0], [0.5, 0.15], tdl_below_random_95=True),
+            "zero": _router(75.0, [79.0, 72.0], [55.0, 22.0], [0.5, 0.1]),
+            "oracle": _router(None, [95.0, 90.0], [30.0, 15.0], [0.3, 0.1]),
+            "agent:small": _agent(10.0, 70.0, 35.0),
+            "agent:big": _agent(100.0, 88.0, 44.0),
+        },
+    }
+
+
+def _legend_texts(fig: go.Figure) -> list[str]:
+    names = [t.name for t in fig.data if t.name and t.showlegend is not False]
+    title = fig.layout.legend.title.text
+    return names + ([title] if title else [])
+
+
+# Column names of the frames that are not words: a legend must never show them.
+RAW = {c for c in R.POINT_COLUMNS if "_" in c} | {"tdl_random", "share_strong", "gflops_per_em"}
+RAW_WORDS = {"label", "curve", "loss", "panel", "beta", "beta1", "kind"}
+
+
+def _assert_human(fig: go.Figure) -> None:
+    for text in _legend_texts(fig):
+        assert not any(raw in text for raw in RAW), text
+        assert not set(text.replace(",", " ").split()) & RAW_WORDS, text
+
+
+# --- package ------------------------------------------------------------------------------------
+
+
+def test_public_names_are_exported():
+    assert callable(figures) and callable(R.cost_em_figure) and R.beta_key(0.25) == "0.25"
+    for name in ("num", "fmt", "beta_points", "OURS_PREFIX", "PAPER_BETAS", "PAPER_BASELINES", "md_table"):
+        assert name in R.__all__ and hasattr(R, name)
+    assert all(hasattr(R, n) for n in R.__all__)
+
+
+def _imports(module: str) -> list[ast.ImportFrom]:
+    tree = ast.parse((REPORT_DIR / f"{module}.py").read_text(encoding="utf-8"))
+    return [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 1]
+
+
+@pytest.mark.parametrize(
+    "module, allowed",
+    [
+        ("frames", set()),
+        ("plots", {"frames"}),
+        ("tables", {"frames"}),
+        ("targets", {"frames", "tables"}),
+        ("markdown", {"frames", "tables", "targets"}),
+    ],
+)
+def test_imports_go_one_way_and_name_no_private_helper(module, allowed):
+    for node in _imports(module):
+        assert node.module in allowed, f"{module} imports .{node.module}"
+        assert not [a.name for a in node.names if a.name.startswith("_")], f"{module}: private import"
+
+
+def test_every_public_function_has_a_docstring():
+    for name in R.__all__:
+        obj = getattr(R, name)
+        if callable(obj):
+            assert obj.__doc__ and obj.__doc__.strip(), name
+
+
+# --- frames -------------------------------------------------------------------------------------
+
+
+def test_points_frame(res):
+    pts = R.points_frame(res)
+    assert list(pts.columns) == list(R.POINT_COLUMNS)
+    assert len(pts) == 2 + 3 + 2 + 2 + 2 + 2  # l2d-sdl has one dense point more
+    sdl = pts[pts["router"] == "l2d-sdl"]
+    assert list(sdl["sweep"]) == [True, True, False] and list(sdl["dense"]) == [False, False, True]
+    assert set(sdl["label"]) == {SDL}
+    assert sdl["gflops_per_em"].iloc[0] == pytest.approx(60 / 85)
+    assert set(pts.loc[pts["router"].str.startswith("agent:"), "kind"]) == {"agent"}
+
+
+def test_tdl_allocation_and_pgr_frames(res):
+    t = R.tdl_frame(res)
+    uniform = t[t["curve"] == "random (uniform)"]
+    assert list(uniform["tdl"]) == [0.5, 0.55] and uniform["router"].isna().all()
+    matched = t[(t["router"] == "l2d-sdl") & (t["curve"] == "random (same shares)")]
+    assert list(matched["beta"]) == ["0", "0.5"] and list(matched["tdl"]) == [0.4, 0.45]
+    alloc = R.allocation_frame(res)
+    assert set(alloc["router"]) == {"l2d-sdl", "knn", "oracle"}  # not zero, not single agents
+    assert alloc.groupby(["router", "beta"])["share"].sum().tolist() == pytest.approx([1.0] * 6)
+    g = R.pgr_frame(res)
+    assert set(g["router"]) == {"l2d-sdl", "knn", "oracle"} and g["curve"].any() and (~g["curve"]).any()
+    assert R.pgr_frame({**res, "agent_em": {}}).empty
+
+
+# --- the report's figures -----------------------------------------------------------------------
+
+
+def test_report_figures_traces(res):
+    figs = figures(res)
+    assert list(figs) == [
+        "cost_em",
+        "tdl_vs_beta",
+        "em_gflops_per_em_vs_beta",
+        "allocation_vs_beta",
+        "pgr_vs_share",
+    ]
+    assert all(isinstance(f, go.Figure) for f in figs.values())
+
+    cost = figs["cost_em"]
+    hulls = [t for t in cost.data if t.mode == "lines"]
+    assert {t.name for t in hulls} == {
+        SDL,
+        KNN,
+        router_label("zero"),
+        router_label("oracle"),
+    }
+    assert [t.line.dash for t in hulls if t.name.startswith("zero")] == ["dash"]
+    agents = [t for t in cost.data if t.name == "agents"]
+    assert len(agents) == 1 and list(agents[0].text) == ["small", "big"]
+    dense = [t for t in cost.data if t.marker.size == 4]
+    assert len(dense) == 1 and list(dense[0].x) == [40.0]
+
+    tdl = figs["tdl_vs_beta"]
+    names = [t.name for t in tdl.data]
+    assert names[0] == "random (uniform)" and list(tdl.data[0].y) == [0.5, 0.55]
+    assert f"{SDL}: random (same shares)" in names
+    assert f"{KNN}: random (same shares)" not in names  # matched: the L2D routers only
+    assert not {"small", "big"} & set(names)  # single agents are left out
+
+    em = figs["em_gflops_per_em_vs_beta"]
+    assert [a.text for a in em.layout.annotations] == ["EM % vs β₁", "GFLOPs/EM vs β₁ (log)"]
+    assert em.layout.yaxis2.type == "log"
+    assert {t.mode for t in em.data if t.name == "big"} == {"lines"}  # agents: flat lines
+
+    alloc = figs["allocation_vs_beta"]
+    assert {t.name for t in alloc.data} == {"small", "big"} and alloc.layout.barmode == "stack"
+    assert sorted(a.text for a in alloc.layout.annotations) == [
+        SDL,
+        KNN,
+        router_label("oracle"),
+    ]
+
+    pgr = figs["pgr_vs_share"]
+    assert pgr.data[0].name == "random mixing small / big"
+    assert R.pgr_figure({**res, "agent_em": {"small": 70.0, "big": 70.0}}) is None
+
+    for fig in figs.values():
+        _assert_human(fig)
+
+
+def test_report_figures_on_incomplete_results():
+    res = {"pool": "P3", "routers": {"l2d-sdl": {"points": [{"beta1": 0.0, "gflops": 5.0, "em": 60.0}]}}}
+    figs = figures(res)
+    assert set(figs) == {"cost_em", "tdl_vs_beta", "em_gflops_per_em_vs_beta", "allocation_vs_beta"}
+    assert figs["allocation_vs_beta"].layout.annotations[0].text == "no learned router"
+    assert figures({})["cost_em"].data == ()
+
+
+# --- the dashboard's figures --------------------------------------------------------------------
+
+
+@pytest.fixture()
+def plane() -> pd.DataFrame:
+    rows = [
+        ("small", "agent", 10.0, 70.0),
+        ("big", "agent", 100.0, 88.0),
+        ("zero router", "hull", 10.0, 70.0),
+        ("zero router", "hull", 100.0, 88.0),
+        ("oracle", "baseline", 20.0, 95.0),
+        ("random", "baseline", 55.0, 79.0),
+        ("Plug-in", "router", 30.0, 80.0),
+        ("SDL", "router", 32.0, 81.0),
+    ]
+    return pd.DataFrame(rows, columns=["name", "kind", "gflops", "em"])
+
+
+def test_plane_figure(plane):
+    fig = R.plane_figure(plane, log_x=True)
+    by = {t.name: t for t in fig.data}
+    assert list(by) == ["zero router", "small", "big", "oracle", "random", "Plug-in", "SDL"]
+    assert by["zero router"].mode == "lines" and by["zero router"].line.dash == "dot"
+    assert [by[n].marker.symbol for n in ("small", "oracle", "SDL")] == ["circle", "diamond", "star"]
+    # text labels on agents and stars only, alternating above / below in GFLOPs order
+    assert by["oracle"].mode == "markers" and by["random"].mode == "markers"
+    order = ["small", "Plug-in", "SDL", "big"]
+    assert [by[n].textposition for n in order] == ["top center", "bottom center"] * 2
+    assert all(list(by[n].text) == [n] for n in order)
+    assert all(by[n].hovertext is not None for n in order + ["oracle"])
+    assert fig.layout.xaxis.type == "log" and R.plane_figure(plane).layout.xaxis.type == "linear"
+    _assert_human(fig)
+
+
+def test_allocation_bars():
+    frame = pd.DataFrame(
+        {
+            "router": ["SDL"] * 2 + ["Plug-in"] * 2,
+            "agent": ["small", "big"] * 2,
+            "share": [0.7, 0.3, 0.6, 0.4],
+        }
+    )
+    fig = R.allocation_bars(frame)
+    assert [t.name for t in fig.data] == ["SDL", "Plug-in"] and fig.layout.barmode == "group"
+    assert fig.layout.yaxis.tickformat == ".0%" and list(fig.data[0].x) == ["small", "big"]
+    _assert_human(fig)
+
+
+def _sweep(router: str, k: float) -> pd.DataFrame:
+    b = [0.0, 0.1, 0.5]
+    return pd.DataFrame(
+        {
+            "beta1": b,
+            "router": router,
+            "em": [80 - k * x for x in b],
+            "gflops_per_em": [1.0 - x for x in b],
+            "tdl": [0.3 + x for x in b],
+            "tdl_random": [0.5 + x for x in b],
+            "tdl_random_matched": [0.4 + x for x in b],
+            "share small": [0.3 + x for x in b],
+            "share big": [0.7 - x for x in b],
+        }
+    )
+
+
+def test_sweep_figures():
+    frame = pd.concat([_sweep("SDL", 10), _sweep("Plug-in", 5)], ignore_index=True)
+    figs = R.sweep_figures(frame)
+    assert list(figs) == ["EM vs β₁", "GFLOPs/EM vs β₁", "Allocation vs β₁", "TDL vs random over β₁"]
+    assert [t.name for t in figs["EM vs β₁"].data] == ["SDL", "Plug-in"]
+    assert {t.name.split(", ")[0] for t in figs["Allocation vs β₁"].data} == {"small", "big"}
+    tdl_names = {t.name.split(", ")[0] for t in figs["TDL vs random over β₁"].data}
+    assert tdl_names == {"this router", "random (uniform)", "random (same shares)"}
+    assert not any(f.layout.shapes for f in figs.values())
+    marked = R.sweep_figures(frame, beta1=0.1)
+    assert all(len(f.layout.shapes) == 1 and f.layout.shapes[0].x0 == 0.1 for f in marked.values())
+    again = R.mark_beta1(figs, 0.5)  # copies: the cached figures stay unmarked
+    assert again["EM vs β₁"].layout.shapes[0].x0 == 0.5 and not figs["EM vs β₁"].layout.shapes
+    for fig in [*figs.values(), *marked.values()]:
+        _assert_human(fig)
+    no_matched = R.sweep_figures(frame.drop(columns="tdl_random_matched"))
+    assert len(no_matched["TDL vs random over β₁"].data) == 4
+
+
+# --- tables -------------------------------------------------------------------------------------
+
+
+def test_summary_table_is_summary_frame(res):
+    res["routers"]["legacy"] = {"aiq": 80.0, "points": [], "tdl_below_random_95": True}
+    df = summary_frame(res)
+    # best AIQ first, ties in the results' order, missing AIQ last
+    assert list(df["router"]) == ["l2d-sdl", "knn", "legacy", "zero", "agent:big", "agent:small", "oracle"]
+    lines = R.summary_table(res).splitlines()[2:]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    assert [c[0] for c in cells] == list(df["router"])
+    for c, (_, row) in zip(cells, df.iterrows()):
+        assert c[1].split(" ")[0] == ("n/a" if math.isnan(row["AIQ"]) else f"{row['AIQ']:.2f}")
+    assert cells[0][1] == "80.00 ± 0.20 [79.00, 81.00]" and cells[0][7] == "1/2"
+    assert cells[2][7] == "yes" and cells[4][7] == "n/a"  # legacy flag; single agents have none
+    assert df.loc[0, "β₁ with TDL < random (95%)"] == 1 and df.loc[0, "β₁ tested"] == 2
+    assert "## Routers" in report_markdown(res) and R.summary_table(res) in report_markdown(res)
+
+
+def test_summary_frame_without_apgr_or_routers():
+    df = summary_frame({"routers": {"a": {"aiq": 1.0, "points": "not a list"}, "b": "broken"}})
+    assert list(df["router"]) == ["a"] and not [c for c in df.columns if c.startswith(("APGR", "CPT"))]
+    assert summary_frame({}).empty
+
+
+# --- targets ------------------------------------------------------------------------------------
+
+
+def test_targets_are_read_from_targets_json(res, tmp_path, monkeypatch):
+    assert T.TARGETS == json.loads(T.TARGETS_FILE.read_text(encoding="utf-8")) == R.TARGETS
+    by = {t["id"]: t for t in evaluate_targets(res)}
+    assert by["apgr"]["status"] == "not met" and by["apgr"]["threshold"] == T.TARGETS["apgr"]["min"]
+    # a copy with a lower threshold: the status follows the file
+    copy = json.loads(T.TARGETS_FILE.read_text(encoding="utf-8"))
+    copy["apgr"]["min"] = 0.5
+    copy["vs_agent"]["agent"] = "nobody"
+    path = tmp_path / "targets.json"
+    path.write_text(json.dumps(copy), encoding="utf-8")
+    by = {t["id"]: t for t in evaluate_targets(res, targets=T.load_targets(path))}
+    assert by["apgr"]["status"] == "met" and "APGR ≥ 0.50 on P2" == by["apgr"]["target"]
+    assert by["vs_agent"]["status"] == "n/a" and "nobody" in by["vs_agent"]["detail"]
+    # the default reads TARGETS when called (not a copy taken at definition)
+    monkeypatch.setitem(T.TARGETS["apgr"], "min", 0.55)
+    assert {t["id"]: t["status"] for t in evaluate_targets(res)}["apgr"] == "met"
+    assert "| APGR ≥ 0.55 on P2 | **met** |" in R.targets_markdown(res)
+
+
+def test_load_targets_rejects_a_file_without_every_target(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"apgr": {"pool": "P2", "min": 0.7}}), encoding="utf-8")
+    with pytest.raises(ValueError, match="aiq_gain"):
+        T.load_targets(path)
+
+
+def test_targets_code_has_no_threshold_literals():
+    src = (REPORT_DIR / "targets.py").read_text(encoding="utf-8")
+    code = ast.parse(src)
+    numbers = {n.value for n in ast.walk(code) if isinstance(n, ast.Constant) and type(n.value) is float}
+    assert not numbers & {0.7, 0.3, 0.95, 1.0, 4.0}
+    assert '"P2"' not in src.split('"""', 2)[2] and '"bert-ens"' not in src
