@@ -1,14 +1,15 @@
-"""Seeds and devices: one place for both."""
+"""Seeds, devices and the learning-rate schedule: one place for each."""
 
 from __future__ import annotations
 
+import math
 import os
 import random
 
 import numpy as np
 import torch
 
-__all__ = ["set_seed", "pick_device"]
+__all__ = ["set_seed", "pick_device", "linear_schedule"]
 
 
 def set_seed(seed: int) -> None:
@@ -25,3 +26,12 @@ def pick_device(device: str | None = None) -> torch.device:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("CUDA was requested but no CUDA device is available")
     return dev
+
+
+def linear_schedule(optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float):
+    """Linear warm-up over ``warmup_ratio`` of the steps, then linear decay to 0 (transformers'
+    schedule, the paper's)."""
+    from transformers import get_linear_schedule_with_warmup
+
+    warm = max(1, math.ceil(total_steps * warmup_ratio))
+    return get_linear_schedule_with_warmup(optimizer, warm, total_steps)

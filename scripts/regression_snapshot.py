@@ -12,8 +12,9 @@ What it records, through the command-line tools only (so it survives moves insid
 Runs use a fresh cache directory (``--cache``, default a temporary one) so no trained head of an
 earlier version is reused; the embeddings of ``L2D_CACHE_DIR`` (default ``cache/``) are copied in
 first, since they are not what a refactor changes and take minutes to recompute. ``compare``
-exits 1 and lists every number that differs by more than ``--tol`` (absolute, default 1e-9),
-and every key that is missing on one side.
+exits 1 and lists every number that differs by more than ``--tol`` (absolute, default 1e-9)
+and every key of the snapshot the new run lacks; keys only the new run has are listed as notes
+(a new field is not a changed figure).
 """
 
 from __future__ import annotations
@@ -119,7 +120,9 @@ def differences(old, new, tol: float, path: str = "") -> list[str]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", choices=("record", "compare"))
-    p.add_argument("--out", type=Path, default=ROOT / "reports" / "regression.json", help="record: where")
+    p.add_argument(
+        "--out", type=Path, help="write this run's snapshot here (record: default reports/regression.json)"
+    )
     p.add_argument("--against", type=Path, default=ROOT / "reports" / "regression.json", help="compare")
     p.add_argument("--tol", type=float, default=1e-9)
     p.add_argument("--cache", type=Path, help="cache directory for the runs (default: a fresh temporary one)")
@@ -134,12 +137,19 @@ def main(argv=None) -> int:
         if emb.is_dir() and not (cache / "embeddings").exists() and emb.resolve() != (cache / "embeddings"):
             shutil.copytree(emb, cache / "embeddings")
         snap = record(cache, log=lambda m: print(m, file=sys.stderr, flush=True))
+    out = args.out or (ROOT / "reports" / "regression.json" if args.action == "record" else None)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(snap, indent=1, sort_keys=True))
+        print(f"wrote {out}")
     if args.action == "record":
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(snap, indent=1, sort_keys=True))
-        print(f"wrote {args.out}")
         return 0
-    diffs = differences(json.loads(args.against.read_text()), json.loads(json.dumps(snap)), args.tol)
+    found = differences(json.loads(args.against.read_text()), json.loads(json.dumps(snap)), args.tol)
+    added = [d for d in found if d.endswith("not in the snapshot")]
+    diffs = [d for d in found if d not in added]
+    if added:
+        fields = sorted({d.split(":")[0].rsplit(".", 1)[-1] for d in added})
+        print(f"note: {len(added)} field(s) only in the new run ({', '.join(fields)})")
     if not diffs:
         print(f"snapshot matches {args.against} (tolerance {args.tol:g})")
         return 0

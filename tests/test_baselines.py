@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 
 from l2d_core import report
 from l2d_core.agents import get_pool
@@ -150,7 +151,7 @@ def test_majority_vote_and_ensemble_em_by_hand():
     assert majority_vote(np.array([["a", "b"]], dtype=object), [1, 0]).tolist() == [1]
     with pytest.raises(ValueError):
         majority_vote(np.array([["a", "b"]], dtype=object), [0, 0])
-    with pytest.raises(RuntimeError):
+    with pytest.raises(NotFittedError):
         EnsembleRouter().predict(np.array(answers, dtype=object))
 
 
@@ -178,7 +179,7 @@ def test_estimator_contract_and_a_planted_signal(name):
     est = ESTIMATORS[name]()
     assert not [k for k in vars(est) if k.endswith("_")]  # learned state exists only after fit
     assert clone(est).get_params() == est.get_params()  # scikit-learn's contract
-    with pytest.raises(RuntimeError):
+    with pytest.raises(NotFittedError):
         est.score(X)
     with pytest.raises(ValueError):
         est.fit(X[:10], data)
@@ -194,6 +195,22 @@ def test_estimator_contract_and_a_planted_signal(name):
         assert s[main_ok, 0].mean() > s[~main_ok, 0].mean() + 0.3
         assert (est.predict(X, 0.0) == 0).all()  # cheapest
         assert (est.predict(X, np.inf) == s.argmax(1)).all()
+
+
+@pytest.mark.parametrize("name", ["r-prob", "r-trans", "mlp"])
+def test_head_routers_survive_save_and_load(name, tmp_path):
+    """A checkpoint holds what the router learned and how it was built: scores, parameters and
+    learned fields come back the same."""
+    rng = np.random.default_rng(1)
+    ok = rng.random((300, 3)) < [0.6, 0.8, 0.9]
+    X = rng.standard_normal((300, 6)).astype(np.float32)
+    est = ESTIMATORS[name]().fit(X, _toy(ok, f1=ok * 0.9))
+    loaded = type(est).load(est.save(tmp_path / name))
+    assert loaded.get_params() == est.get_params()
+    np.testing.assert_allclose(loaded.score(X), est.score(X), rtol=1e-6)
+    learned = ("strong_", "t_", "label_mean_") if isinstance(est, HybridRouter) else ("cost_",)
+    for attr in learned:
+        np.testing.assert_array_equal(getattr(loaded, attr), getattr(est, attr))
 
 
 # ------------------------------------------------------------------------------- a real slice

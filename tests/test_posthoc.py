@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from sklearn.exceptions import NotFittedError
 
 from l2d_core.data.records import QUESTION_TYPES, QARecord
 from l2d_core.evaluation.benchmark import BETA_POINTS
@@ -117,7 +118,7 @@ def test_estimator_fit_predict_on_a_small_slice(p2, tmp_path):
     F = posthoc_features(few, CHEAP, "train")
     est = PosthocRejector()
     assert not hasattr(est, "head_")  # learned state exists only after fit
-    with pytest.raises(RuntimeError, match="fit"):
+    with pytest.raises(NotFittedError, match="fit"):
         est.error_proba(F)
     assert est.fit(F, data) is est and est.agent_ids_ == ("match-lstm", "bert-ens")
     p = est.error_proba(F)

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
+from sklearn.exceptions import NotFittedError
 
 from l2d_core.agents.routing_data import RoutingData
 from l2d_core.data.records import QARecord
@@ -395,7 +396,7 @@ def test_sdl_rejector_needs_costs_and_fit(features, problem):
     assert not [k for k in vars(est) if k.endswith("_")]
     with pytest.raises(ValueError, match="costs"):
         SDLRejector(config=HEAD_CONFIG).fit(features, problem[1])
-    with pytest.raises(RuntimeError, match="fit"):
+    with pytest.raises(NotFittedError, match="fit"):
         SDLRejector(config=HEAD_CONFIG, costs=COSTS).scores(features)
 
 
@@ -478,8 +479,8 @@ def test_sdl_save_load_roundtrip(sdl_est, features, tmp_path):
     assert config["costs"] == {"alpha": [1.0, 1.0], "beta": [0.1, 0.2]}
     scaler = load_file(str(path / "scaler.safetensors"))
     assert set(scaler) == {"mean", "scale"}
-    np.testing.assert_array_equal(scaler["mean"].numpy(), sdl_est.scaler_.mean)
-    np.testing.assert_array_equal(scaler["scale"].numpy(), sdl_est.scaler_.scale)
+    np.testing.assert_array_equal(scaler["mean"].numpy(), sdl_est.scaler_.mean_)
+    np.testing.assert_array_equal(scaler["scale"].numpy(), sdl_est.scaler_.scale_)
     loaded = SDLRejector.load(path)  # the cost setting comes back from the checkpoint
     assert loaded.config == HEAD_CONFIG and loaded.agent_ids_ == AGENTS and loaded.costs == COSTS
     np.testing.assert_array_equal(loaded.scores(features), sdl_est.scores(features))

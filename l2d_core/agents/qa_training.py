@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from ..data.records import QARecord
 from ..paths import default_encoder_path
-from ..runtime import pick_device, set_seed
+from ..runtime import linear_schedule, pick_device, set_seed
 
 __all__ = ["QATrainConfig", "crossfit_folds", "train_features", "train_qa_model", "is_trained", "MARKER"]
 
@@ -120,23 +120,21 @@ def _length_grouped_batches(lengths: Sequence[int], batch_size: int, rng: random
     return batches
 
 
-def _collate(feats: dict, idx: list[int], pad_id: int, device, multiple: int = 32) -> dict:
-    """Pad a batch to the next multiple of ``multiple`` tokens: few distinct shapes keep the
-    CPU kernels' caches (and the allocator) from growing with every new length."""
-    n = -(-max(len(feats["input_ids"][j]) for j in idx) // multiple) * multiple
-    ids = torch.full((len(idx), n), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(idx), n), dtype=torch.long)
-    types = torch.zeros((len(idx), n), dtype=torch.long)
-    for row, j in enumerate(idx):
-        seq = feats["input_ids"][j]
-        ids[row, : len(seq)] = torch.tensor(seq)
-        mask[row, : len(seq)] = 1
+def _collate(collator, feats: dict, idx: list[int], device) -> dict:
+    """One batch of windows, padded by ``collator`` (transformers' ``DataCollatorWithPadding``
+    with ``pad_to_multiple_of=32``: few distinct shapes keep the CPU kernels' caches and the
+    allocator from growing with every new length)."""
+    rows = []
+    for j in idx:
+        row = {
+            "input_ids": feats["input_ids"][j],
+            "start_positions": feats["start"][j],
+            "end_positions": feats["end"][j],
+        }
         if feats["token_type_ids"] is not None:
-            types[row, : len(seq)] = torch.tensor(feats["token_type_ids"][j])
-    batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-    batch["start_positions"] = torch.tensor([feats["start"][j] for j in idx])
-    batch["end_positions"] = torch.tensor([feats["end"][j] for j in idx])
-    return {k: v.to(device) for k, v in batch.items()}
+            row["token_type_ids"] = feats["token_type_ids"][j]
+        rows.append(row)
+    return {k: v.to(device) for k, v in collator(rows).items()}
 
 
 def is_trained(out_dir: str | Path) -> bool:
@@ -154,7 +152,7 @@ def train_qa_model(
 ) -> dict:
     """Fine-tune ``config.base`` on ``records`` and save it to ``out_dir``; returns the stats
     written to ``out_dir/l2d_training.json`` (config, windows, steps, seconds, final loss)."""
-    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer, DataCollatorWithPadding
     from transformers.utils import logging as hf_logging
 
     if not records:
@@ -180,16 +178,14 @@ def train_qa_model(
         {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0},
     ]
     opt = torch.optim.AdamW(groups, lr=config.lr)
-    warm = max(1, math.ceil(total * config.warmup_ratio))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: (s + 1) / warm if s < warm else max(0.0, (total - s) / max(1, total - warm))
-    )
+    sched = linear_schedule(opt, total, config.warmup_ratio)
+    collator = DataCollatorWithPadding(tok, pad_to_multiple_of=32, return_tensors="pt")
     t0 = time.perf_counter()
     losses: list[float] = []
     bar = tqdm(total=total, desc=f"train {Path(out_dir).name}", unit="step", disable=not progress)
     for _ in range(config.epochs):
         for idx in _length_grouped_batches(lengths, config.batch_size, rng):
-            batch = _collate(feats, idx, tok.pad_token_id or 0, dev)
+            batch = _collate(collator, feats, idx, dev)
             with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=config.bf16):
                 loss = model(**batch).loss  # mean of start and end cross-entropy
             loss.backward()

@@ -40,7 +40,7 @@ from . import metrics as M
 from .benchmark import BETA_POINTS, Benchmark
 from .points import evaluate_choice
 from .registry import make_router, router_ids
-from .results import SCHEMA_VERSION, Point
+from .results import SCHEMA_VERSION, Point, Results, expert_share
 from .router import DENSE_BETAS, TARGET_SHARES, Router, beta_key
 
 __all__ = ["BENCHMARK_SEEDS", "N_BOOT", "evaluate_router", "run_router", "run_comparison"]
@@ -97,11 +97,6 @@ def _pgr_refs(bench: Benchmark) -> tuple[int, int]:
     return 0, int(np.argmax(bench.test.em.mean(axis=0)))
 
 
-def _share(p: Point, main: str) -> float:
-    s = p.get("share_strong")
-    return float(s) if s is not None else 1.0 - float(p["allocation"][main])
-
-
 def _curve_summary(bench: Benchmark, points: list[Point], lo: float, hi: float) -> dict:
     """AIQ (three ways), APGR, CPT(50%), CPT(80%) of one set of points."""
     cost = np.array([p["gflops"] for p in points], float)
@@ -116,7 +111,7 @@ def _curve_summary(bench: Benchmark, points: list[Point], lo: float, hi: float) 
     em_agents = 100 * bench.test.em.mean(axis=0)
     weak, strong = float(em_agents[weak_j]), float(em_agents[strong_j])
     if strong > weak:
-        share = np.array([_share(p, bench.test.agent_ids[0]) for p in points])
+        share = np.array([expert_share(p, bench.test.agent_ids[0]) for p in points])
         out["apgr"] = M.apgr(share, em, weak, strong)
         out["cpt50"] = M.cpt(share, em, weak, strong, 0.5)
         out["cpt80"] = M.cpt(share, em, weak, strong, 0.8)
@@ -183,7 +178,7 @@ def run_comparison(
     progress: Callable[[str], None] | None = None,
     n_boot: int = N_BOOT,
     boot_seed: int = 0,
-) -> dict:
+) -> Results:
     """Every router (default: :func:`router_ids`) on ``bench``: summaries per seed, then mean and
     std over ``seeds``; points averaged over seeds; paired bootstrap intervals over the test
     questions (``n_boot`` resamples; 0 skips them).
@@ -197,7 +192,7 @@ def run_comparison(
     g = test.gflops.mean(axis=0)
     lo, hi = float(g.min()), float(g.max())
     weak_j, strong_j = _pgr_refs(bench)
-    results: dict = {
+    results: Results = {
         "schema": SCHEMA_VERSION,
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "dataset": bench.dataset.name,
@@ -253,7 +248,7 @@ def run_comparison(
         main = test.agent_ids[0]
         em_agents = 100 * test.em.mean(axis=0)
         for p in points:
-            p["share_strong"] = _share(p, main)
+            p["share_strong"] = expert_share(p, main)
             if em_agents[strong_j] > em_agents[weak_j]:
                 p["pgr"] = M.pgr(p["em"], float(em_agents[weak_j]), float(em_agents[strong_j]))
         core = [i for i, p in enumerate(points) if not p.get("dense") and p["beta1"] is not None]
@@ -278,6 +273,3 @@ def run_comparison(
         results["routers"][rid] = entry
     results["pareto_front"] = _pareto_all(results["routers"])
     return results
-
-
-# --- files ---------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from ..paths import PROJECT_ROOT
 __all__ = [
     "num",
     "beta_points",
+    "expert_share",
     "SCHEMA_VERSION",
     "Point",
     "RouterEntry",
@@ -39,6 +40,22 @@ def num(x) -> float | None:
         return None
     x = float(x)
     return x if math.isfinite(x) else None
+
+
+def expert_share(p: dict, main: str | None) -> float | None:
+    """Share of queries a point sends to a non-main agent (``share_strong``, or from its
+    allocation and the pool's ``main`` agent), or None.
+
+    >>> expert_share({"allocation": {"a": 0.75, "b": 0.25}}, "a"), expert_share({}, "a")
+    (0.25, None)
+    """
+    s = num(p.get("share_strong"))
+    if s is not None:
+        return s
+    alloc = p.get("allocation")
+    if main and isinstance(alloc, dict) and num(alloc.get(main)) is not None:
+        return 1.0 - float(alloc[main])
+    return None
 
 
 def beta_points(r: dict) -> list[dict]:
@@ -168,6 +185,3 @@ def list_results(root: str | Path | None = None) -> list[Path]:
     root = Path(root) if root else reports_dir()
     files = [p for p in root.glob("*/results.json") if p.is_file()] if root.is_dir() else []
     return sorted(files, key=lambda p: p.stat().st_mtime, reverse=True)
-
-
-# --- the summary table -----------------------------------------------------------------------

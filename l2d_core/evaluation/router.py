@@ -109,6 +109,7 @@ class AgentRouter(Router):
     def __init__(self, agent: str):
         super().__init__(agent=agent)
         self.agent = agent
+        self.id = AGENT_PREFIX + agent
 
     def _fit(self) -> None:
         ids = self.bench_.test.agent_ids

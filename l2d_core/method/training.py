@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..runtime import set_seed
+from ..runtime import linear_schedule, set_seed
 
 __all__ = ["TrainConfig", "PAPER_CONFIG", "FAST_CONFIG", "train_loop"]
 
@@ -44,13 +44,8 @@ class TrainConfig:
 PAPER_CONFIG = TrainConfig(
     lr=1e-5, epochs=6, batch_size=128, dropout=0.1, warmup_ratio=0.1, weight_decay=1e-3, hidden=256
 )
-# Fast mode trains only a small head on frozen embeddings: larger steps, ~2 s on 2 CPU cores.
+# Fast mode trains only a small head on frozen embeddings: larger steps (seconds on a CPU).
 FAST_CONFIG = TrainConfig()
-
-
-def _schedule(total: int, warmup_ratio: float) -> Callable[[int], float]:
-    warm = max(1, math.ceil(total * warmup_ratio))
-    return lambda s: (s + 1) / warm if s < warm else max(0.0, (total - s) / max(1, total - warm))
 
 
 def train_loop(
@@ -78,9 +73,7 @@ def train_loop(
         lr=config.lr,
     )
     steps_per_epoch = math.ceil(n_train / config.batch_size)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, _schedule(steps_per_epoch * config.epochs, config.warmup_ratio)
-    )
+    sched = linear_schedule(opt, steps_per_epoch * config.epochs, config.warmup_ratio)
     history: dict[str, list[float]] = {"train": [], "val": []}
     best = (math.inf, None)
     bar = tqdm(total=config.epochs, desc="training", unit="epoch", disable=not progress)

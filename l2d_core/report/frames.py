@@ -18,7 +18,7 @@ import pandas as pd
 from ..evaluation import metrics as M
 from ..evaluation.paper import PAPER_BASELINES, PAPER_BETAS
 from ..evaluation.registry import router_class, router_label
-from ..evaluation.results import beta_points, num
+from ..evaluation.results import beta_points, expert_share, num
 from ..evaluation.router import AGENT_PREFIX, OURS_PREFIX, beta_key
 
 # fmt: off
@@ -26,7 +26,7 @@ __all__ = [
     "AGENT_PREFIX", "OURS_PREFIX", "PAPER_BETAS", "PAPER_BASELINES", "num", "fmt",
     "interval", "fmt_ci", "beta_key", "routers_of", "points_of", "is_agent", "our_routers",
     "beta_points", "beta_routers", "router_label", "router_kind", "router_colors", "agent_colors",
-    "agent_em", "agent_gflops", "expert_share", "point_gflops_per_em", "tdl_below",
+    "agent_em", "agent_gflops", "share_of", "point_gflops_per_em", "tdl_below",
     "POINT_COLUMNS", "TDL_CURVES", "points_frame", "tdl_frame", "allocation_frame", "pgr_refs",
     "pgr_frame",
 ]
@@ -143,19 +143,14 @@ def agent_gflops(results: dict, agent: str) -> float | None:
     return num((results.get("agent_gflops") or {}).get(agent))
 
 
-def expert_share(p: dict, results: dict) -> float | None:
-    """Share of queries sent to a non-main agent (``share_strong``, or from the allocation).
+def share_of(p: dict, results: dict) -> float | None:
+    """Share of queries a point sends to a non-main agent (the results' main agent first).
 
-    >>> expert_share({"allocation": {"a": 0.75, "b": 0.25}}, {"agents": ["a", "b"]})
+    >>> share_of({"allocation": {"a": 0.75, "b": 0.25}}, {"agents": ["a", "b"]})
     0.25
     """
-    s = num(p.get("share_strong"))
-    if s is not None:
-        return s
-    agents, alloc = results.get("agents") or [], p.get("allocation")
-    if agents and isinstance(alloc, dict) and num(alloc.get(agents[0])) is not None:
-        return 1.0 - float(alloc[agents[0]])
-    return None
+    agents = results.get("agents") or []
+    return expert_share(p, agents[0] if agents else None)
 
 
 def point_gflops_per_em(p: dict) -> float | None:
@@ -208,7 +203,7 @@ def points_frame(results: dict) -> pd.DataFrame:
             row["sweep"] = b is not None and not row["dense"]
             row.update({k: num(p.get(k)) for k in ("gflops", "em", "em_std", "f1", "tdl", "pgr")})
             row["tdl_random_matched"] = num(p.get("tdl_random_matched"))
-            row.update(gflops_per_em=point_gflops_per_em(p), share_strong=expert_share(p, results))
+            row.update(gflops_per_em=point_gflops_per_em(p), share_strong=share_of(p, results))
             rows.append(row)
     return pd.DataFrame(rows, columns=list(POINT_COLUMNS)).astype({"dense": bool, "sweep": bool})
 
@@ -292,7 +287,7 @@ def pgr_frame(results: dict) -> pd.DataFrame:
     for rid, r in routers_of(results).items():
         if is_agent(rid) or rid in ("zero", "random", "ensemble"):
             continue
-        sh = [(expert_share(p, results), num(p.get("em"))) for p in points_of(r)]
+        sh = [(share_of(p, results), num(p.get("em"))) for p in points_of(r)]
         sh = [(s, e) for s, e in sh if s is not None and e is not None]
         if not sh:
             continue

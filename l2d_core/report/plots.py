@@ -241,7 +241,7 @@ _PLANE_MARKERS = {"agent": ("circle", 10), "baseline": ("diamond", 11), "router"
 
 
 def plane_figure(points: pd.DataFrame, log_x: bool = False) -> go.Figure:
-    """The cost–EM plane of a frame with columns name, kind (agent, hull, baseline, policy),
+    """The cost–EM plane of a frame with columns name, kind (agent, hull, baseline, router),
     gflops, em: agents as circles, the hull (the zero router) as a dotted line, baselines as
     diamonds, the current operating points as stars. Names show on hover; text labels only on
     agents and stars, alternately above and below (by GFLOPs) so that neighbours do not overlap.

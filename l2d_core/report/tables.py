@@ -22,7 +22,6 @@ from .frames import (
     beta_key,
     beta_points,
     beta_routers,
-    expert_share,
     fmt,
     fmt_ci,
     interval,
@@ -31,6 +30,7 @@ from .frames import (
     point_gflops_per_em,
     points_of,
     routers_of,
+    share_of,
     tdl_below,
 )
 
@@ -223,7 +223,7 @@ def beta_table(results: dict) -> str:
         for label, f in (
             ("EM", lambda p: fmt(p.get("em"), 2)),
             ("GFLOPs/EM", lambda p: fmt(point_gflops_per_em(p))),
-            ("expert share", lambda p: fmt(expert_share(p, results), 3)),
+            ("expert share", lambda p: fmt(share_of(p, results), 3)),
         ):
             rows.append([rid, label, *[f(by[k]) if k in by else "n/a" for k in betas]])
     return md_table(["router", "metric", *[f"β₁={k}" for k in betas]], rows)
@@ -245,7 +245,7 @@ def paper_table(results: dict) -> str:
         ("EM %", lambda p: fmt(p.get("em"), 2)),
         ("GFLOPs/EM", lambda p: fmt(gpe(p))),
         ("EM per GFLOP", lambda p: fmt(1 / gpe(p) if gpe(p) else None)),
-        ("expert share", lambda p: fmt(expert_share(p, results), 3)),
+        ("expert share", lambda p: fmt(share_of(p, results), 3)),
     ):
         rows = []
         for k in betas:

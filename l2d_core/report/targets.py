@@ -19,7 +19,6 @@ from .frames import (
     agent_em,
     agent_gflops,
     beta_key,
-    expert_share,
     fmt,
     fmt_ci,
     interval,
@@ -28,6 +27,7 @@ from .frames import (
     point_gflops_per_em,
     points_of,
     routers_of,
+    share_of,
     tdl_below,
 )
 from .tables import md_table
@@ -158,7 +158,7 @@ def _target_vs_agent(results: dict, t: dict) -> dict:
     status = "met" if ratio >= t["min_ratio"] else "not met"
     where = "a dense-sweep point" if num(p.get("beta1")) is None else f"β₁ {beta_key(p['beta1'])}"
     where += "" if num(p.get("beta1")) is None or not p.get("dense") else " (dense sweep)"
-    where += f", expert share {fmt(expert_share(p, results))}"
+    where += f", expert share {fmt(share_of(p, results))}"
     detail = (
         f"{rid} at {where}: EM {p['em']:.2f} (≥ {em_a:.2f} − {t['em_gap']:g}), GFLOPs/EM "
         f"{point_gflops_per_em(p):.3f} vs {a} {gpe_a:.3f} → {ratio:.2f}× lower (needs {t['min_ratio']:g}×; "

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
 
 from ..agents.routing_data import RoutingData
 from ..qa.squad_eval import exact_match, f1, normalize_all
@@ -72,8 +73,7 @@ class EnsembleRouter(BaseEstimator):
 
     def predict(self, answers: np.ndarray) -> np.ndarray:
         """The agent whose answer wins, (N,); its answer text is the ensemble's."""
-        if not getattr(self, "order_", None):
-            raise RuntimeError("EnsembleRouter: call fit() first")
+        check_is_fitted(self, "order_")
         if np.shape(answers)[1:] != (len(self.order_),):
             raise ValueError(f"answers must be (N, {len(self.order_)})")
         return majority_vote(answers, self.order_)

@@ -1,7 +1,7 @@
 """One home for the small networks the routers train on fixed features.
 
 - :class:`MLPHead`: ``(B, d) → (B, *out_shape)``, one hidden layer (the rejector's head, SPEC §6);
-- :class:`Scaler`: per-feature standardisation fitted on the training rows;
+- :func:`fit_scaler`: scikit-learn's per-feature standardisation fitted on the training rows;
 - :class:`HeadEstimator`: the scikit-learn-style base of every head-based router — it scales
   the features, builds the head, trains it with Algorithm 1's loop (:func:`train_loop`) on a
   loss the subclass defines, and saves / loads a checkpoint (safetensors + ``config.json``,
@@ -22,12 +22,22 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 from sklearn.base import BaseEstimator
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
 from ..method.training import FAST_CONFIG, TrainConfig, train_loop
 from ..runtime import set_seed
 
-__all__ = ["MLPHead", "Scaler", "HeadEstimator", "save_head", "load_head_state", "sigmoid32"]
+__all__ = [
+    "MLPHead",
+    "fit_scaler",
+    "scaler_state",
+    "scaler_from_state",
+    "HeadEstimator",
+    "save_head",
+    "load_head_state",
+]
 
 
 class MLPHead(nn.Module):
@@ -48,42 +58,43 @@ class MLPHead(nn.Module):
         return self.net(x).view(-1, *self.out_shape)
 
 
-class Scaler:
-    """Standardise features with the training rows' mean and standard deviation.
+def fit_scaler(X: np.ndarray) -> StandardScaler:
+    """scikit-learn's standardisation fitted on the training rows (a constant column gets scale 1).
 
-    >>> s = Scaler.fit(np.array([[0.0, 1.0], [2.0, 1.0]]))
-    >>> s.transform(np.array([[1.0, 1.0]])).tolist()
+    >>> s = fit_scaler(np.array([[0.0, 1.0], [2.0, 1.0]], np.float32))
+    >>> s.transform(np.array([[1.0, 1.0]], np.float32)).tolist()
     [[0.0, 0.0]]
     """
-
-    def __init__(self, mean: np.ndarray, scale: np.ndarray):
-        self.mean = np.asarray(mean, np.float32)
-        self.scale = np.asarray(scale, np.float32)
-
-    @classmethod
-    def fit(cls, X: np.ndarray) -> Scaler:
-        X = np.asarray(X, np.float32)
-        return cls(X.mean(0), X.std(0) + 1e-6)
-
-    def transform(self, X: np.ndarray) -> np.ndarray:
-        return ((np.asarray(X, np.float32) - self.mean) / self.scale).astype(np.float32)
-
-    def state(self) -> dict[str, torch.Tensor]:
-        return {"mean": torch.from_numpy(self.mean), "scale": torch.from_numpy(self.scale)}
-
-    @classmethod
-    def from_state(cls, state: dict[str, torch.Tensor]) -> Scaler:
-        return cls(state["mean"].numpy(), state["scale"].numpy())
+    return StandardScaler().fit(np.asarray(X, np.float32))
 
 
-def save_head(directory: str | Path, head: nn.Module, config: dict, scaler: Scaler | None = None) -> Path:
+def scaler_state(scaler: StandardScaler) -> dict[str, torch.Tensor]:
+    """What a checkpoint stores of a fitted scaler."""
+    return {
+        "mean": torch.from_numpy(np.asarray(scaler.mean_)),
+        "scale": torch.from_numpy(np.asarray(scaler.scale_)),
+    }
+
+
+def scaler_from_state(state: dict[str, torch.Tensor]) -> StandardScaler:
+    """A fitted scaler rebuilt from :func:`scaler_state`."""
+    scaler = StandardScaler()
+    scaler.mean_, scaler.scale_ = state["mean"].numpy(), state["scale"].numpy()
+    scaler.var_ = scaler.scale_**2
+    scaler.n_features_in_ = len(scaler.mean_)
+    return scaler
+
+
+def save_head(
+    directory: str | Path, head: nn.Module, config: dict, scaler: StandardScaler | None = None
+) -> Path:
     """Write ``model.safetensors`` (and ``scaler.safetensors``), then ``config.json`` (never pickle)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()}
     save_file(state, str(directory / "model.safetensors"))
     if scaler is not None:
-        save_file(scaler.state(), str(directory / "scaler.safetensors"))
+        save_file(scaler_state(scaler), str(directory / "scaler.safetensors"))
     (directory / "config.json").write_text(json.dumps(config, indent=1))
     return directory
 
@@ -94,11 +105,6 @@ def load_head_state(directory: str | Path) -> tuple[dict[str, torch.Tensor], dic
     return load_file(str(directory / "model.safetensors")), json.loads(
         (directory / "config.json").read_text()
     )
-
-
-def sigmoid32(logits: np.ndarray) -> np.ndarray:
-    """Probabilities of float32 logits, computed in float32 (as the heads run), as float64."""
-    return torch.sigmoid(torch.from_numpy(np.asarray(logits, np.float32))).numpy().astype(np.float64)
 
 
 class HeadEstimator(BaseEstimator):
@@ -117,14 +123,14 @@ class HeadEstimator(BaseEstimator):
         raise NotImplementedError
 
     def _x(self, X: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(self.scaler_.transform(X))
+        return torch.from_numpy(self.scaler_.transform(np.asarray(X, np.float32)).astype(np.float32))
 
     def _fit_head(self, X: np.ndarray, Y: np.ndarray, X_val=None, Y_val=None) -> None:
         if len(X) != len(Y):
             raise ValueError(f"{len(X)} feature rows for {len(Y)} queries")
         if len(X) == 0:
             raise ValueError("cannot fit a router on an empty training split")
-        self.scaler_ = Scaler.fit(X)
+        self.scaler_ = fit_scaler(X)
         x, y = self._x(X), torch.from_numpy(np.asarray(Y, np.float32))
         cfg = self.config
         set_seed(cfg.seed)
@@ -144,8 +150,7 @@ class HeadEstimator(BaseEstimator):
 
     def raw_scores(self, X: np.ndarray) -> np.ndarray:
         """The head's outputs (logits or scores), (N, *out_shape), float32."""
-        if getattr(self, "head_", None) is None:
-            raise RuntimeError(f"{type(self).__name__}: call fit() first")
+        check_is_fitted(self, "head_")
         with torch.no_grad():
             return self.head_.eval()(self._x(X)).numpy()
 
@@ -153,7 +158,7 @@ class HeadEstimator(BaseEstimator):
         """What a checkpoint records besides the weights (subclasses add their own fields)."""
         return {
             "estimator": type(self).__name__,
-            "in_dim": int(self.scaler_.mean.shape[0]),
+            "in_dim": int(self.scaler_.n_features_in_),
             "out_shape": list(self.head_.out_shape),
             "train": self.config.to_dict(),
         }
@@ -172,7 +177,7 @@ class HeadEstimator(BaseEstimator):
         est.head_ = MLPHead(config["in_dim"], tuple(config["out_shape"]), train.hidden, train.dropout)
         est.head_.load_state_dict(state)
         est.head_.eval()
-        est.scaler_ = Scaler.from_state(load_file(str(Path(directory) / "scaler.safetensors")))
+        est.scaler_ = scaler_from_state(load_file(str(Path(directory) / "scaler.safetensors")))
         est._restore(config)
         return est
 

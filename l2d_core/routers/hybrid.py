@@ -18,12 +18,13 @@ between S and L.
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import expit
 from torch import nn
 
 from ..agents.routing_data import RoutingData
 from ..method.costs import CostConfig, cost_matrix, query_costs
 from ..method.training import FAST_CONFIG, TrainConfig
-from .head import HeadEstimator, sigmoid32
+from .head import HeadEstimator
 
 __all__ = ["HYBRID_KINDS", "hybrid_labels", "calibrate_threshold", "HybridRouter"]
 
@@ -129,8 +130,24 @@ class HybridRouter(HeadEstimator):
 
     def score(self, X: np.ndarray) -> np.ndarray:
         """P[S is good enough] per query, (N,)."""
-        return sigmoid32(self.raw_scores(X))[:, 0]
+        return expit(self.raw_scores(X)[:, 0].astype(np.float64))
 
     def predict(self, X: np.ndarray, threshold: float = 0.5) -> np.ndarray:
         """S (agent 0) where score ≥ threshold, else the strong expert."""
         return np.where(self.score(X) >= threshold, 0, self.strong_)
+
+    def checkpoint_config(self) -> dict:
+        learned = {"strong": self.strong_, "t": self.t_, "label_mean": self.label_mean_}
+        return {**super().checkpoint_config(), "kind": self.kind, "costs": _costs_doc(self.costs), **learned}
+
+    @classmethod
+    def _params_from(cls, config: dict) -> dict:
+        costs = config.get("costs")
+        return {"kind": config["kind"], "costs": CostConfig(**costs) if costs else None}
+
+    def _restore(self, config: dict) -> None:
+        self.strong_, self.t_, self.label_mean_ = int(config["strong"]), config["t"], config["label_mean"]
+
+
+def _costs_doc(costs: CostConfig | None) -> dict | None:
+    return None if costs is None else {"alpha": list(costs.alpha), "beta": list(costs.beta)}

@@ -22,6 +22,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from scipy.special import expit
 from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
 
 from ..agents.registry import builtin_agent_ids, get_agent, list_agents
 from ..agents.routing_data import RoutingData
@@ -147,22 +148,19 @@ class PosthocRejector(BaseEstimator):
             if fit_mask.all() or not fit_mask.any():
                 raise ValueError("platt calibration needs at least two articles in the training data")
         # a column constant on the rows the head sees (a question type absent from a few
-        # articles) would be standardised by ~0 and blow up elsewhere: leave it out
-        self.keep_ = F[fit_mask].std(axis=0) > 1e-6
-        F_val = None if F_val is None else np.asarray(F_val, dtype=np.float32)[:, self.keep_]
+        # articles) gets scale 1 from the head's StandardScaler: it cannot blow up elsewhere
         self.head_ = PluginRejector(config=self.config, progress=self.progress)
-        self.head_.fit(F[fit_mask][:, self.keep_], data.take(fit_mask), F_val, data_val)
+        self.head_.fit(F[fit_mask], data.take(fit_mask), F_val, data_val)
         self.platt_ = None
         if self.calibration == "platt":
-            z = self.head_.raw_scores(F[~fit_mask][:, self.keep_])
+            z = self.head_.raw_scores(F[~fit_mask])
             self.platt_ = _fit_platt(z, data.errors[~fit_mask])
         return self
 
     def error_proba(self, F: np.ndarray) -> np.ndarray:
         """p̂_j^i(x) = P[agent j wrong on endpoint i], (N, 2, A)."""
-        if getattr(self, "head_", None) is None:
-            raise RuntimeError("PosthocRejector: call fit() first")
-        z = self.head_.raw_scores(np.asarray(F, dtype=np.float32)[:, self.keep_]).astype(np.float64)
+        check_is_fitted(self, "head_")
+        z = self.head_.raw_scores(np.asarray(F, dtype=np.float32)).astype(np.float64)
         if self.platt_ is not None:
             z = z * self.platt_[None, :, :, 0] + self.platt_[None, :, :, 1]
         return expit(z)
@@ -173,23 +171,23 @@ class PosthocRejector(BaseEstimator):
 
     def save(self, directory: str | Path) -> Path:
         directory = Path(directory)
-        self.head_.save(directory, {"posthoc_calibration": self.calibration})
-        state = {"keep": torch.from_numpy(self.keep_.astype(np.uint8))}
+        extra = {"posthoc_calibration": self.calibration, "calibration_fraction": self.calibration_fraction}
+        self.head_.save(directory, extra)
         if self.platt_ is not None:
-            state["platt"] = torch.from_numpy(self.platt_)
-        save_file(state, str(directory / "posthoc.safetensors"))
+            save_file({"platt": torch.from_numpy(self.platt_)}, str(directory / "platt.safetensors"))
         return directory
 
     @classmethod
     def load(cls, directory: str | Path) -> PosthocRejector:
         directory = Path(directory)
         head = PluginRejector.load(directory)
-        cal = json.loads((directory / "config.json").read_text()).get("posthoc_calibration", "none")
-        est = cls(config=head.config, calibration=cal)
+        config = json.loads((directory / "config.json").read_text())
+        cal = config.get("posthoc_calibration", "none")
+        est = cls(config=head.config, calibration=cal, calibration_fraction=config["calibration_fraction"])
         est.head_, est.agent_ids_ = head, head.agent_ids_
-        state = load_file(str(directory / "posthoc.safetensors"))
-        est.keep_ = state["keep"].numpy().astype(bool)
-        est.platt_ = state["platt"].numpy() if "platt" in state else None
+        est.platt_ = (
+            load_file(str(directory / "platt.safetensors"))["platt"].numpy() if cal == "platt" else None
+        )
         return est
 
 

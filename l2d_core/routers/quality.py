@@ -8,14 +8,17 @@ of SPEC §3 they use the plug-in rule with 1 − quality as the error probabilit
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import expit
 from sklearn.base import BaseEstimator
+from sklearn.neighbors import KNeighborsRegressor
+from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
 from ..agents.routing_data import RoutingData
 from ..method.costs import CostConfig
 from ..method.policies import plugin_policy
 from ..method.training import FAST_CONFIG, TrainConfig
-from .head import HeadEstimator, sigmoid32
+from .head import HeadEstimator
 
 __all__ = [
     "QUALITY_TARGETS",
@@ -110,45 +113,46 @@ class MLPRouter(HeadEstimator):
 
     def score(self, X: np.ndarray) -> np.ndarray:
         """Predicted quality of every agent, (N, A) in [0, 1]."""
-        return sigmoid32(self.raw_scores(X))
+        return expit(self.raw_scores(X).astype(np.float64))
 
     def predict(self, X: np.ndarray, lam: float = np.inf, cost: np.ndarray | None = None) -> np.ndarray:
         return utility_choice(self.score(X), lam, self.cost_ if cost is None else cost)
 
+    def checkpoint_config(self) -> dict:
+        return {**super().checkpoint_config(), "target": self.target, "cost": [float(c) for c in self.cost_]}
+
+    @classmethod
+    def _params_from(cls, config: dict) -> dict:
+        return {"target": config["target"]}
+
+    def _restore(self, config: dict) -> None:
+        self.cost_ = np.asarray(config["cost"], dtype=float)
+
 
 class KNNRouter(BaseEstimator):
     """RouterBench kNN router: an agent's predicted quality is its mean EM (or F1) over the
-    ``k`` training queries nearest in cosine similarity of the centred features."""
+    ``k`` training queries nearest in cosine similarity of the centred features
+    (scikit-learn's ``KNeighborsRegressor``, brute force)."""
 
-    def __init__(self, k: int = 20, target: str = "em", batch: int = 512):
+    def __init__(self, k: int = 20, target: str = "em"):
         self.k = k
         self.target = target
-        self.batch = batch  # test rows per similarity block
-
-    def _unit(self, X: np.ndarray) -> np.ndarray:
-        z = np.asarray(X, np.float32) - self.mu_
-        return z / np.maximum(np.linalg.norm(z, axis=1, keepdims=True), 1e-12)
 
     def fit(self, X: np.ndarray, data: RoutingData) -> KNNRouter:
         check_fit_input(X, data)
         if self.k < 1:
             raise ValueError(f"k must be >= 1, got {self.k}")
-        self.mu_ = np.asarray(X, np.float32).mean(axis=0)
-        self.X_, self.Y_ = self._unit(X), quality_targets(data, self.target)
+        X = np.asarray(X, np.float32)
+        self.mu_ = X.mean(axis=0)
+        self.knn_ = KNeighborsRegressor(n_neighbors=min(self.k, len(X)), metric="cosine", algorithm="brute")
+        self.knn_.fit(X - self.mu_, quality_targets(data, self.target))
         self.cost_ = data.agent_gflops
         return self
 
     def score(self, X: np.ndarray) -> np.ndarray:
         """Mean quality of each agent over the k nearest training queries, (N, A)."""
-        if getattr(self, "X_", None) is None:
-            raise RuntimeError("KNNRouter: call fit() first")
-        k = min(self.k, len(self.X_))
-        Z, out = self._unit(X), []
-        for i in range(0, len(Z), self.batch):
-            sim = Z[i : i + self.batch] @ self.X_.T  # (b, N_train)
-            nn_idx = np.argpartition(-sim, k - 1, axis=1)[:, :k]  # (b, k)
-            out.append(self.Y_[nn_idx].mean(axis=1))
-        return np.concatenate(out).astype(np.float64) if out else np.zeros((0, self.Y_.shape[1]))
+        check_is_fitted(self, "knn_")
+        return self.knn_.predict(np.asarray(X, np.float32) - self.mu_).astype(np.float64)
 
     def predict(self, X: np.ndarray, lam: float = np.inf, cost: np.ndarray | None = None) -> np.ndarray:
         return utility_choice(self.score(X), lam, self.cost_ if cost is None else cost)
