@@ -9,8 +9,10 @@ BENCHMARK.md training articles are cut into k folds; for each fold a model is fi
 the other folds' articles and answers that fold's questions; a model fine-tuned on all
 training articles answers the test articles and is the one registered for live use. No cached
 answer comes from a model that saw its article. Then the agent is registered (kind
-``extractive``, GFLOPs measured with torch's FLOP counter at 384 tokens) with the pool
-``P3-live`` = {the agent (main), rnet-plus, bert-ens}.
+``extractive``, GFLOPs measured with torch's FLOP counter at 384 tokens) with the pools of
+BENCHMARK.md: ``P3-live`` = {the agent (main), rnet-plus, bert-ens} and ``P2-live`` = {the agent,
+bert-ens}. Every answer is recorded with the model's confidence in it (span probability, logit
+margins); answers cached without it are answered again from the saved checkpoints.
 
 Weights are build artefacts under ``<cache>/models/<agent>/`` (git-ignored; re-created by this
 script). Resumable: a finished checkpoint (``l2d_training.json`` present) is not retrained and
@@ -47,9 +49,23 @@ def parse_args(argv):
     p.add_argument("--device", default=None, help="cuda, cuda:1, cpu (default: CUDA when present)")
     p.add_argument("--limit", type=int, default=None, help="at most N questions per training/answering step")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.add_argument("--pool", default="P3-live", help="pool to register ('' = none)")
-    p.add_argument("--pool-experts", nargs="+", default=["rnet-plus", "bert-ens"])
+    p.add_argument(
+        "--pools",
+        nargs="*",
+        default=["P3-live=rnet-plus,bert-ens", "P2-live=bert-ens"],
+        metavar="NAME=EXPERT,…",
+        help="pools to register with the agent as main (BENCHMARK.md's live pools by default)",
+    )
     return p.parse_args(argv)
+
+
+def _pool_arg(text: str) -> tuple[str, tuple[str, ...]]:
+    """``NAME=EXPERT,EXPERT`` → (name, experts)."""
+    name, _, experts = text.partition("=")
+    ids = tuple(e for e in experts.split(",") if e)
+    if not name or not ids:
+        raise ValueError(f"--pools takes NAME=EXPERT[,EXPERT…], got {text!r}")
+    return name, ids
 
 
 def _fail(msg: str) -> int:
@@ -62,6 +78,7 @@ def main(argv=None) -> int:
     try:
         ds = load_dataset(args.dataset)
         train, test = benchmark_split(ds)
+        pools = [_pool_arg(text) for text in args.pools]
     except (KeyError, ValueError, FileNotFoundError) as exc:
         return _fail(str(exc))
     cfg = QATrainConfig(
@@ -130,11 +147,10 @@ def main(argv=None) -> int:
         options={"max_length": 384, "stride": 128, "max_answer_tokens": 30, "null_answer": null},
     )
     register_agent(spec)
-    cache.set_meta(ds.name, args.agent_id, gflops_source="measured", training=stats)
-    if args.pool:
-        register_pool(
-            PoolSpec(args.pool, ds.name, args.agent_id, tuple(args.pool_experts), "live agent as main")
-        )
+    again = f"python scripts/train_agent.py --dataset {ds.name} --agent-id {args.agent_id}"
+    cache.set_meta(ds.name, args.agent_id, gflops_source="measured", training=stats, answered_by=again)
+    for pool_name, experts in pools:
+        register_pool(PoolSpec(pool_name, ds.name, args.agent_id, experts, "live agent as main"))
 
     t = cache.table(ds.name, args.agent_id)
     test_ids = {r.qid for r in test}
@@ -149,7 +165,7 @@ def main(argv=None) -> int:
         q, w, sec, dev = s["questions"], s["windows"], s["seconds"], s["device"]
         print(f"  {name:6s} trained on {q:5d} q ({w} windows) in {sec:7.1f} s on {dev}")
     total = sum(s["seconds"] for s in stats.values())
-    print(f"  training total {total / 60:.1f} min; pool {args.pool or '-'} registered")
+    print(f"  training total {total / 60:.1f} min; pools {', '.join(n for n, _ in pools) or '-'} registered")
     return 0
 
 

@@ -3,6 +3,9 @@ measured GFLOPs, the few-shot generative agent, and run_into_cache — on tiny m
 
 from __future__ import annotations
 
+import math
+import types
+
 import pytest
 import torch
 from _tiny_models import VOCAB, LogitsByToken, bert_tokenizer, one_thread
@@ -88,7 +91,27 @@ def test_null_answer_competes_with_the_best_span_on_v2(bert_path):
     out = strong_null.predict([q(FILLER + CONTEXT)])[0]  # several windows: null = min over them
     assert out.answer == "" and out.extra["null_score"] == pytest.approx(14.0)
     assert "char_start" not in out.extra
+    assert out.extra["confidence"]["null_margin"] == pytest.approx(12.0 - 14.0)  # negative: null won
+    assert weak_null.predict([q(CONTEXT)])[0].extra["confidence"]["null_margin"] == pytest.approx(2.0)
     assert v1.predict([q(CONTEXT)])[0].answer == "Herman Melville"  # v1.1: no null answer
+    assert "null_margin" not in v1.predict([q(CONTEXT)])[0].extra["confidence"]
+
+
+def test_confidence_of_the_chosen_span(bert_path):
+    """A clear winner: high span probability and margin; two equal spans: probability ≤ ½, margin 0."""
+    sure = stub(bert_path, {"herman": 10.0}, {"melville": 10.0}).predict([q(CONTEXT)])[0]
+    conf = sure.extra["confidence"]
+    assert conf["span_prob"] > 0.9 and conf["margin"] > 5 and conf["windows"] == 1
+    assert conf["start_logit"] == pytest.approx(10.0) and conf["end_logit"] == pytest.approx(10.0)
+    torn = stub(bert_path, {"herman": 10.0, "moby": 10.0}, {"melville": 10.0, "dick": 10.0})
+    conf = torn.predict([q(CONTEXT)])[0].extra["confidence"]
+    assert conf["span_prob"] <= 0.5 + 1e-6 and conf["margin"] == pytest.approx(0.0, abs=1e-4)
+    assert (
+        stub(bert_path, {"herman": 10.0}, {"melville": 10.0})
+        .predict([q(FILLER + CONTEXT)])[0]
+        .extra["confidence"]["windows"]
+        > 1
+    )
 
 
 def test_batching_does_not_change_answers(bert_path):
@@ -162,11 +185,25 @@ def test_generation_parsing_and_cost(llama, monkeypatch):
             key = next(k for k in outputs if f'Question: "{k}"' in prompt.rsplit("Context:", 1)[1])
             rows.append(row.tolist() + tok(outputs[key])["input_ids"])
         width = max(map(len, rows))
-        return torch.tensor([r + [tok.pad_token_id] * (width - len(r)) for r in rows])
+        seq = torch.tensor([r + [tok.pad_token_id] * (width - len(r)) for r in rows])
+        new = seq[:, input_ids.shape[1] :]
+        vocab = llama.model.config.vocab_size
+        scores = tuple(
+            torch.zeros(len(rows), vocab).scatter(1, new[:, k : k + 1], 3.0) for k in range(new.shape[1])
+        )
+        return types.SimpleNamespace(
+            sequences=seq, scores=scores
+        )  # as generate(return_dict_in_generate=True)
 
     monkeypatch.setattr(llama.model, "generate", fake_generate)
     a, b = llama.predict([q(CONTEXT, "Who wrote it?", "a"), q(CONTEXT, "When was he born?", "b")])
     assert (a.answer, b.answer) == ("Herman Melville", "")
+    expected_logp = 3.0 - math.log(math.exp(3.0) + llama.model.config.vocab_size - 1)  # every token's
+    for p, abstained in ((a, 0.0), (b, 1.0)):
+        conf = p.extra["confidence"]
+        assert conf["abstained"] == abstained
+        assert conf["mean_logprob"] == pytest.approx(expected_logp, rel=1e-5)
+        assert conf["min_logprob"] == pytest.approx(expected_logp, rel=1e-5)
     assert a.extra["generated_tokens"] == len(tok('Herman Melville"\n')["input_ids"])
     assert a.extra["prompt_tokens"] == len(tok(build_prompt("Who wrote it?", CONTEXT))["input_ids"])
     assert a.gflops > b.gflops > 0  # more generated tokens, more decoding steps

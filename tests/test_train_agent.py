@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import train_agent
 from _tiny_models import one_thread
@@ -25,7 +26,7 @@ def test_crossfitted_training_registers_the_agent_and_resumes(real_data, fresh_c
     from l2d_core.agents.cache import AgentCache
     from l2d_core.data import BENCHMARK_TEST_ARTICLES, load_dataset
 
-    argv = [*ARGS, "--base", str(bert_path), "--pool", "P3-tiny"]
+    argv = [*ARGS, "--base", str(bert_path), "--pools", "P3-tiny=rnet-plus,bert-ens", "P2-tiny=bert-ens"]
     assert train_agent.main(argv) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert "tiny-qa:" in out and "EM" in out and "training total" in out
@@ -45,11 +46,26 @@ def test_crossfitted_training_registers_the_agent_and_resumes(real_data, fresh_c
     answered = {t for m in plan["models"].values() for t in m["answers"]}
     assert {titles[q] for q in table.index} <= answered
     assert (table["gflops"].astype(float) > 0).all() and table["em"].between(0, 1).all()
+    conf = pd.DataFrame(list(table["confidence"]))  # every answer carries the model's confidence
+    assert set(conf.columns) >= {"span_prob", "start_logit", "end_logit", "margin", "windows"}
+    assert (
+        conf["span_prob"].between(0, 1).all() and (conf["margin"] >= 0).all() and (conf["windows"] >= 1).all()
+    )
 
     spec = get_agent("tiny-qa")
     assert spec.kind == "extractive" and spec.gflops_source == "measured" and spec.gflops > 0
     assert Path(spec.path) == root / "full" and (root / "full" / "l2d_training.json").is_file()
     assert get_pool("P3-tiny").agent_ids == ("tiny-qa", "rnet-plus", "bert-ens")
+    assert get_pool("P2-tiny").agent_ids == ("tiny-qa", "bert-ens")
+    assert "train_agent.py" in cache.meta("squad11", "tiny-qa")["answered_by"]
+
+    # answers cached without confidence (an older version) are answered again, resumably
+    first = next(iter(table.index))
+    old = {**cache.get("squad11", "tiny-qa", first), "confidence": None}
+    cache.put_many("squad11", "tiny-qa", {first: old})
+    assert first not in cache.ids_with("squad11", "tiny-qa", "confidence")
+    assert train_agent.main(argv) == 0
+    assert first in cache.ids_with("squad11", "tiny-qa", "confidence")
 
     # resume: nothing retrained, nothing recomputed
     marker = (root / "fold0" / "l2d_training.json").stat().st_mtime_ns

@@ -32,6 +32,7 @@ RECORD_FIELDS = (
     "gflops",
     "latency_ms",
     "source",
+    "confidence",  # the agent's own confidence signals (model agents; None for prediction files)
 )
 _META = "\x00meta"
 _TABLE = "\x00table"
@@ -112,6 +113,11 @@ class AgentCache:
         """Question ids already cached (what a resumed precompute skips)."""
         return {k for k in self._cache(dataset, agent).iterkeys() if not k.startswith("\x00")}
 
+    def ids_with(self, dataset: str, agent: str, field: str) -> set[str]:
+        """Question ids whose record has ``field`` set (e.g. answers recorded with confidence)."""
+        t = self.table(dataset, agent)
+        return set(t.index[t[field].notna()]) if field in t else set()
+
     def table(self, dataset: str, agent: str) -> pd.DataFrame:
         """All records of one agent as a DataFrame indexed by question id.
 
@@ -127,7 +133,7 @@ class AgentCache:
             packed = {
                 "generation": gen,
                 "qids": qids,
-                "columns": {f: [r[f] for r in rows] for f in RECORD_FIELDS},
+                "columns": {f: [r.get(f) for r in rows] for f in RECORD_FIELDS},
             }
             c.set(_TABLE, packed)
         df = pd.DataFrame(packed["columns"], index=pd.Index(packed["qids"], name="qid"))

@@ -7,6 +7,12 @@ start + end logit; the winner is mapped back to context characters with the offs
 ``null_answer`` (SQuAD v2.0) the null score — the [CLS] start + end logit, minimum over the
 question's windows as in ``run_qa`` — wins when it beats the best span: the answer is "".
 
+Confidence (SPEC §5, what a cascade router reads), recorded with every answer: the probability
+of the chosen span under a softmax of start + end logits over every valid span of its window
+(``span_prob``), that window's top start and end logits, the margin of the chosen span's score
+over the second-best span's, the number of windows, and — when the null score competes — the
+margin of the best span over the null score (``null_margin``; negative: "no answer" won).
+
 Cost: the GFLOPs of a question are the sum over its windows of one forward pass at the
 window's own token length (batch of 1, eager attention, torch's FLOP counter; see
 :class:`~l2d_core.agents.base.LengthCost`: four counted forwards fix every length up to
@@ -126,8 +132,8 @@ class ExtractiveAgent:
         return windows, errors
 
     # --- forward + span search --------------------------------------------------------------
-    def _best_spans(self, batch: list[dict]) -> list[tuple[float, int, int, float]]:
-        """(best span score, start, end, null score) per window of one forward batch."""
+    def _best_spans(self, batch: list[dict]) -> list[tuple[float, int, int, float, dict]]:
+        """(best span score, start, end, null score, confidence) per window of one forward batch."""
         n = [len(w["context"]) for w in batch]
         T, B = max(n), len(batch)
         left = self.tokenizer.padding_side == "left"
@@ -151,11 +157,22 @@ class ExtractiveAgent:
         band = (t[None, :] >= t[:, None]) & (t[None, :] - t[:, None] < self.max_answer_tokens)  # (T, T)
         valid = band[None] & ctx[:, :, None] & ctx[:, None, :]  # (B, T, T)
         scores = (start[:, :, None] + end[:, None, :]).masked_fill(~valid, float("-inf"))
-        best, flat = scores.view(B, -1).max(dim=1)  # (B,)
+        top, flat = scores.view(B, -1).topk(2, dim=1)  # (B, 2): best and second-best span
+        best, flat = top[:, 0], flat[:, 0]
         cls = torch.tensor([w["cls"] + s for w, s in zip(batch, shift)], device=start.device)
         null = start.gather(1, cls[:, None])[:, 0] + end.gather(1, cls[:, None])[:, 0]  # (B,)
+        span_prob = torch.exp(best - torch.logsumexp(scores.view(B, -1), dim=1))  # (B,)
+        margin = (best - top[:, 1]).nan_to_num(posinf=1e4)  # one valid span: a large margin
+        top_start = start.masked_fill(~ctx, float("-inf")).max(dim=1).values
+        top_end = end.masked_fill(~ctx, float("-inf")).max(dim=1).values
+        conf = [
+            {"span_prob": p, "start_logit": s, "end_logit": e, "margin": m}
+            for p, s, e, m in zip(span_prob.tolist(), top_start.tolist(), top_end.tolist(), margin.tolist())
+        ]
         best, flat, null = best.tolist(), flat.tolist(), null.tolist()
-        return [(best[b], flat[b] // T - shift[b], flat[b] % T - shift[b], null[b]) for b in range(B)]
+        return [
+            (best[b], flat[b] // T - shift[b], flat[b] % T - shift[b], null[b], conf[b]) for b in range(B)
+        ]
 
     def predict(self, records: Sequence[QARecord], progress: bool = False) -> list[Prediction]:
         """Answer every record (see the module docstring for the rules, cost and latency)."""
@@ -186,11 +203,14 @@ class ExtractiveAgent:
                 preds.append(Prediction(r.qid, None, 0.0, latency, 0, {"error": errors.get(i, "no window")}))
                 continue
             j = max(js, key=lambda k: results[k][0])
-            score, s, e, _ = results[j]
+            score, s, e, _, conf = results[j]
             null = min(results[k][3] for k in js)
             c0, c1 = windows[j]["offsets"][s][0], windows[j]["offsets"][e][1]
             no_answer = self.null_answer and null > score
-            extra = {"score": score, "null_score": null, "window": js.index(j)}
+            confidence = {**conf, "windows": len(js)}
+            if self.null_answer:
+                confidence["null_margin"] = score - null
+            extra = {"score": score, "null_score": null, "window": js.index(j), "confidence": confidence}
             if not no_answer:
                 extra.update(char_start=c0, char_end=c1)
             gflops = sum(self.gflops_at(len(windows[k]["context"])) for k in js)

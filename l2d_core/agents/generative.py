@@ -19,6 +19,10 @@ Both are functions of a length that torch's counter fixes exactly from a few cou
 :class:`~l2d_core.agents.base.LengthCost`); longer inputs are counted at their own length.
 
 ``gflops_at(L)`` (the figure the paper's table reports at L = 384) is the prefill at ``L``.
+
+Confidence (SPEC §5, what a cascade router reads), recorded with every answer: the mean and
+the minimum log-probability of the generated tokens (up to the newline) under the model, and
+whether it abstained (answered ``?`` or nothing).
 Latency: the wall time of a generate batch divided by its size.
 """
 
@@ -175,8 +179,10 @@ class GenerativeAgent:
             pad_token_id=self.tokenizer.pad_token_id,
             eos_token_id=sorted(self.eos_ids) or None,
             stop_strings=["\n"],
+            output_scores=True,  # the tokens' log-probabilities: the answer's confidence
+            return_dict_in_generate=True,
         )
-        raw: dict[int, tuple[str, int, float]] = {}
+        raw: dict[int, tuple[str, int, float, list[float]]] = {}
         bar = tqdm(total=len(records), unit="q", desc="generate", disable=not progress, leave=False)
         for i in range(0, len(order), self.batch_size):
             idx = order[i : i + self.batch_size]
@@ -184,17 +190,31 @@ class GenerativeAgent:
             t0 = time.perf_counter()
             with torch.inference_mode():
                 out = self.model.generate(**enc, generation_config=config, tokenizer=self.tokenizer)
-            new = out[:, enc["input_ids"].shape[1] :].tolist()  # (B, ≤ max_new_tokens), synchronizes
+            new_ids = out.sequences[:, enc["input_ids"].shape[1] :]  # (B, S)
+            steps = torch.stack(out.scores, dim=1).float().log_softmax(-1)  # (B, S, V)
+            logp = steps.gather(2, new_ids[:, : steps.shape[1], None])[:, :, 0].tolist()  # (B, S)
+            new = new_ids.tolist()  # synchronizes
             ms = 1000.0 * (time.perf_counter() - t0) / len(idx)
-            for j, row in zip(idx, new):
+            for j, row, lp in zip(idx, new, logp):
                 n = self._generated_length(row)
-                raw[j] = (self.tokenizer.decode(row[:n], skip_special_tokens=True), n, ms)
+                raw[j] = (self.tokenizer.decode(row[:n], skip_special_tokens=True), n, ms, lp[:n])
             bar.update(len(idx))
         bar.close()
         preds = []
         for j, r in enumerate(records):
-            text, n, ms = raw[j]
-            extra = {"raw": text, "prompt_tokens": lengths[j], "generated_tokens": n}
+            text, n, ms, lp = raw[j]
+            answer = parse_output(text)
+            confidence = {
+                "mean_logprob": float(sum(lp) / len(lp)) if lp else 0.0,
+                "min_logprob": float(min(lp)) if lp else 0.0,
+                "abstained": float(answer == ""),
+            }
+            extra = {
+                "raw": text,
+                "prompt_tokens": lengths[j],
+                "generated_tokens": n,
+                "confidence": confidence,
+            }
             gflops = self.query_gflops(lengths[j], n)
-            preds.append(Prediction(r.qid, parse_output(text), gflops, ms, 1, extra))
+            preds.append(Prediction(r.qid, answer, gflops, ms, 1, extra))
         return preds

@@ -88,19 +88,24 @@ class RoutingData:
 
 
 def ensure_cached(dataset: QADataset, agents: list[AgentSpec], cache: AgentCache) -> None:
-    """Import prediction-file agents that are not cached yet; fail clearly for live ones."""
+    """Import prediction-file agents that are not cached yet; fail clearly for model agents whose
+    answers are missing or were recorded without their confidence (scoring version < 3)."""
     for spec in agents:
-        missing = set(dataset.qids) - cache.done_ids(dataset.name, spec.id)
-        stale = cache.meta(dataset.name, spec.id).get("scoring_version") != SCORING_VERSION
-        if not missing and not (stale and spec.kind == "prediction_file"):
+        if spec.kind == "prediction_file":
+            missing = set(dataset.qids) - cache.done_ids(dataset.name, spec.id)
+            stale = cache.meta(dataset.name, spec.id).get("scoring_version") != SCORING_VERSION
+            if missing or stale:  # (re-)score the file: cheap, and always current
+                import_predictions(spec, dataset, cache)
             continue
-        if spec.kind == "prediction_file":  # (re-)score the file: cheap, and always current
-            import_predictions(spec, dataset, cache)
-        else:
+        missing = set(dataset.qids) - cache.ids_with(dataset.name, spec.id, "confidence")
+        if missing:
+            how = cache.meta(dataset.name, spec.id).get("answered_by") or (
+                f"python scripts/precompute_cache.py --dataset {dataset.name} --agents {spec.id}"
+            )
             raise AgentNotCachedError(
-                f"agent {spec.id!r} ({spec.kind}) has no cached answers for {len(missing)} of "
-                f"{len(dataset)} questions of {dataset.name}; run "
-                f"`python scripts/precompute_cache.py --dataset {dataset.name} --agents {spec.id}`"
+                f"agent {spec.id!r} ({spec.kind}) has no answers recorded with their confidence for "
+                f"{len(missing)} of {len(dataset)} questions of {dataset.name}; run `{how}` "
+                "(finished answers are kept; only the missing ones are computed)"
             )
 
 

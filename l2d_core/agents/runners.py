@@ -131,7 +131,7 @@ def shard(items: Sequence, index: int, count: int) -> list:
 
 def _record(gold, p: Prediction, source: str) -> dict:
     rec = score_answer(gold, p.qid, p.answer)
-    rec.update(gflops=p.gflops, latency_ms=p.latency_ms, source=source)
+    rec.update(gflops=p.gflops, latency_ms=p.latency_ms, source=source, confidence=p.extra.get("confidence"))
     return rec
 
 
@@ -158,7 +158,13 @@ def run_into_cache(
     t0 = time.perf_counter()
     cache = cache or AgentCache()
     records = list(dataset.records if records is None else records)
-    done = cache.done_ids(dataset.name, agent_id)
+    # a model agent's answers count as done once recorded with its confidence (scoring version 3):
+    # older ones are answered again, resumably
+    done = (
+        cache.done_ids(dataset.name, agent_id)
+        if agent.kind == "prediction_file"
+        else cache.ids_with(dataset.name, agent_id, "confidence")
+    )
     todo = [r for r in records if r.qid not in done]
     gold = gold_index(dataset if len(todo) == len(dataset) else dataset.subset(r.qid for r in todo))
     full_meta = {

@@ -17,7 +17,7 @@ __all__ = ["GoldIndex", "gold_index", "score_answer", "MISSING", "SCORING_VERSIO
 MISSING = "missing"  # status of a question an agent gave no answer for (counted wrong)
 # Stored with every agent's cache metadata; bump when scoring changes what a record holds,
 # so that cached prediction-file agents are re-scored instead of silently reused.
-SCORING_VERSION = 2
+SCORING_VERSION = 3  # 3: model agents record their confidence
 
 
 @dataclass(frozen=True)
