@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
+import pandas as pd
 
 from ..data.records import QADataset
 from ..qa.scoring import SCORING_VERSION
@@ -37,6 +38,7 @@ class RoutingData:
     f1: np.ndarray  # (N, A) in [0, 1]
     gflops: np.ndarray  # (N, A) per-query GFLOPs of each agent
     answers: np.ndarray  # (N, A) object: each agent's answer text (None = no prediction)
+    confidence: np.ndarray | None = None  # (N, A) object: each answer's confidence dict (None = none)
 
     @property
     def n_agents(self) -> int:
@@ -64,13 +66,11 @@ class RoutingData:
         """Rows selected by a boolean mask or integer index."""
         arr = np.asarray(index)
         idx = np.flatnonzero(arr) if arr.dtype == bool else arr.astype(np.intp, copy=False)
+        fields = ("titles", "start_ok", "end_ok", "em", "f1", "gflops", "answers", "confidence")
         return replace(
             self,
             qids=tuple(self.qids[i] for i in idx),
-            **{
-                f: getattr(self, f)[idx]
-                for f in ("titles", "start_ok", "end_ok", "em", "f1", "gflops", "answers")
-            },
+            **{f: getattr(self, f)[idx] for f in fields if getattr(self, f) is not None},
         )
 
     def split(self, test_titles) -> tuple[RoutingData, RoutingData]:
@@ -128,7 +128,7 @@ def load_routing_data(
     ensure_cached(dataset, specs, cache)
     qids = list(dataset.qids)
     cols: dict[str, list[np.ndarray]] = {
-        k: [] for k in ("start_ok", "end_ok", "em", "f1", "gflops", "answer")
+        k: [] for k in ("start_ok", "end_ok", "em", "f1", "gflops", "answer", "confidence")
     }
     for s in specs:
         t = cache.table(dataset.name, s.id).reindex(qids)
@@ -144,6 +144,8 @@ def load_routing_data(
         cols["f1"].append(t["f1"].fillna(0.0).astype(float).to_numpy())
         cols["gflops"].append(gf)
         cols["answer"].append(t["answer"].to_numpy(dtype=object))
+        conf = t["confidence"] if "confidence" in t else pd.Series(None, index=t.index, dtype=object)
+        cols["confidence"].append(np.array([c if isinstance(c, dict) else None for c in conf], dtype=object))
     stack = {k: np.stack(v, axis=1) for k, v in cols.items()}
     return RoutingData(
         dataset=dataset.name,
@@ -156,4 +158,5 @@ def load_routing_data(
         f1=stack["f1"],
         gflops=stack["gflops"],
         answers=stack["answer"],
+        confidence=stack["confidence"],
     )

@@ -17,7 +17,7 @@ import json
 import time
 from functools import lru_cache
 
-from ..agents import AgentSpec
+from ..agents import AgentSpec, get_agent
 from ..agents.cache import AgentCache
 from ..data.records import QARecord
 from ..evaluation.benchmark import encoder_for
@@ -31,6 +31,7 @@ from ..routers.features import featurize
 __all__ = [
     "RUNNABLE_KINDS",
     "route_query",
+    "route_cascade",
     "answer_with",
     "can_answer_new_text",
     "check_expected_answer",
@@ -114,6 +115,59 @@ def route_query(
     return out
 
 
+def route_cascade(
+    bench,
+    router,
+    question: str,
+    context: str,
+    costs: CostConfig,
+    dataset_qid: str | None = None,
+    cache: AgentCache | None = None,
+) -> dict:
+    """Route one query with a fitted post-hoc / cascade router: the main agent answers first
+    (cached for a dataset question, live for new text when it can run), the router reads that
+    answer and its confidence, and picks the agent of least expected cost at ``costs``.
+
+    Returns ``agent_ids``, ``main`` (the main agent's answer, as :func:`answer_with` gives it,
+    with its ``confidence``), ``p_err`` (2, A), ``expected_cost`` (A,), ``chosen`` /
+    ``chosen_index``, ``router_latency_ms`` (features + head) and ``gflops`` (the main agent
+    and helpers, paid on every query). Raises ValueError when the main agent (or a helper)
+    cannot answer this text.
+    """
+    question, context = _require_text(question, context)
+    ids = tuple(bench.pool.agent_ids)
+    if costs.n_experts != len(ids) - 1:
+        raise ValueError(f"costs have {costs.n_experts} experts, pool {bench.pool.name} has {len(ids) - 1}")
+    answers = [
+        answer_with(get_agent(a), question, context, dataset_qid, cache) for a in (ids[0], *router.helpers_)
+    ]
+    for a in answers:
+        if a["answer"] is None:
+            raise ValueError(
+                f"{a['agent']} must answer first but {a['message']}: pick a pool whose main agent runs "
+                "(the live pools, after `python scripts/train_agent.py`) or a dataset question"
+            )
+    rec = QARecord(qid=dataset_qid or "live", title="", context=context, question=question, answers=())
+    t0 = time.perf_counter()
+    p_err = router.route_one(
+        rec, answers[0]["answer"], answers[0]["confidence"], [a["answer"] for a in answers[1:]]
+    )
+    latency_ms = 1000.0 * (time.perf_counter() - t0)
+    expected = expected_costs(p_err[None], costs)[0]
+    j = int(expected.argmin())
+    return {
+        "agent_ids": ids,
+        "main": answers[0],
+        "helpers": answers[1:],
+        "p_err": p_err,
+        "expected_cost": expected,
+        "chosen_index": j,
+        "chosen": ids[j],
+        "router_latency_ms": latency_ms,
+        "gflops": float(sum(a["gflops"] or 0.0 for a in answers)),
+    }
+
+
 # --- answering -------------------------------------------------------------------------------
 
 
@@ -157,6 +211,7 @@ def _result(spec: AgentSpec, status: str, message: str = "", **fields) -> dict:
         "gflops_source": spec.gflops_source,
         "message": message,
         "expected_answer": None,
+        "confidence": None,  # the agent's own confidence signals, when it gives them
     }
     base.update(fields)
     return base
@@ -199,6 +254,7 @@ def answer_with(
                 latency_ms=rec.get("latency_ms"),
                 gflops=rec.get("gflops") if rec.get("gflops") is not None else agent_spec.gflops,
                 expected_answer=check,
+                confidence=rec.get("confidence"),
             )
     if not can_answer_new_text(agent_spec):
         status = "not_cached" if dataset_qid is not None else "cannot_answer"
@@ -239,6 +295,7 @@ def answer_with(
         gflops=pred.gflops,
         gflops_source="measured",
         expected_answer=check,
+        confidence=pred.extra.get("confidence"),
         **scored,
     )
 

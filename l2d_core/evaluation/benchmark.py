@@ -18,15 +18,17 @@ from ..agents.registry import PoolSpec, get_pool
 from ..agents.routing_data import RoutingData, load_routing_data
 from ..data import BENCHMARK_TEST_ARTICLES, load_dataset, validation_split
 from ..data.records import QADataset, QARecord
-from ..method.costs import CostConfig
+from ..method.costs import COST_RULES, CostConfig
 from ..paths import DEFAULT_ENCODER, cache_dir
 from ..routers.encoder import Encoder, load_encoder
 from ..routers.features import featurize
 
-__all__ = ["BETA_POINTS", "Benchmark", "prepare", "encoder_for", "rejector_gflops"]
+__all__ = ["BETA_POINTS", "PRICE_POINTS", "Benchmark", "prepare", "encoder_for", "rejector_gflops"]
 
-# BENCHMARK.md sweep points for β₁ (β_j from the GFLOPs rule, α_j = 1).
+# BENCHMARK.md sweep points for β₁ (β_j from the GFLOPs rule, α_j = 1) and for the per-TFLOP
+# price λ (errors per TFLOP, α_j = 1).
 BETA_POINTS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+PRICE_POINTS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,6 +61,16 @@ class Benchmark:
     def costs(self, beta1: float, alpha: float = 1.0) -> CostConfig:
         """The BENCHMARK.md cost setting at β₁ (GFLOPs rule)."""
         return CostConfig.from_beta1(beta1, self.expert_gflops, alpha)
+
+    def price_costs(self, lam: float, alpha: float = 1.0) -> CostConfig:
+        """The BENCHMARK.md cost setting at the per-TFLOP price λ."""
+        return CostConfig.from_price(lam, float(self.train.agent_gflops[0]), self.expert_gflops, alpha)
+
+    def rule_costs(self, rule: str, value: float, alpha: float = 1.0) -> CostConfig:
+        """The cost setting of ``rule`` (``gflops``: β₁; ``price``: λ) at ``value``."""
+        if rule not in COST_RULES:
+            raise ValueError(f"unknown cost rule {rule!r}; known: {COST_RULES}")
+        return self.costs(value, alpha) if rule == "gflops" else self.price_costs(value, alpha)
 
     def split(self, name: str) -> RoutingData:
         """``train``, ``val`` or ``test``."""

@@ -9,13 +9,12 @@ baseline scores are stored on disk (:mod:`~l2d_core.evaluation.store`).
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 
 from ..method.costs import CostConfig, cost_matrix, query_costs
-from ..method.policies import expected_costs, learned_policy, oracle_policy, plugin_policy, random_policy
+from ..method.policies import learned_policy, oracle_policy, random_policy
 from ..method.training import FAST_CONFIG
+from ..routers.features import posthoc_matrix
 from ..routers.posthoc import (
     DEFAULT_CALIBRATION,
     DEFAULT_FEATURES,
@@ -30,8 +29,9 @@ from ..routers.rejector import FullSDLRejector, PluginRejector, SDLRejector
 from . import metrics as M
 from . import store
 from .benchmark import BETA_POINTS
+from .plugin_router import PlugInRouter
 from .points import Decision, make_point
-from .posthoc_inputs import posthoc_features
+from .posthoc_inputs import main_has_confidence, posthoc_features
 from .router import DENSE_BETAS, Router, best_single_tdl, register
 
 __all__ = [
@@ -105,7 +105,7 @@ class SDLRouter(Router):
 
 
 @register
-class PluginRouter(Router):
+class PluginRouter(PlugInRouter):
     id = "l2d-plugin"
     label = "L2D plug-in (instant reweight)"
     description = (
@@ -114,89 +114,104 @@ class PluginRouter(Router):
     )
     family = "l2d"
     reads_embeddings = True
+    kind = "plugin"
 
     def __init__(self, config=FAST_CONFIG):
         super().__init__(config=config)
         self.config = config
 
-    def _fit(self) -> None:
-        bench = self.bench_
-        est = PluginRejector(config=self.config.but(seed=self.seed_))
-        self.estimator_ = store.fitted("plugin", bench, est, _fit_on_train(bench))
-        self.p_err_ = self.estimator_.error_proba(bench.X_test)
+    def _features(self, split: str) -> np.ndarray:
+        return {"train": self.bench_.X_train, "val": self.bench_.X_val, "test": self.bench_.X_test}[split]
 
-    def decide(self, costs: CostConfig) -> Decision:
-        return Decision(
-            plugin_policy(self.p_err_, costs),
-            self.bench_.rejector_gflops,
-            expected=expected_costs(self.p_err_, costs),
-            scores=self.p_err_,
-            score_label="P̂[wrong]",
-        )
+    def _new_estimator(self):
+        return PluginRejector(config=self.config.but(seed=self.seed_))
 
     def sweep(self):
         return [(b, self.decide(self.bench_.costs(b)), {}) for b in DENSE_BETAS]
 
 
 @register
-class PosthocRouter(Router):
+class PosthocRouter(PlugInRouter):
     id = "l2d-posthoc"
-    label = "L2D post-hoc (sees the main answer)"
+    label = "L2D post-hoc (main answer + cheap helpers)"
     description = (
-        "The main agent always answers first; the router reads its answer and whether cheap helper "
-        "agents agree, then defers to an expert when that is worth its cost. It pays the main agent "
-        "and the helpers on every query."
+        "The main agent always answers first; the router reads its answer, its own confidence when it "
+        "gives one, and whether cheap helper agents agree, then defers to an expert when that is worth "
+        "its cost. It pays the main agent and the helpers on every query."
     )
     family = "l2d"
+    kind = "posthoc"
 
-    def __init__(self, helpers=None, features: str = DEFAULT_FEATURES, calibration=DEFAULT_CALIBRATION):
-        super().__init__(helpers=helpers, features=features, calibration=calibration)
+    def __init__(
+        self,
+        helpers=None,
+        features: str = DEFAULT_FEATURES,
+        calibration=DEFAULT_CALIBRATION,
+        confidence: bool = True,
+    ):
+        super().__init__(helpers=helpers, features=features, calibration=calibration, confidence=confidence)
         self.helpers, self.features, self.calibration = helpers, features, calibration
+        self.confidence = confidence
 
     def _fit(self) -> None:
         bench = self.bench_
-        helpers = self.helpers
-        if helpers is None:
-            helpers = posthoc_helpers(bench.dataset.name, bench.pool.main)
-        self.helpers_ = tuple(helpers)
-        F = posthoc_features(bench, self.helpers_, "train", self.features)
-        est = PosthocRejector(config=FAST_CONFIG.but(seed=self.seed_), calibration=self.calibration)
-        digest = hashlib.sha256(np.ascontiguousarray(F).tobytes()).hexdigest()[:16]
-        est = store.fitted(
-            "posthoc",
-            bench,
-            est,
-            lambda e: e.fit(F, bench.train),
+        default = posthoc_helpers(bench.dataset.name, bench.pool.main)
+        self.helpers_ = tuple(default if self.helpers is None else self.helpers)
+        self.confidence_ = self.confidence and main_has_confidence(bench)
+        super()._fit()
+
+    def _features(self, split: str) -> np.ndarray:
+        return posthoc_features(self.bench_, self.helpers_, split, self.features, self.confidence_)
+
+    def _new_estimator(self):
+        return PosthocRejector(config=FAST_CONFIG.but(seed=self.seed_), calibration=self.calibration)
+
+    def _store_params(self) -> dict:
+        return dict(
             helpers=list(self.helpers_),
             features=self.features,
+            confidence=self.confidence_,
             feature_format=FEATURE_FORMAT,
-            train_features=digest,
         )
-        self.p_err_ = est.error_proba(posthoc_features(bench, self.helpers_, "test", self.features))
-        self.data_, self.overhead_ = posthoc_gflops(bench.test, self.helpers_)
+
+    def route_one(self, record, main_answer, main_confidence=None, helper_answers=()) -> np.ndarray:
+        """p̂ (2, A) for a new query, once the main agent (and every helper) has answered it."""
+        if len(helper_answers) != len(self.helpers_):
+            raise ValueError(f"{self.id} reads the answers of helpers {self.helpers_}: give one each")
         if self.features.endswith("+emb"):
-            self.overhead_ += bench.rejector_gflops
+            raise ValueError(f"{self.id} with features {self.features!r} cannot route new text live")
+        conf = [main_confidence] if self.confidence_ else None
+        F = posthoc_matrix([main_answer], [list(helper_answers)], [record], self.features, conf)
+        return self.estimator_.error_proba(F)[0]
 
-    def _decision(self, costs: CostConfig, **extra) -> Decision:
-        return Decision(
-            plugin_policy(self.p_err_, costs),
-            self.overhead_,
-            data=self.data_,
-            expected=expected_costs(self.p_err_, costs),
-            scores=self.p_err_,
-            score_label="P̂[wrong]",
-            extra=extra,
-        )
-
-    def decide(self, costs: CostConfig) -> Decision:
-        return self._decision(costs)
+    def accounting(self, data):
+        data, overhead = posthoc_gflops(data, self.helpers_)
+        return data, overhead + (self.bench_.rejector_gflops if self.features.endswith("+emb") else 0.0)
 
     def sweep(self):
         dense = [(b, self.decide(self.bench_.costs(b)), {}) for b in DENSE_BETAS]
         # no β₁ of the benchmark: these points carry no TDL
-        return dense + [
-            (None, self._decision(gflops_costs(self.data_, bm)), {"beta_max": bm}) for bm in GFLOPS_SWEEP
+        marginal = [
+            (None, self.decision(self.p_err_, gflops_costs(self.data_, bm), beta_max=bm), {})
+            for bm in GFLOPS_SWEEP
         ]
+        return dense + marginal
+
+
+@register
+class CascadeRouter(PosthocRouter):
+    id = "l2d-cascade"
+    label = "L2D cascade (main answer + its confidence)"
+    description = (
+        "The main agent always answers first; the router reads that answer and the main agent's own "
+        "confidence in it, and defers to an expert when that is worth its cost. Only the main agent "
+        "runs on every query, so it routes new text live."
+    )
+
+    def __init__(
+        self, helpers=(), features: str = DEFAULT_FEATURES, calibration=DEFAULT_CALIBRATION, confidence=True
+    ):
+        super().__init__(helpers, features, calibration, confidence)
 
 
 @register
@@ -244,7 +259,7 @@ class ZeroRouter(Router):
         j = int(query_costs(cost_matrix(test.errors, costs)).mean(axis=0).argmin())
         return Decision(np.full(len(test), j))
 
-    def points(self, betas=BETA_POINTS, dense: bool = True) -> list[dict]:
+    def points(self, betas=BETA_POINTS, dense: bool = True, prices=()) -> list[dict]:
         """Vertices of the single agents' upper hull (any mixture lies on the segments between)."""
         test = self.bench_.test
         g = test.gflops.mean(axis=0)
@@ -257,6 +272,6 @@ class ZeroRouter(Router):
             )
         return pts
 
-    def tdl_vectors(self, betas=BETA_POINTS) -> dict[str, np.ndarray]:
+    def tdl_vectors(self, settings: dict[str, CostConfig]) -> dict[str, np.ndarray]:
         """TDL is linear in the mixing weights: the zero router's is the best single agent's."""
-        return best_single_tdl(self.bench_, betas)
+        return best_single_tdl(self.bench_, settings)

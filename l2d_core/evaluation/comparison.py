@@ -37,7 +37,7 @@ import numpy as np
 
 from ..method.costs import CostConfig, cost_matrix, query_costs
 from . import metrics as M
-from .benchmark import BETA_POINTS, Benchmark
+from .benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
 from .points import evaluate_choice
 from .registry import make_router, router_ids
 from .results import SCHEMA_VERSION, Point, Results, expert_share
@@ -171,6 +171,33 @@ def _pareto_all(routers: dict) -> list[dict]:
     ]
 
 
+def _price_tdl(
+    bench: Benchmark, points: list[Point], tdl_q: dict[str, np.ndarray], weights, level: float = 0.95
+) -> dict:
+    """TDL per per-TFLOP price λ against random allocation — uniform, and with the router's own
+    shares at that λ (allocation-matched, in expectation per question) — with paired bootstrap
+    intervals of TDL(router) − TDL(matched random)."""
+    out: dict = {"tdl_price": {}, "tdl_price_uniform": {}, "tdl_price_matched": {}}
+    diffs: dict = {}
+    for p in points:
+        if p.get("price") is None:
+            continue
+        key = beta_key(p["price"])
+        qc = query_costs(cost_matrix(bench.test.errors, bench.price_costs(p["price"])))  # (N, A)
+        share = np.array([p["allocation"].get(a, 0.0) for a in bench.test.agent_ids], float)
+        matched = qc @ (share / share.sum())  # (N,) expected TDL of random allocation, same shares
+        router_q = tdl_q.get(key, p["_q"]["tdl"])
+        out["tdl_price"][key] = float(router_q.mean())
+        out["tdl_price_uniform"][key] = float(qc.mean())
+        out["tdl_price_matched"][key] = float(matched.mean())
+        diffs[key] = router_q - matched
+    if weights is not None and diffs:
+        ci = {k: list(M.percentile_interval(M.resample_means(d, weights), level)) for k, d in diffs.items()}
+        out["tdl_price_diff_ci"] = ci
+        out["tdl_price_below_matched_95"] = {k: bool(v[1] < 0) for k, v in ci.items()}
+    return out
+
+
 def run_comparison(
     bench: Benchmark,
     seeds: Sequence[int] = BENCHMARK_SEEDS,
@@ -178,10 +205,12 @@ def run_comparison(
     progress: Callable[[str], None] | None = None,
     n_boot: int = N_BOOT,
     boot_seed: int = 0,
+    prices: Sequence[float] = PRICE_POINTS,
 ) -> Results:
     """Every router (default: :func:`router_ids`) on ``bench``: summaries per seed, then mean and
     std over ``seeds``; points averaged over seeds; paired bootstrap intervals over the test
-    questions (``n_boot`` resamples; 0 skips them).
+    questions (``n_boot`` resamples; 0 skips them). Besides the BENCHMARK.md β₁ points (the
+    paper's GFLOPs rule), every router is also evaluated at the per-TFLOP prices ``prices``.
 
     ``progress`` gets one line per router (the dashboard shows it in a status box).
     """
@@ -206,6 +235,7 @@ def run_comparison(
         "features": bench.features,
         "rejector_gflops": float(bench.rejector_gflops),
         "beta_points": list(BETA_POINTS),
+        "price_points": [float(x) for x in prices],
         "dense_betas": list(DENSE_BETAS),
         "target_shares": list(TARGET_SHARES),
         "gflops_range": [lo, hi],
@@ -235,7 +265,7 @@ def run_comparison(
         if progress:
             progress(f"{rid}: {len(seeds)} seed(s)")
         fitted = [make_router(rid).fit(bench, s) for s in seeds]
-        runs = [r.points() for r in fitted]
+        runs = [r.points(prices=prices) for r in fitted]
         per_seed = [_curve_summary(bench, pts, lo, hi) for pts in runs]
         points = _mean_points(runs)
         entry: dict = {"points": points}
@@ -258,13 +288,19 @@ def run_comparison(
             beta_key(points[i]["beta1"]): float(np.std([r[i]["tdl"] for r in runs])) for i in core
         }
         tdl_q = {beta_key(points[i]["beta1"]): points[i]["_q"]["tdl"] for i in core if "_q" in points[i]}
-        reference = fitted[0].tdl_vectors()
+        price_q = {}
+        reference = fitted[0].tdl_vectors({beta_key(b): bench.costs(b) for b in BETA_POINTS})
         if reference is not None:  # a router whose TDL is not that of its points (the zero router)
             tdl_q = reference
             entry["tdl"] = {k: float(v.mean()) for k, v in tdl_q.items()}
             entry["tdl_std"] = dict.fromkeys(tdl_q, 0.0)
+            price_q = fitted[0].tdl_vectors({beta_key(x): bench.price_costs(x) for x in prices})
         if weights is not None:
             entry.update(_bootstrap(bench, points, tdl_q, ref_q, weights, lo, hi))
+        if reference is None:
+            entry.update(_price_tdl(bench, points, price_q, weights))
+        else:  # the zero router at a price: the best single agent; no allocation of its own
+            entry["tdl_price"] = {k: float(v.mean()) for k, v in price_q.items()}
         entry["pareto"] = M.pareto_front(
             np.array([p["gflops"] for p in points]), np.array([p["em"] for p in points])
         ).tolist()

@@ -73,16 +73,19 @@ def evaluate_choice(
     }
 
 
-def make_point(bench: Benchmark, decision: Decision, beta1: float | None, **extra) -> dict:
+def make_point(
+    bench: Benchmark, decision: Decision, beta1: float | None, costs: CostConfig | None = None, **extra
+) -> dict:
     """One operating point of a router on the test articles: the metrics of ``decision`` at the
-    BENCHMARK.md cost setting of ``beta1`` (``None``: a setting without β — its TDL fields are
-    then ``None``), under ``gflops`` the mean GFLOPs per query, ``share_strong`` the share of
-    questions sent to a non-main agent, and under ``_q`` the per-question vectors (dropped
-    from saved results)."""
+    BENCHMARK.md cost setting of ``beta1``, or at ``costs`` when given (the TDL fields are
+    ``None`` when neither is), under ``gflops`` the mean GFLOPs per query, ``share_strong`` the
+    share of questions sent to a non-main agent, and under ``_q`` the per-question vectors
+    (dropped from saved results)."""
     data = decision.on(bench.test)
     choice = np.asarray(decision.choice, dtype=int)
     ar = np.arange(len(choice))
-    costs = bench.costs(0.05 if beta1 is None else beta1)
+    has_costs = beta1 is not None or costs is not None
+    costs = costs or bench.costs(0.05 if beta1 is None else beta1)
     overhead = decision.overhead_gflops
     m = evaluate_choice(choice, data, costs, overhead)
     m.pop("n")
@@ -98,7 +101,7 @@ def make_point(bench: Benchmark, decision: Decision, beta1: float | None, **extr
     m.update(em=100 * float(q["em"].mean()), f1=100 * float(q["f1"].mean()), gflops_per_query=gq)
     m["gflops_per_em"] = M.gflops_per_em(gq, m["em"])
     m["tdl"] = float(q["tdl"].mean())
-    if beta1 is None:
+    if not has_costs:
         m.update(dict.fromkeys(TDL_FIELDS))
         del q["tdl"]
     return {

@@ -13,11 +13,10 @@ from ..agents.routing_data import RoutingData, load_routing_data
 from ..data.records import QADataset
 from ..paths import cache_dir
 from ..qa.squad_eval import normalize_all
-from ..routers.features import answer_features, extra_features
-from ..routers.posthoc import FEATURE_SETS
+from ..routers.features import posthoc_matrix
 from .benchmark import Benchmark
 
-__all__ = ["agents_outcomes", "posthoc_answers", "posthoc_features"]
+__all__ = ["agents_outcomes", "posthoc_answers", "main_has_confidence", "posthoc_features"]
 
 
 @lru_cache(maxsize=8)
@@ -53,20 +52,26 @@ def posthoc_answers(bench: Benchmark, helpers: Sequence[str], split: str = "trai
     return main, np.asarray(hd.answers[idx, 1:], dtype=object), records
 
 
+def main_has_confidence(bench: Benchmark) -> bool:
+    """Whether the pool's main agent recorded its confidence (a model agent does)."""
+    conf = bench.train.confidence
+    return conf is not None and any(isinstance(c, dict) for c in conf[:, 0])
+
+
 def posthoc_features(
-    bench: Benchmark, helpers: Sequence[str], split: str = "train", features: str = "answer+extra"
+    bench: Benchmark,
+    helpers: Sequence[str],
+    split: str = "train",
+    features: str = "answer+extra",
+    confidence: bool = False,
 ) -> np.ndarray:
     """Features of the post-hoc router on one split (``train``, ``val`` or ``test``), (N, d),
-    in the order of that split (aligned by qid; see :func:`posthoc_answers`)."""
-    if features not in FEATURE_SETS:
-        raise ValueError(f"unknown post-hoc features {features!r}; known: {FEATURE_SETS}")
+    in the order of that split (aligned by qid; see :func:`posthoc_answers`); ``confidence``
+    adds the main agent's own confidence signals."""
     main, helper_answers, records = posthoc_answers(bench, helpers, split)
-    parts = [answer_features(main, helper_answers, records)]
-    if "extra" in features:
-        parts.append(extra_features(main, helper_answers, records))
-    if features.endswith("+emb"):
-        X = {"train": bench.X_train, "val": bench.X_val, "test": bench.X_test}[split]
-        if X is None or X.shape[1] == 0:
-            raise ValueError(f"features {features!r} need the benchmark's embeddings (features_needed=True)")
-        parts.append(X)
-    return np.concatenate(parts, axis=1).astype(np.float32)
+    conf = None
+    if confidence:
+        recorded = bench.split(split).confidence
+        conf = recorded[:, 0] if recorded is not None else [None] * len(records)
+    X = {"train": bench.X_train, "val": bench.X_val, "test": bench.X_test}[split]
+    return posthoc_matrix(main, helper_answers, records, features, conf, X)

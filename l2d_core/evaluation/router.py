@@ -77,16 +77,22 @@ class Router:
         """Operating points beyond the β₁ points: ``(β₁ or None, decision, fields)``."""
         return []
 
-    def points(self, betas=BETA_POINTS, dense: bool = True) -> list[dict]:
-        """Curve points at each β₁ of ``betas`` (BENCHMARK.md cost setting), then the sweep."""
+    def points(self, betas=BETA_POINTS, dense: bool = True, prices=()) -> list[dict]:
+        """Curve points at each β₁ of ``betas`` (BENCHMARK.md cost setting), then the sweep, then
+        one point at each per-TFLOP price λ of ``prices`` (field ``price``; kept with the sweep's
+        points, out of the β₁ summaries)."""
         bench = self.bench_
         pts = [make_point(bench, self.decide(bench.costs(b)), b, dense=False) for b in betas]
         if dense:
             pts += [make_point(bench, d, b, dense=True, **f) for b, d, f in self.sweep()]
+        for lam in prices:
+            costs = bench.price_costs(lam)
+            pts.append(make_point(bench, self.decide(costs), None, costs=costs, dense=True, price=lam))
         return pts
 
-    def tdl_vectors(self, betas=BETA_POINTS) -> dict[str, np.ndarray] | None:
-        """Per-question TDL at each β₁ when it is not that of the β₁ points (the zero router)."""
+    def tdl_vectors(self, settings: dict[str, CostConfig]) -> dict[str, np.ndarray] | None:
+        """Per-question TDL at each named cost setting when it is not that of the router's own
+        points at that setting (the zero router's: the best single agent's)."""
         return None
 
 
@@ -121,10 +127,11 @@ class AgentRouter(Router):
         return Decision(np.full(len(self.bench_.test), self.index_))
 
 
-def best_single_tdl(bench: Benchmark, betas) -> dict[str, np.ndarray]:
-    """Per β₁ the per-question TDL of the single agent of least mean TDL on the test articles."""
+def best_single_tdl(bench: Benchmark, settings: dict[str, CostConfig]) -> dict[str, np.ndarray]:
+    """Per named cost setting the per-question TDL of the single agent of least mean TDL on the
+    test articles."""
     out = {}
-    for b in betas:
-        qc = query_costs(cost_matrix(bench.test.errors, bench.costs(b)))  # (N, A)
-        out[beta_key(b)] = qc[:, int(qc.mean(axis=0).argmin())]
+    for key, costs in settings.items():
+        qc = query_costs(cost_matrix(bench.test.errors, costs))  # (N, A)
+        out[key] = qc[:, int(qc.mean(axis=0).argmin())]
     return out

@@ -12,6 +12,8 @@ array([[1. , 0.1, 0.3],
 array([0.2])
 >>> beta_from_gflops(0.05, [100.0, 1730.0]).round(5)
 array([0.05   , 0.04325])
+>>> beta_from_price(0.1, 5.0, [100.0, 1730.0]).round(4)      # λ = 0.1 errors per TFLOP
+array([0.0095, 0.1725])
 """
 
 from __future__ import annotations
@@ -23,7 +25,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["CostConfig", "InvalidCostError", "beta_from_gflops", "cost_matrix", "tdl", "query_costs"]
+__all__ = [
+    "CostConfig",
+    "InvalidCostError",
+    "COST_RULES",
+    "beta_from_gflops",
+    "beta_from_price",
+    "cost_matrix",
+    "tdl",
+    "query_costs",
+]
+
+# How β follows from one number: the paper's GFLOPs rule (β₁, later experts relative to the
+# first) or the per-TFLOP price (λ errors per TFLOP of extra compute over the main agent).
+COST_RULES = ("gflops", "price")
 
 
 class InvalidCostError(ValueError):
@@ -78,6 +93,19 @@ class CostConfig:
         alphas = [alpha] * j if isinstance(alpha, int | float) else list(alpha)
         return cls(tuple(alphas), tuple(beta_from_gflops(beta1, expert_gflops)))
 
+    @classmethod
+    def from_price(
+        cls,
+        lam: float,
+        main_gflops: float,
+        expert_gflops: Sequence[float],
+        alpha: float | Sequence[float] = 1.0,
+    ) -> CostConfig:
+        """β from the per-TFLOP price rule of SPEC §3 and one α for every expert (or one each)."""
+        j = len(expert_gflops)
+        alphas = [alpha] * j if isinstance(alpha, int | float) else list(alpha)
+        return cls(tuple(alphas), tuple(beta_from_price(lam, main_gflops, expert_gflops)))
+
     def to_json(self) -> str:
         return json.dumps({"alpha": list(self.alpha), "beta": list(self.beta)})
 
@@ -101,6 +129,17 @@ def beta_from_gflops(beta1: float, expert_gflops: Sequence[float]) -> np.ndarray
     beta = b1 * g / (20.0 * g[0])
     beta[0] = b1
     return beta
+
+
+def beta_from_price(lam: float, main_gflops: float, expert_gflops: Sequence[float]) -> np.ndarray:
+    """β_j = λ · (GFLOPs(M_j) − GFLOPs(g)) / 1000 (SPEC §3, per-TFLOP price; λ in errors per
+    TFLOP): every expert's penalty grows with its compute. An expert cheaper than the main
+    agent costs nothing extra (β_j = 0)."""
+    (lam,) = _check("lambda", [lam])
+    g = np.asarray(expert_gflops, dtype=float)
+    if g.size == 0 or not np.all(np.isfinite(g)) or not math.isfinite(main_gflops) or main_gflops < 0:
+        raise InvalidCostError(f"the price rule needs finite GFLOPs, got {main_gflops} and {list(g)}")
+    return lam * np.maximum(g - float(main_gflops), 0.0) / 1000.0
 
 
 def cost_matrix(errors: np.ndarray, costs: CostConfig) -> np.ndarray:

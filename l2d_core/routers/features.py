@@ -6,7 +6,9 @@
   questions it has; ``pair`` encodes ``question [SEP] context`` jointly as in the paper.
 - :func:`answer_features`, :func:`extra_features`: the post-hoc router's view of the main
   agent's answer (SPEC §5): its agreement with cheap helper agents, its length, where it
-  occurs in the context, the question type, and softer overlap signals.
+  occurs in the context, the question type, and softer overlap signals;
+- :func:`confidence_features`: the main agent's own confidence in its answer, as model agents
+  record it (span probability, logit margins, null-score margin; token log-probabilities).
 """
 
 from __future__ import annotations
@@ -21,7 +23,16 @@ from ..data.records import QUESTION_TYPES, QARecord, question_type
 from ..qa.squad_eval import normalize_all, normalize_answer, token_f1
 from .encoder import Encoder
 
-__all__ = ["FEATURE_KINDS", "featurize", "answer_features", "extra_features"]
+__all__ = [
+    "FEATURE_KINDS",
+    "CONFIDENCE_COLUMNS",
+    "featurize",
+    "answer_features",
+    "extra_features",
+    "confidence_features",
+    "POSTHOC_FEATURE_SETS",
+    "posthoc_matrix",
+]
 
 FEATURE_KINDS = ("separate", "pair")
 NONE = "\x00none"  # a missing answer, normalized: equal to itself, to no text
@@ -133,3 +144,79 @@ def extra_features(
         out[k, h + 10] = np.log1p(len(r.question.split()))
         out[k, h + 11] = np.log1p(len(r.context.split()))
     return out
+
+
+# The confidence signals a model agent records (extractive, then generative), as feature columns.
+CONFIDENCE_COLUMNS = (
+    "log span_prob",
+    "span_prob",
+    "start_logit",
+    "end_logit",
+    "log margin",
+    "log windows",
+    "null_margin",
+    "mean_logprob",
+    "min_logprob",
+    "abstained",
+)
+
+
+def confidence_features(confidence) -> np.ndarray:
+    """The main agent's confidence signals per query, (N, len(CONFIDENCE_COLUMNS)) float32; a
+    signal the agent does not give (or a query without a record) is 0.
+
+    >>> confidence_features([{"span_prob": 0.5, "margin": 0.0, "windows": 1}, None]).round(3)[:, :6]
+    array([[-0.693,  0.5  ,  0.   ,  0.   ,  0.   ,  0.   ],
+           [ 0.   ,  0.   ,  0.   ,  0.   ,  0.   ,  0.   ]], dtype=float32)
+    """
+    out = np.zeros((len(confidence), len(CONFIDENCE_COLUMNS)), np.float32)
+    for n, c in enumerate(confidence):
+        if not isinstance(c, dict):
+            continue
+        v = {k: float(c.get(k) or 0.0) for k in c}
+        p = v.get("span_prob", 0.0)
+        out[n] = (
+            np.log(max(p, 1e-6)) if "span_prob" in c else 0.0,
+            p,
+            v.get("start_logit", 0.0),
+            v.get("end_logit", 0.0),
+            np.log1p(max(min(v.get("margin", 0.0), 1e4), 0.0)),
+            np.log(max(v.get("windows", 1.0), 1.0)),
+            v.get("null_margin", 0.0),
+            v.get("mean_logprob", 0.0),
+            v.get("min_logprob", 0.0),
+            v.get("abstained", 0.0),
+        )
+    return out
+
+
+# ``answer``: answer_features; ``answer+extra``: also extra_features; ``…+emb``: also the ex-ante
+# question/context embeddings (the encoder is then paid too).
+POSTHOC_FEATURE_SETS = ("answer", "answer+extra", "answer+emb", "answer+extra+emb")
+
+
+def posthoc_matrix(
+    main_answers,
+    helper_answers,
+    records: Sequence[QARecord],
+    features: str = "answer+extra",
+    confidence=None,
+    embeddings: np.ndarray | None = None,
+) -> np.ndarray:
+    """The post-hoc router's input, (N, d): the features of ``features`` of the main agent's
+    answers (N,) and the helpers' (N, H), then the main agent's ``confidence`` records (N,)
+    when given (None: the router reads no confidence)."""
+    if features not in POSTHOC_FEATURE_SETS:
+        raise ValueError(f"unknown post-hoc features {features!r}; known: {POSTHOC_FEATURE_SETS}")
+    main = np.asarray(main_answers, dtype=object)
+    helpers = np.asarray(helper_answers, dtype=object).reshape(len(records), -1)
+    parts = [answer_features(main, helpers, records)]
+    if "extra" in features:
+        parts.append(extra_features(main, helpers, records))
+    if features.endswith("+emb"):
+        if embeddings is None or embeddings.shape[1] == 0:
+            raise ValueError(f"features {features!r} need the question/context embeddings")
+        parts.append(embeddings)
+    if confidence is not None:
+        parts.append(confidence_features(confidence))
+    return np.concatenate(parts, axis=1).astype(np.float32)

@@ -29,6 +29,7 @@ from ..agents.routing_data import RoutingData
 from ..method.costs import CostConfig
 from ..method.policies import plugin_policy
 from ..method.training import FAST_CONFIG, TrainConfig
+from .features import POSTHOC_FEATURE_SETS
 from .rejector import PluginRejector
 
 __all__ = [
@@ -45,14 +46,12 @@ __all__ = [
     "PosthocRejector",
 ]
 
-# ``answer``: answer_features; ``answer+extra``: also extra_features; ``…+emb``: also the
-# rejector's question/context embeddings (bench.X_*; the encoder's GFLOPs are then paid too).
-FEATURE_SETS = ("answer", "answer+extra", "answer+emb", "answer+extra+emb")
+FEATURE_SETS = POSTHOC_FEATURE_SETS
 DEFAULT_FEATURES = "answer+extra"
 DEFAULT_MAX_HELPER_GFLOPS = 5.0
 DEFAULT_CALIBRATION = "platt"
 # Part of the trained-head cache key: bump when the features change.
-FEATURE_FORMAT = 2
+FEATURE_FORMAT = 3
 # Second dense sweep of posthoc_points: β of the dearest expert, every other expert's β in
 # proportion to its *marginal* GFLOPs (0 for an agent that already ran), so the policy trades
 # error against compute itself; the GFLOPs rule of SPEC §3 (β_j ∝ GFLOPs_j / 20 for j ≥ 2)

@@ -1,0 +1,60 @@
+"""Routers compared on validation articles only — the training articles, each scored out of fold
+— so that the one users get by default is chosen without looking at the test articles.
+
+Each plug-in router's cost–EM curve is traced on the training articles from its out-of-fold
+error estimates (the BENCHMARK.md β₁ points and a dense β₁ grid, with its own cost accounting);
+its validation AIQ is the area under that curve's upper hull over the pool's GFLOPs range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..method.policies import plugin_policy
+from . import metrics as M
+from .benchmark import BETA_POINTS, Benchmark
+from .plugin_router import PlugInRouter
+from .registry import ROUTERS, make_router
+from .router import DENSE_BETAS
+
+__all__ = ["validation_curve", "validation_aiq", "rank_by_validation", "candidates"]
+
+
+def validation_curve(router: PlugInRouter) -> tuple[np.ndarray, np.ndarray]:
+    """(mean GFLOPs per query, EM %) of a fitted plug-in router on the training articles, one
+    point per β₁ (benchmark points and the dense grid), from its out-of-fold estimates."""
+    bench = router.bench_
+    data, overhead = router.accounting(bench.train)
+    p_err = router.oof_error_proba()
+    ar = np.arange(len(data))
+    cost, em = [], []
+    for b in (*BETA_POINTS, *DENSE_BETAS):
+        choice = plugin_policy(p_err, bench.costs(b))
+        cost.append(overhead + float(data.gflops[ar, choice].mean()))
+        em.append(100 * float(data.em[ar, choice].mean()))
+    return np.array(cost), np.array(em)
+
+
+def validation_aiq(router: PlugInRouter) -> float:
+    """AIQ of :func:`validation_curve` over the GFLOPs range of the pool's agents."""
+    g = router.bench_.train.agent_gflops
+    cost, em = validation_curve(router)
+    return M.aiq(cost, em, float(g.min()), float(g.max()))
+
+
+def candidates(bench: Benchmark) -> list[str]:
+    """The registry's plug-in routers that can run on ``bench`` (ex-ante ones need embeddings)."""
+    return [
+        rid
+        for rid, cls in ROUTERS.items()
+        if issubclass(cls, PlugInRouter) and (bench.has_embeddings or not cls.reads_embeddings)
+    ]
+
+
+def rank_by_validation(bench: Benchmark, router_ids: Sequence[str] | None = None) -> list[tuple[str, float]]:
+    """``(router id, validation AIQ)``, best first, for the plug-in routers of the registry."""
+    ids = candidates(bench) if router_ids is None else list(router_ids)
+    scores = [(rid, validation_aiq(make_router(rid).fit(bench))) for rid in ids]
+    return sorted(scores, key=lambda s: -s[1])
