@@ -12,17 +12,20 @@ import streamlit as st
 from l2d_core import report
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.registry import get_agent, get_pool
+from l2d_core.app_logic.explorer import default_router as pick_default
 from l2d_core.app_logic.explorer import sweep_frame
 from l2d_core.app_logic.live import answer_with
 from l2d_core.app_logic.overview import agent_table
-from l2d_core.evaluation.benchmark import Benchmark, prepare
-from l2d_core.evaluation.registry import make_router
+from l2d_core.evaluation.benchmark import Benchmark, embeddings_on_disk, prepare
+from l2d_core.evaluation.registry import make_router, router_class
 from l2d_core.evaluation.results import load_results
 from l2d_core.evaluation.router import Router
 
 __all__ = [
     "benchmark",
     "fitted_router",
+    "default_router",
+    "embeddings_ready",
     "agent_cache",
     "agent_summary",
     "sweep",
@@ -32,16 +35,30 @@ __all__ = [
 ]
 
 
-@st.cache_resource(show_spinner="Preparing the benchmark (embeddings are cached on disk)…")
-def benchmark(dataset: str, pool: str) -> Benchmark:
-    return prepare(dataset, pool)
+@st.cache_resource(show_spinner="Loading the benchmark's questions and every agent's answers…")
+def benchmark(dataset: str, pool: str, embeddings: bool = False) -> Benchmark:
+    """The pool on the benchmark split; with the question/context embeddings only when asked."""
+    return prepare(dataset, pool, features_needed=embeddings)
+
+
+@st.cache_data(show_spinner=False)
+def embeddings_ready(dataset: str) -> bool:
+    return embeddings_on_disk(dataset)
 
 
 @st.cache_resource(
     show_spinner="Fitting the router on the training articles (once per pool)…", max_entries=64
 )
 def fitted_router(dataset: str, pool: str, router_id: str) -> Router:
-    return make_router(router_id).fit(benchmark(dataset, pool))
+    cls = router_class(router_id)
+    return make_router(router_id).fit(benchmark(dataset, pool, cls is not None and cls.reads_embeddings))
+
+
+@st.cache_data(show_spinner="Comparing the routers on validation articles (once per pool)…")
+def default_router(dataset: str, pool: str) -> tuple[str, list[tuple[str, float]]]:
+    """The best router by validation AIQ (ranked with the embedding readers only when their
+    embeddings are on disk already, so that the first view never waits for the encoder)."""
+    return pick_default(benchmark(dataset, pool, embeddings_ready(dataset)))
 
 
 @st.cache_resource
@@ -55,15 +72,15 @@ def agent_summary(dataset: str, agent_ids: tuple[str, ...]):
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def sweep(dataset: str, pool: str, router_id: str, alpha: tuple[float, ...]):
-    """β₁ sweep (BENCHMARK.md points, GFLOPs rule) of one fitted router at fixed α."""
-    return sweep_frame(benchmark(dataset, pool), fitted_router(dataset, pool, router_id), alpha=alpha)
+def sweep(dataset: str, pool: str, router_id: str, rule: str, alpha: tuple[float, ...]):
+    """The sweep of a cost rule's BENCHMARK.md points of one fitted router at fixed α."""
+    return sweep_frame(benchmark(dataset, pool), fitted_router(dataset, pool, router_id), rule, alpha)
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
-def sweep_figures(frame) -> dict:
+def sweep_figures(frame, x: str, x_title: str) -> dict:
     """The sweep charts of a sweep frame, built once; a slider move only moves their marker."""
-    return report.sweep_figures(frame)
+    return report.sweep_figures(frame, x=x, x_title=x_title)
 
 
 @st.cache_data(show_spinner="Asking the agents…", max_entries=64)

@@ -1,9 +1,10 @@
-"""Cost explorer: move α and β, watch the routers' decisions, their metrics and the cost–EM plane."""
+"""Cost explorer: set what an expert's call costs (or a budget), watch the routers' decisions,
+their metrics and the cost–EM plane."""
 
 import pandas as pd
 import streamlit as st
 
-from dashboard.cache import benchmark, fitted_router, sweep, sweep_figures
+from dashboard.cache import benchmark, default_router, fitted_router, sweep, sweep_figures
 from dashboard.widgets import (
     metric_row,
     previous_metrics,
@@ -14,23 +15,33 @@ from dashboard.widgets import (
 )
 from l2d_core import report
 from l2d_core.app_logic.cost_settings import beta_limits, cost_from_upload, rule_beta1
-from l2d_core.app_logic.explorer import explore, untrained_betas
+from l2d_core.app_logic.explorer import SWEEPS, explore, untrained_settings
+from l2d_core.evaluation.registry import router_label
 from l2d_core.method.costs import CostConfig, InvalidCostError
 
 SUB = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 ALPHA_MAX = 2.0
+RULES = {
+    "price": "a price per TFLOP of compute",
+    "gflops": "the paper's GFLOPs rule",
+    "hand": "hand, per expert",
+}
+DECIDE_BY = {"costs": "the cost setting", "share": "a share of expert calls", "gflops": "a GFLOPs budget"}
+X_TITLES = {"gflops": "β₁", "price": "λ (errors per TFLOP)"}
 
 st.title("Cost explorer")
 st.caption(
-    "Each expert costs α × (its error) + β per answer endpoint; the main model costs its error. "
+    "Each expert costs α × (its mistakes) + β per answer endpoint; the main model costs its mistakes. "
     "Raise β and fewer questions go to the experts; raise α and their mistakes weigh more. "
-    "Routers marked *reweights instantly* apply any setting at once; the paper's rejector trains "
-    "a new head for each setting (seconds, kept on disk)."
+    "Instead of costs you can also set a budget: a share of questions the experts may take, or a "
+    "mean compute per question."
 )
 dataset, pool = select_pool()
 with shown_errors():
     bench = benchmark(dataset, pool)
+    best, ranking = default_router(dataset, pool)
 experts, gflops = bench.pool.experts, bench.expert_gflops
+main_gflops = float(bench.train.agent_gflops[0])
 beta_max = beta_limits(gflops)
 
 
@@ -45,21 +56,21 @@ def load_upload() -> None:
         st.session_state["cost_upload_error"] = f"{file.name}: {exc}"
         return
     b1 = rule_beta1(costs, gflops)
-    st.session_state["beta_rule"] = b1 is not None
+    st.session_state["cost_rule"] = "gflops" if b1 is not None else "hand"
     st.session_state["beta1"] = b1 if b1 is not None else st.session_state["beta1"]
     for j, (a, b) in enumerate(zip(costs.alpha, costs.beta), start=1):
         st.session_state[f"alpha_{j}"], st.session_state[f"beta_{j}"] = a, b
 
 
 def seed_betas() -> None:
-    """Toggle callback: hand-set β sliders start from the rule's values."""
-    if not st.session_state["beta_rule"]:
-        for j, b in enumerate(bench.costs(st.session_state["beta1"]).beta, start=1):
-            st.session_state[f"beta_{j}"] = b
+    """Rule callback: hand-set β sliders start from the rule in force before."""
+    if st.session_state["cost_rule"] == "hand":
+        for j, b in enumerate(bench.price_costs(st.session_state["price"]).beta, start=1):
+            st.session_state[f"beta_{j}"] = min(b, beta_max[j - 1])
 
 
-st.session_state.setdefault("beta_rule", True)
-st.session_state.setdefault("beta1", 0.05)
+for key, default in (("cost_rule", "price"), ("price", 0.1), ("beta1", 0.05), ("decide_by", "costs")):
+    st.session_state.setdefault(key, default)
 for j, b in enumerate(bench.costs(0.05).beta, start=1):
     st.session_state.setdefault(f"alpha_{j}", 1.0)
     st.session_state.setdefault(f"beta_{j}", b)
@@ -67,8 +78,12 @@ for j, b in enumerate(bench.costs(0.05).beta, start=1):
         st.session_state[f"beta_{j}"] = beta_max[j - 1]
 
 side = st.sidebar
-chosen = select_routers("routers")
-side.markdown("**α** — weight of each expert's error")
+chosen = select_routers("routers", default=best)
+side.caption(f"Default: {router_label(best)}, the best on validation articles.")
+decide_by = side.radio(
+    "Decide by", list(DECIDE_BY), key="decide_by", format_func=DECIDE_BY.get, persist_state="session"
+)
+side.markdown("**α** — weight of each expert's mistakes")
 alpha = tuple(
     side.slider(
         f"α{str(j).translate(SUB)} · {a}",
@@ -80,15 +95,27 @@ alpha = tuple(
     )
     for j, a in enumerate(experts, start=1)
 )
-rule = side.toggle(
-    "β from the GFLOPs rule",
-    key="beta_rule",
+rule = side.radio(
+    "β from",
+    list(RULES),
+    key="cost_rule",
+    format_func=RULES.get,
     on_change=seed_betas,
     persist_state="session",
-    help="each further expert's β grows with its compute relative to the first expert's",
 )
 with shown_errors():
-    if rule:
+    if rule == "price":
+        lam = side.slider(
+            "λ · errors per TFLOP",
+            0.0,
+            2.0,
+            step=0.01,
+            key="price",
+            persist_state="session",
+            help=f"each expert costs λ × its extra compute over {bench.pool.main}, in TFLOPs per query",
+        )
+        costs = bench.price_costs(lam, alpha)
+    elif rule == "gflops":
         beta1 = side.slider(
             "β₁",
             0.0,
@@ -97,32 +124,43 @@ with shown_errors():
             format="%.3f",
             key="beta1",
             persist_state="session",
-            help=f"what asking {experts[0]} costs, in errors per answer endpoint",
+            help=f"what asking {experts[0]} costs, in errors per answer endpoint; the others follow "
+            "from their compute relative to it (the paper's rule)",
         )
         costs = CostConfig.from_beta1(beta1, gflops, alpha)
-        side.caption(
-            " · ".join(
-                f"β{str(j).translate(SUB)} = {b:.4f} ({a})"
-                for j, (a, b) in enumerate(zip(experts, costs.beta), start=1)
-                if j > 1
-            )
-        )
     else:
-        costs = CostConfig(
-            alpha,
-            tuple(
-                side.slider(
-                    f"β{str(j).translate(SUB)} · {a}",
-                    0.0,
-                    beta_max[j - 1],
-                    step=0.001,
-                    format="%.4f",
-                    key=f"beta_{j}",
-                    persist_state="session",
-                )
-                for j, a in enumerate(experts, start=1)
-            ),
+        hand = tuple(
+            side.slider(
+                f"β{str(j).translate(SUB)} · {a}",
+                0.0,
+                beta_max[j - 1],
+                step=0.001,
+                format="%.4f",
+                key=f"beta_{j}",
+                persist_state="session",
+            )
+            for j, a in enumerate(experts, start=1)
         )
+        costs = CostConfig(alpha, hand)
+    if rule != "hand":
+        side.caption(" · ".join(f"β = {b:.4f} for {a}" for a, b in zip(experts, costs.beta)))
+budget = None
+if decide_by == "share":
+    share = side.slider(
+        "Share of questions sent to an expert", 0.0, 1.0, 0.2, 0.01, key="budget_share", format="%.2f"
+    )
+    budget = ("share", share)
+elif decide_by == "gflops":
+    top = float(bench.train.agent_gflops.max())
+    spend = side.slider(
+        "Mean GFLOPs per question",
+        main_gflops,
+        top,
+        min(top, main_gflops + 0.2 * (top - main_gflops)),
+        key="budget_gflops",
+        format="%.1f",
+    )
+    budget = ("gflops", spend)
 st.session_state["costs"] = costs
 if not chosen:
     st.info("Pick at least one router in the sidebar.")
@@ -135,12 +173,27 @@ with shown_errors():
             for r in routers.values():
                 r.decide(costs)
     slots = {rid: f"{dataset}/{pool}/{rid}" for rid in chosen}
-    view = explore(bench, routers, costs, {rid: previous_metrics(s, costs) for rid, s in slots.items()})
+    setting = (costs, budget)
+    previous = {rid: previous_metrics(s, setting) for rid, s in slots.items()}
+    view = explore(bench, routers, costs, previous, budget)
 for col, v in zip(st.columns(len(view.views)), view.views):
     with col:
         st.subheader(v.label)
         metric_row(view.tiles[v.router_id], per_row=5 if len(view.views) == 1 else 3)
-    remember_metrics(slots[v.router_id], costs, v.metrics)
+        if v.budget is not None:
+            b = v.budget
+            unit = "{:.1%}" if b.kind == "share" else "{:.1f} GFLOPs"
+            got = b.test_share if b.kind == "share" else b.test_gflops
+            lo, hi = b.test_share_ci if b.kind == "share" else b.test_gflops_ci
+            val = b.validation_share if b.kind == "share" else b.validation_gflops
+            st.caption(
+                f"Budget {unit.format(b.target)}: {unit.format(val)} on the validation articles it was "
+                f"calibrated on; {unit.format(got)} on the test articles (95% interval "
+                f"{unit.format(lo)} – {unit.format(hi)})."
+            )
+        elif budget is not None:
+            st.caption("This router has no error estimates to calibrate a budget on: shown at the costs.")
+    remember_metrics(slots[v.router_id], setting, v.metrics)
 st.caption(f"{len(bench.test):,} test questions. Changes: since the previous setting of each router.")
 
 left, right = st.columns(2)
@@ -149,30 +202,41 @@ left.plotly_chart(fig_alloc)
 fig_plane = report.plane_figure(view.plane, log_x=st.session_state.get("plane_log", False))
 right.plotly_chart(fig_plane)
 right.checkbox("log GFLOPs axis", key="plane_log", help="the hull is straight in linear cost only")
+below = [v.label for v in view.views if v.router_id in view.below_zero]
+if below:
+    right.warning(
+        f"{', '.join(below)}: below the zero router's line — mixing single agents at random reaches a "
+        "better EM for the same compute, so this router does not pay for itself here."
+    )
 figures = {"Allocation ratios": fig_alloc, "Cost–EM plane": fig_plane}
 
-st.subheader("β₁ sweep")
-st.caption("The benchmark's β₁ points, later experts' β from the GFLOPs rule, α as set in the sidebar.")
+sweep_rule = "gflops" if rule == "gflops" else "price"
+st.subheader(f"Sweep over {X_TITLES[sweep_rule]}")
+st.caption("The benchmark's points of the rule, α as set in the sidebar.")
 frames = []
 for rid, r in routers.items():
-    needs = untrained_betas(bench, r, alpha)
+    needs = untrained_settings(bench, r, sweep_rule, alpha)
     done = st.session_state.setdefault("_trained_sweeps", set())
-    if needs and (dataset, pool, rid, alpha) not in done:
+    if needs and (dataset, pool, rid, sweep_rule, alpha) not in done:
         if not st.button(f"Train the sweep of {r.label} ({len(needs)} settings)", key=f"sweep_{rid}"):
-            st.info(f"{r.label} trains one head per β₁ (seconds each, kept on disk).")
+            st.info(f"{r.label} trains one head per setting (seconds each, kept on disk).")
             continue
         bar = st.progress(0.0)
         with shown_errors():
             for k, b in enumerate(needs):
-                bar.progress(k / len(needs), text=f"{r.label} at β₁ = {b} ({k + 1}/{len(needs)})…")
-                r.decide(bench.costs(b, alpha))
+                bar.progress(
+                    k / len(needs), text=f"{r.label} at {X_TITLES[sweep_rule]} = {b} ({k + 1}/{len(needs)})…"
+                )
+                r.decide(bench.rule_costs(sweep_rule, b, alpha))
         bar.empty()
-        done.add((dataset, pool, rid, alpha))
-    frames.append(sweep(dataset, pool, rid, alpha))
+        done.add((dataset, pool, rid, sweep_rule, alpha))
+    frames.append(sweep(dataset, pool, rid, sweep_rule, alpha))
 if frames:
-    sweep_figs = report.mark_beta1(
-        sweep_figures(pd.concat(frames, ignore_index=True)), beta1 if rule else None
-    )
+    column = SWEEPS[sweep_rule][0]
+    sweep_figs = sweep_figures(pd.concat(frames, ignore_index=True), column, X_TITLES[sweep_rule])
+    current = {"gflops": st.session_state["beta1"], "price": st.session_state["price"]}[sweep_rule]
+    if rule != "hand":  # mark the current setting on copies of the cached charts
+        sweep_figs = report.mark_setting(sweep_figs, current)
     for col, fig in zip(st.columns(2) * 2, sweep_figs.values()):
         col.plotly_chart(fig)
     figures |= sweep_figs
@@ -201,3 +265,12 @@ c3.download_button(
     on_click="ignore",
     icon=":material/download:",
 )
+with st.expander("How the routers rank on validation articles"):
+    st.dataframe(
+        pd.DataFrame([(router_label(r), s) for r, s in ranking], columns=["router", "validation AIQ (EM %)"]),
+        hide_index=True,
+    )
+    st.caption(
+        "Area under each router's cost–EM curve on the training articles, each scored by a head that "
+        "never saw it; the best one is the default above."
+    )

@@ -4,9 +4,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard.cache import benchmark, fitted_router, pool_answers
-from dashboard.widgets import cost_from_state, select_pool, shown_errors
-from l2d_core.app_logic.live import route_query
+from dashboard.cache import benchmark, default_router, fitted_router, pool_answers
+from dashboard.widgets import cost_from_state, select_pool, select_routers, shown_errors
+from l2d_core.app_logic.live import live_pools, main_runs_live, route_cascade, route_query
+from l2d_core.evaluation.registry import router_label
 
 STATUS = {
     "cached": "cached answer",
@@ -14,30 +15,48 @@ STATUS = {
     "cannot_answer": "cannot answer new text",
     "not_cached": "no cached answer",
 }
+# routers that route a single query with error estimates: the cascade family reads the main
+# agent's answer, the plug-in router reads the question and context
+ROUTABLE = ("l2d-cascade", "l2d-posthoc", "l2d-plugin")
 
 st.title("Single query")
 st.caption(
-    "The router reads one query and sends it to one agent. The plug-in router estimates each agent's "
-    "chance of being wrong and picks the agent of least expected cost: the main model's chance of an "
-    "error, or an expert's weighted chance of an error plus its price β — at the costs set on the "
-    "cost explorer."
+    "A router sends one query to one agent. It estimates each agent's chance of being wrong and picks "
+    "the agent of least expected cost: the main model's chance of a mistake, or an expert's weighted "
+    "chance of a mistake plus its price β — at the costs set on the cost explorer."
 )
 dataset, pool = select_pool()
 with shown_errors():
     bench = benchmark(dataset, pool)
-costs = cost_from_state(bench.costs(0.05))
+    best, _ = default_router(dataset, pool)
+costs = cost_from_state(bench.price_costs(0.1))
 st.sidebar.caption(
     "Costs (from the cost explorer): "
-    + ", ".join(f"α{j}={a:g}, β{j}={b:.4g}" for j, (a, b) in enumerate(zip(costs.alpha, costs.beta), start=1))
+    + ", ".join(f"{a}: α={x:g}, β={b:.4g}" for a, x, b in zip(bench.pool.experts, costs.alpha, costs.beta))
 )
+live = main_runs_live(bench.pool)
+if not live:
+    others = live_pools(dataset)
+    st.info(
+        f"The main agent of {pool} ({bench.pool.main}) is known only by its answers to the dataset: it "
+        "cannot answer your own text, so only dataset questions can be routed through it. "
+        + (
+            f"Pools whose main agent answers new text: {', '.join(others)}."
+            if others
+            else "Train the project's live agent first: `python scripts/train_agent.py` (about 40 minutes "
+            "on 2 CPU cores), then pick the pool P3-live."
+        )
+    )
 
-source = st.radio("Query", ("Dataset question", "Your own text"), key="sq_source", horizontal=True)
-with_sdl = st.toggle("Also score with the SDL rejector trained for these costs", key="sq_sdl")
+sources = ("Dataset question", "Your own text") if live else ("Dataset question",)
+source = st.radio("Query", sources, key="sq_source", horizontal=True)
+default = best if best in ROUTABLE else "l2d-cascade"
+router_id = select_routers("sq_router", default, multiple=False, where=st, ids=ROUTABLE)
 qid, expected = None, None
 if source == "Dataset question":
     recs = bench.test_records
     i = st.selectbox(
-        "Test question (BENCHMARK.md test articles)",
+        "Test question",
         range(len(recs)),
         key="sq_index",
         format_func=lambda k: f"{recs[k].question}  [{recs[k].title}]",
@@ -56,39 +75,45 @@ else:
         st.stop()
 
 with shown_errors():
-    plugin = fitted_router(dataset, pool, "l2d-plugin").estimator_
-    sdl = fitted_router(dataset, pool, "l2d-sdl").estimator(costs) if with_sdl else None
-    r = route_query(bench, question, context, costs, plugin, sdl)
+    router = fitted_router(dataset, pool, router_id)
     answers = pool_answers(pool, question, context, qid, expected or None)
+    if router_id in ("l2d-cascade", "l2d-posthoc"):
+        r = route_cascade(bench, router, question, context, costs, qid)
+        p_err, overhead = r["p_err"], r["gflops"]
+    else:
+        r = route_query(bench, question, context, costs, router.estimator_)
+        p_err, overhead = r["p_err"], r["rejector_gflops"]
 ids = list(r["agent_ids"])
-
 chosen = next(a for a in answers if a["agent"] == r["chosen"])
-agent_ms, agent_gf = chosen["latency_ms"], chosen["gflops"]
-c1, c2, c3, c4, c5 = st.columns(5)
-c1.metric("Plug-in choice", r["chosen"])
-c2.metric("SDL choice", r["sdl_chosen"] or "—")
+main = answers[0]
+
+c1, c2, c3, c4 = st.columns(4)
+c1.metric("Routed to", r["chosen"], help=router_label(router_id))
+c2.metric(
+    "Router latency",
+    f"{r.get('router_latency_ms', r.get('latency_ms')):.1f} ms",
+    help="features + head for this query (the main agent's own time is in the table)",
+)
 c3.metric(
-    "Rejector latency",
-    f"{r['latency_ms']:.1f} ms",
-    help="featurize + heads, this call"
-    + (" (embeddings read from the cache)" if r["embeddings_cached"] else ""),
+    "Paid on every query",
+    f"{overhead:.2f} GFLOPs",
+    help="the main agent (and helpers) for a cascade; the text encoder for a router that reads the query",
 )
+cascade = router_id in ("l2d-cascade", "l2d-posthoc")  # the main agent is paid already
+paid_again = chosen["gflops"] is not None and not (cascade and r["chosen_index"] == 0)
+extra = chosen["gflops"] if paid_again else 0.0
 c4.metric(
-    "Agent latency",
-    "—" if agent_ms is None else f"{agent_ms:.1f} ms",
-    help="the chosen agent's call: measured when it ran now or when it was cached; none for prediction files",
+    "GFLOPs of this query", f"{overhead + extra:.2f}", help="what is paid always, plus the expert if asked"
 )
-ran = chosen["answer"] is not None and agent_gf is not None
-c5.metric(
-    "GFLOPs of the call",
-    f"{r['rejector_gflops'] + (agent_gf if ran else 0.0):.2f}",
-    help=f"rejector {r['rejector_gflops']:.2f} (measured, 384 tokens) + "
-    + (
-        f"{r['chosen']} {agent_gf:.3g} ({chosen['gflops_source']})"
-        if ran
-        else "no agent: the chosen one did not run"
-    ),
-)
+if main.get("confidence") and cascade:
+    conf = main["confidence"]
+    shown = {
+        k: conf[k] for k in ("span_prob", "margin", "null_margin", "mean_logprob", "abstained") if k in conf
+    }
+    st.caption(
+        f"{main['agent']}'s confidence in its answer: "
+        + ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in shown.items())
+    )
 
 left, right = st.columns(2)
 fig = go.Figure(
@@ -100,7 +125,7 @@ fig = go.Figure(
     )
 )
 fig.update_layout(
-    title="Expected cost per agent (lower is chosen)",
+    title="Expected cost per agent (the lowest is chosen)",
     yaxis_title="expected cost (errors per query)",
     height=340,
     margin=dict(t=50, b=30),
@@ -109,13 +134,11 @@ left.plotly_chart(fig, key="sq_cost_chart")
 p = pd.DataFrame(
     {
         "agent": ids,
-        "p̂ wrong (start)": r["p_err"][0],
-        "p̂ wrong (end)": r["p_err"][1],
+        "chance wrong (start)": p_err[0],
+        "chance wrong (end)": p_err[1],
         "expected cost": r["expected_cost"],
     }
 )
-if r["sdl_scores"] is not None:
-    p["SDL r̂ (start)"], p["SDL r̂ (end)"] = r["sdl_scores"][0], r["sdl_scores"][1]
 right.dataframe(
     p,
     hide_index=True,
@@ -125,14 +148,16 @@ right.dataframe(
 st.subheader("Answer")
 if chosen["answer"] is not None:
     st.success(f"**{r['chosen']}**: {chosen['answer'] or '(no answer)'}")
+elif chosen["status"] == "cannot_answer":
+    st.warning(
+        f"Would defer to **{r['chosen']}**, which {chosen['message']}. "
+        f"The main agent's answer: {main['answer'] if main['answer'] is not None else '(none)'}."
+    )
 else:
     st.warning(f"**{r['chosen']}** was chosen but {chosen['message']}.")
-if expected and answers[0]["expected_answer"] and not answers[0]["expected_answer"]["in_context"]:
-    st.error(
-        answers[0]["expected_answer"]["message"][:1].upper()
-        + answers[0]["expected_answer"]["message"][1:]
-        + ": EM/F1 are not computed against it."
-    )
+if expected and main["expected_answer"] and not main["expected_answer"]["in_context"]:
+    msg = main["expected_answer"]["message"]
+    st.error(msg[:1].upper() + msg[1:] + ": EM/F1 are not computed against it.")
 table = pd.DataFrame(
     [
         {
@@ -159,8 +184,3 @@ st.dataframe(
         "GFLOPs": st.column_config.NumberColumn(format="%.3g"),
     },
 )
-unable = [a["agent"] for a in answers if a["status"] in ("cannot_answer", "not_cached")]
-if unable:
-    st.caption(
-        "Cannot answer this text (known only by their predictions on the dataset): " + ", ".join(unable)
-    )

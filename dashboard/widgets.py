@@ -14,7 +14,6 @@ from l2d_core.method.costs import CostConfig, InvalidCostError
 
 __all__ = [
     "DATASET_CHOICES",
-    "DEFAULT_ROUTER",
     "shown_errors",
     "select_pool",
     "select_routers",
@@ -25,7 +24,6 @@ __all__ = [
 ]
 
 DATASET_CHOICES = ("squad11", "squad20")
-DEFAULT_ROUTER = "l2d-plugin"
 USER_ERRORS = (DataFormatError, FileNotFoundError, InvalidCostError, KeyError, ValueError, LookupError)
 # st.metric's colouring of a change, from which way the metric is better
 _DELTA_COLOR = {"higher": "normal", "lower": "inverse", None: "off"}
@@ -62,31 +60,18 @@ def select_pool(sidebar: bool = True) -> tuple[str, str]:
     return dataset, pool
 
 
-def select_routers(key: str, multiple: bool = True, where=None):
-    """The router menu: every router of the registry, by its human name."""
+def select_routers(key: str, default: str, multiple: bool = True, where=None, ids=None):
+    """The router menu: every router of the registry (or ``ids``), by its human name."""
     where = where or st.sidebar
-    ids = router_ids()
+    ids = router_ids() if ids is None else list(ids)
+    kw = dict(key=key, format_func=router_label, persist_state="session")
     if multiple:
-        return where.multiselect(
-            "Routers",
-            ids,
-            default=[DEFAULT_ROUTER],
-            key=key,
-            format_func=router_label,
-            persist_state="session",
-        )
-    return where.selectbox(
-        "Router",
-        ids,
-        index=ids.index(DEFAULT_ROUTER),
-        key=key,
-        format_func=router_label,
-        persist_state="session",
-    )
+        return where.multiselect("Routers", ids, default=[default], **kw)
+    return where.selectbox("Router", ids, index=ids.index(default), **kw)
 
 
 def cost_from_state(expert_costs_default: CostConfig) -> CostConfig:
-    """The cost setting chosen on the cost explorer (default: BENCHMARK.md's β₁ = 0.05, α = 1)."""
+    """The cost setting chosen on the cost explorer (else the default given)."""
     saved = st.session_state.get("costs")
     if isinstance(saved, CostConfig) and saved.n_experts == expert_costs_default.n_experts:
         return saved

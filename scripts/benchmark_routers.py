@@ -132,8 +132,7 @@ def check_inputs(args) -> None:
 
 
 def find_siblings(out: Path, results: dict) -> dict:
-    """Other pools' results of the same dataset beside ``out`` (newest per pool), for the targets
-    on P2 / P3 that this run cannot compute."""
+    """Other pools' results beside ``out`` (newest per pool), for the targets on other pools."""
     found = {}
     for path in store.list_results(out.resolve().parent):
         if path.parent.resolve() == out.resolve():
@@ -143,7 +142,7 @@ def find_siblings(out: Path, results: dict) -> dict:
         except (ValueError, OSError):
             continue
         pool = doc.get("pool")
-        if doc.get("dataset") == results.get("dataset") and pool != results.get("pool") and pool not in found:
+        if pool != results.get("pool") and pool not in found:
             found[pool] = {"path": str(path), "results": doc}
     return found
 

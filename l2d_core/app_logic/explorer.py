@@ -5,17 +5,19 @@ and the points of the cost–EM plane. β₁ sweeps are computed here too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ..evaluation import metrics as M
-from ..evaluation.benchmark import BETA_POINTS, Benchmark
+from ..evaluation.benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
+from ..evaluation.budget import BudgetResult, budget_decision
 from ..evaluation.points import Decision, evaluate_choice
 from ..evaluation.registry import router_label
 from ..evaluation.router import Router
+from ..evaluation.validation import rank_by_validation
 from ..method.costs import CostConfig, cost_matrix
 from ..method.policies import oracle_policy, random_policy
 
@@ -28,7 +30,9 @@ __all__ = [
     "cost_em_points",
     "allocation_frame",
     "sweep_frame",
-    "untrained_betas",
+    "untrained_settings",
+    "SWEEPS",
+    "default_router",
 ]
 
 # Metric tiles: label, metric key, value format, delta format, which way is better (None: neither),
@@ -56,13 +60,14 @@ _TILES = (
 
 @dataclass(frozen=True, eq=False)
 class RouterView:
-    """One router at one cost setting on the test articles."""
+    """One router at one cost setting (or budget) on the test articles."""
 
     router_id: str
     label: str
     costs: CostConfig
     decision: Decision
     metrics: dict
+    budget: BudgetResult | None = None  # the calibrated budget, when the view is under one
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,13 +79,21 @@ class ExplorerView:
     tiles: dict[str, list[dict]]  # router id → metric tiles
     allocation: pd.DataFrame  # router, agent, share
     plane: pd.DataFrame  # name, kind, gflops, em
+    below_zero: tuple[str, ...] = ()  # ids of the routers below the zero router's line
 
 
-def router_view(bench: Benchmark, router: Router, costs: CostConfig) -> RouterView:
-    """A fitted router's decision at ``costs`` and every SPEC §7 metric of it."""
-    d = router.decide(costs)
+def router_view(
+    bench: Benchmark, router: Router, costs: CostConfig, budget: tuple[str, float] | None = None
+) -> RouterView:
+    """A fitted router's decision at ``costs`` — or under ``budget`` = (kind, target) when the
+    router can calibrate one (:mod:`~l2d_core.evaluation.budget`) — and every SPEC §7 metric."""
+    result = None
+    if budget is not None and getattr(router, "supports_budget", False):
+        d, result = budget_decision(router, costs, *budget)
+    else:
+        d = router.decide(costs)
     m = evaluate_choice(d.choice, d.on(bench.test), costs, d.overhead_gflops)
-    return RouterView(router.id, router_label(router.id), costs, d, m)
+    return RouterView(router.id, router_label(router.id), costs, d, m, result)
 
 
 def explore(
@@ -88,17 +101,28 @@ def explore(
     routers: Mapping[str, Router],
     costs: CostConfig,
     previous: Mapping[str, dict] | None = None,
+    budget: tuple[str, float] | None = None,
 ) -> ExplorerView:
-    """Every fitted router of ``routers`` at ``costs``; ``previous`` holds each router's metrics
-    at the setting shown before (for the tiles' changes)."""
-    views = tuple(router_view(bench, r, costs) for r in routers.values())
+    """Every fitted router of ``routers`` at ``costs`` (under ``budget`` where a router can meet
+    one); ``previous`` holds each router's metrics at the setting shown before (the tiles'
+    changes)."""
+    views = tuple(router_view(bench, r, costs, budget) for r in routers.values())
     prev = previous or {}
+    plane = cost_em_points(bench, costs, views)
+    hull = plane[plane["kind"] == "hull"]
+    below = tuple(
+        v.router_id
+        for v in views
+        if v.metrics["em"]
+        < M.hull_value(hull["gflops"].to_numpy(), hull["em"].to_numpy(), v.metrics["gflops_per_query"]) - 1e-9
+    )
     return ExplorerView(
         costs,
         views,
         {v.router_id: metric_tiles(v.metrics, prev.get(v.router_id)) for v in views},
         allocation_frame(views),
-        cost_em_points(bench, costs, views),
+        plane,
+        below,
     )
 
 
@@ -194,23 +218,20 @@ def allocation_frame(views) -> pd.DataFrame:
     )
 
 
-def sweep_frame(
-    bench: Benchmark,
-    router: Router,
-    betas=BETA_POINTS,
-    alpha=1.0,
-    progress: Callable[[int, int, float], None] | None = None,
-) -> pd.DataFrame:
-    """One row per β₁ (BENCHMARK.md cost setting at fixed α): EM, GFLOPs/EM, TDL, random TDL and
-    allocation shares of a fitted router. ``progress(k, n, β₁)`` is called before each point."""
+SWEEPS = {"gflops": ("beta1", BETA_POINTS), "price": ("price", PRICE_POINTS)}  # column, points
+
+
+def sweep_frame(bench: Benchmark, router: Router, rule: str = "gflops", alpha=1.0) -> pd.DataFrame:
+    """One row per BENCHMARK.md point of a cost rule (β₁ of the GFLOPs rule, or the per-TFLOP
+    price λ; at fixed α): EM, GFLOPs/EM, TDL, random TDL and allocation shares of a fitted
+    router; the setting is in column ``beta1`` or ``price``."""
+    column, points = SWEEPS[rule]
     rows = []
-    for k, b in enumerate(betas):
-        if progress is not None:
-            progress(k, len(betas), b)
-        m = router_view(bench, router, bench.costs(b, alpha)).metrics
+    for b in points:
+        m = router_view(bench, router, bench.rule_costs(rule, b, alpha)).metrics
         rows.append(
             {
-                "beta1": b,
+                column: b,
                 "router": router_label(router.id),
                 "em": m["em"],
                 "gflops_per_em": m["gflops_per_em"],
@@ -223,6 +244,15 @@ def sweep_frame(
     return pd.DataFrame(rows)
 
 
-def untrained_betas(bench: Benchmark, router: Router, alpha=1.0, betas=BETA_POINTS) -> list[float]:
-    """The β₁ of a sweep at which ``router`` would first have to train (seconds each)."""
-    return [b for b in betas if router.needs_training(bench.costs(b, alpha))]
+def untrained_settings(bench: Benchmark, router: Router, rule: str = "gflops", alpha=1.0) -> list[float]:
+    """The points of a cost rule's sweep at which ``router`` would first have to train."""
+    return [b for b in SWEEPS[rule][1] if router.needs_training(bench.rule_costs(rule, b, alpha))]
+
+
+def default_router(bench: Benchmark) -> tuple[str, list[tuple[str, float]]]:
+    """The router users get by default: the best plug-in router of the registry by validation
+    AIQ (training articles, out of fold), and the whole ranking."""
+    ranking = rank_by_validation(bench)
+    if not ranking:
+        raise ValueError(f"no router of the registry can run on pool {bench.pool.name}")
+    return ranking[0][0], ranking

@@ -17,7 +17,7 @@ import json
 import time
 from functools import lru_cache
 
-from ..agents import AgentSpec, get_agent
+from ..agents import AgentSpec, PoolSpec, get_agent, list_pools
 from ..agents.cache import AgentCache
 from ..data.records import QARecord
 from ..evaluation.benchmark import encoder_for
@@ -32,6 +32,8 @@ __all__ = [
     "RUNNABLE_KINDS",
     "route_query",
     "route_cascade",
+    "main_runs_live",
+    "live_pools",
     "answer_with",
     "can_answer_new_text",
     "check_expected_answer",
@@ -174,6 +176,16 @@ def route_cascade(
 def can_answer_new_text(spec: AgentSpec) -> bool:
     """Only agents that run a model answer text outside their dataset."""
     return spec.kind in RUNNABLE_KINDS
+
+
+def main_runs_live(pool: PoolSpec) -> bool:
+    """Whether a pool's main agent can answer new text (a cascade then routes it live)."""
+    return can_answer_new_text(get_agent(pool.main))
+
+
+def live_pools(dataset: str) -> list[str]:
+    """The pools of ``dataset`` whose main agent answers new text."""
+    return [p.name for p in list_pools(dataset) if main_runs_live(p)]
 
 
 def check_expected_answer(context: str, answer: str) -> dict:

@@ -23,7 +23,15 @@ from ..paths import DEFAULT_ENCODER, cache_dir
 from ..routers.encoder import Encoder, load_encoder
 from ..routers.features import featurize
 
-__all__ = ["BETA_POINTS", "PRICE_POINTS", "Benchmark", "prepare", "encoder_for", "rejector_gflops"]
+__all__ = [
+    "BETA_POINTS",
+    "PRICE_POINTS",
+    "Benchmark",
+    "prepare",
+    "embeddings_on_disk",
+    "encoder_for",
+    "rejector_gflops",
+]
 
 # BENCHMARK.md sweep points for β₁ (β_j from the GFLOPs rule, α_j = 1) and for the per-TFLOP
 # price λ (errors per TFLOP, α_j = 1).
@@ -80,7 +88,7 @@ class Benchmark:
         return data
 
     @cached_property
-    def _key(self) -> str:
+    def _keys(self) -> dict[bool, str]:
         h = hashlib.sha256()
         h.update(
             json.dumps(
@@ -98,15 +106,17 @@ class Benchmark:
         for arr in (self.train.errors, self.val.errors if self.val is not None else None):
             if arr is not None:
                 h.update(np.ascontiguousarray(arr).tobytes())
+        without = h.hexdigest()[:20]
         for X in (self.X_train, self.X_val, self.X_test):
             if X is not None:
                 h.update(np.ascontiguousarray(X).tobytes())
-        return h.hexdigest()[:20]
+        return {False: without, True: h.hexdigest()[:20]}
 
-    def cache_key(self) -> str:
+    def cache_key(self, embeddings: bool = True) -> str:
         """Identity of the data a router is trained and scored on: dataset, agents, split (every
-        question id), training labels and every feature row. Part of every on-disk artifact key."""
-        return self._key
+        question id), training labels and — for routers that read them (``embeddings``) — every
+        embedding row. Part of every on-disk artifact key."""
+        return self._keys[bool(embeddings) and self.has_embeddings]
 
 
 @lru_cache(maxsize=2)
@@ -123,6 +133,17 @@ def rejector_gflops(encoder_name: str = DEFAULT_ENCODER, length: int = 384) -> f
         if key not in meta:
             meta[key] = load_encoder(encoder_name, eager_attention=True, device="cpu").gflops(length)
         return float(meta[key])
+
+
+def embeddings_on_disk(dataset: str, encoder: str = DEFAULT_ENCODER, features: str = "separate") -> bool:
+    """Whether every question/context embedding of ``dataset`` is already in the on-disk cache
+    (preparing a benchmark with embeddings then takes seconds, not minutes)."""
+    ds, enc = load_dataset(dataset), encoder_for(encoder)
+    if features == "separate":
+        texts = [*dict.fromkeys(r.context for r in ds), *(r.question for r in ds)]
+    else:
+        texts = [f"{r.question}{enc.tokenizer.sep_token}{r.context}" for r in ds]
+    return enc.is_cached(texts)
 
 
 def prepare(

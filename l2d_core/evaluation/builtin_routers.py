@@ -142,6 +142,9 @@ class PosthocRouter(PlugInRouter):
     family = "l2d"
     kind = "posthoc"
 
+    def uses_embeddings(self) -> bool:  # only with the ``…+emb`` feature sets
+        return self.features.endswith("+emb")
+
     def __init__(
         self,
         helpers=None,

@@ -269,6 +269,8 @@ def run_comparison(
         per_seed = [_curve_summary(bench, pts, lo, hi) for pts in runs]
         points = _mean_points(runs)
         entry: dict = {"points": points}
+        # what the router pays on every query besides the agent it picks (encoder, main + helpers)
+        entry["overhead_gflops"] = float(fitted[0].decide(bench.costs(BETA_POINTS[-1])).overhead_gflops)
         for k in per_seed[0]:
             vals = np.array([s[k] for s in per_seed], float)
             entry[k] = float(np.nanmean(vals)) if np.isfinite(vals).any() else float("nan")

@@ -34,6 +34,9 @@ __all__ = [
     "tpr_fpr",
     "mean_tdl",
     "random_tdl",
+    "upper_hull",
+    "hull_value",
+    "aiq",
 ]
 
 
@@ -126,6 +129,19 @@ def upper_hull(cost: np.ndarray, quality: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 # --- router-comparison metrics (SPEC §7, from RouterBench and RouteLLM) -----------------------
+
+
+def hull_value(hull_cost: np.ndarray, hull_quality: np.ndarray, cost: float) -> float:
+    """The quality random mixing reaches at ``cost`` on an upper hull (its vertices sorted by
+    cost): linear between vertices, flat right of the last, −inf left of the first (unreachable).
+
+    >>> c, q = np.array([1.0, 3.0]), np.array([60.0, 80.0])
+    >>> hull_value(c, q, 2.0), hull_value(c, q, 9.0), hull_value(c, q, 0.5)
+    (70.0, 80.0, -inf)
+    """
+    if len(hull_cost) == 0 or cost < hull_cost[0]:
+        return float("-inf")
+    return float(np.interp(cost, hull_cost, hull_quality))
 
 
 def aiq(cost: np.ndarray, quality: np.ndarray, lo: float, hi: float, left: str = "zero") -> float:

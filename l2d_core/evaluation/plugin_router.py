@@ -57,6 +57,10 @@ class PlugInRouter(Router):
         """What else determines the stored heads besides the estimator and the benchmark."""
         return {}
 
+    def uses_embeddings(self) -> bool:
+        """Whether the fitted heads depend on the benchmark's question/context embeddings."""
+        return self.reads_embeddings
+
     def _validation(self) -> tuple:
         """(features, data) of the benchmark's validation articles, when it has them."""
         bench = self.bench_
@@ -75,6 +79,7 @@ class PlugInRouter(Router):
             bench,
             self._new_estimator(),
             lambda e: e.fit(F, bench.train, *self._validation()),
+            embeddings=self.uses_embeddings(),
             train_features=digest,
             **self._store_params(),
         )
@@ -113,6 +118,7 @@ class PlugInRouter(Router):
                     bench,
                     self._new_estimator(),
                     lambda e, fit=fit: e.fit(F[fit], bench.train.take(fit)),
+                    embeddings=self.uses_embeddings(),
                     train_features=digest,
                     fold=[k, folds],
                     **self._store_params(),

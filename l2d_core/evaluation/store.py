@@ -46,36 +46,43 @@ def estimator_params(est) -> dict:
     return {k: _jsonable(v) for k, v in est.get_params(deep=False).items() if k not in ("progress", "device")}
 
 
-def artifact_key(kind: str, bench: Benchmark, params: dict) -> str:
-    """The one key of a stored artifact (pure).
+def artifact_key(kind: str, bench: Benchmark, params: dict, embeddings: bool = True) -> str:
+    """The one key of a stored artifact (pure); ``embeddings``: the artifact depends on the
+    benchmark's question/context embeddings.
 
     >>> class B:
-    ...     def cache_key(self): return "abc"
+    ...     def cache_key(self, embeddings=True): return "abc"
     >>> artifact_key("sdl", B(), {"lr": 0.1}) == artifact_key("sdl", B(), {"lr": 0.1})
     True
     >>> artifact_key("sdl", B(), {"lr": 0.1}) == artifact_key("sdl", B(), {"lr": 0.2})
     False
     """
-    doc = json.dumps([STORE_FORMAT, kind, bench.cache_key(), params], sort_keys=True, default=_jsonable)
+    doc = json.dumps(
+        [STORE_FORMAT, kind, bench.cache_key(embeddings), params], sort_keys=True, default=_jsonable
+    )
     return hashlib.sha256(doc.encode()).hexdigest()[:24]
 
 
-def _dir(kind: str, bench: Benchmark, params: dict) -> Path:
-    return cache_dir() / "routers" / artifact_key(kind, bench, params)
+def _dir(kind: str, bench: Benchmark, params: dict, embeddings: bool = True) -> Path:
+    return cache_dir() / "routers" / artifact_key(kind, bench, params, embeddings)
 
 
-def is_stored(kind: str, bench: Benchmark, est, **extra) -> bool:
+def is_stored(kind: str, bench: Benchmark, est, embeddings: bool = True, **extra) -> bool:
     """Whether :func:`fitted` would load ``est`` from disk rather than train it."""
-    return (_dir(kind, bench, {**estimator_params(est), **extra}) / "config.json").is_file()
+    return (_dir(kind, bench, {**estimator_params(est), **extra}, embeddings) / "config.json").is_file()
 
 
-def fitted(kind: str, bench: Benchmark, est, fit: Callable[[object], object], load=None, **extra):
+def fitted(
+    kind: str, bench: Benchmark, est, fit: Callable[[object], object], load=None, embeddings=True, **extra
+):
     """``est`` fitted by ``fit(est)``, or loaded from disk when the same fit was stored before.
 
     ``extra`` joins the key (e.g. a digest of features that are not the benchmark's own);
-    ``load(path)`` rebuilds a stored estimator (default ``type(est).load``).
+    ``embeddings=False``: the fit does not read the benchmark's embeddings (the same artifact
+    serves a benchmark prepared with or without them); ``load(path)`` rebuilds a stored
+    estimator (default ``type(est).load``).
     """
-    path = _dir(kind, bench, {**estimator_params(est), **extra})
+    path = _dir(kind, bench, {**estimator_params(est), **extra}, embeddings)
     if (path / "config.json").is_file():
         return (load or type(est).load)(path)
     fit(est)

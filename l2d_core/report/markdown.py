@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .frames import fmt, fmt_ci
-from .tables import agents_table, beta_table, paper_table, pareto_table, summary_table, tdl_table
+from .tables import (
+    agents_table,
+    beta_table,
+    paper_table,
+    pareto_table,
+    price_table,
+    summary_table,
+    tdl_table,
+)
 from .targets import targets_markdown
 
 __all__ = ["report_markdown"]
@@ -58,6 +66,8 @@ def report_markdown(
         "point). APGR: mean PGR over the share of expert calls (RouteLLM); CPT(p%): smallest share "
         "reaching p% PGR. ± std over seeds, [bootstrap 95% interval].\n\n" + summary_table(results),
         "## TDL per β₁ (paper Fig. 2)\n\n" + tdl_table(results),
+        "## TDL per per-TFLOP price λ (errors per TFLOP; every expert's β grows with its compute)\n\n"
+        + price_table(results),
         "## EM, GFLOPs/EM and expert share per β₁ (paper Fig. 3)\n\n" + beta_table(results),
         "## Single-expert table (paper Tables 1–2)\n\n" + paper_table(results),
         "## Pareto front (every router but the oracle)\n\n" + pareto_table(results),

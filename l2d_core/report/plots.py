@@ -39,7 +39,7 @@ from .frames import (
 # fmt: off
 __all__ = [
     "cost_em_figure", "tdl_figure", "em_beta_figure", "allocation_figure", "pgr_figure", "figures",
-    "plane_figure", "allocation_bars", "sweep_figures", "mark_beta1", "figures_html",
+    "plane_figure", "allocation_bars", "sweep_figures", "mark_setting", "figures_html",
 ]
 # fmt: on
 
@@ -309,45 +309,48 @@ _SWEEP_CURVES = {"tdl": TDL_CURVES["router"], "tdl_random": TDL_CURVES["uniform"
 _SWEEP_CURVES["tdl_random_matched"] = TDL_CURVES["matched"]
 
 
-def sweep_figures(frame: pd.DataFrame, beta1: float | None = None) -> dict[str, go.Figure]:
-    """EM, GFLOPs/EM, allocation and TDL-vs-random charts over β₁ from sweep frames of one or
-    more routers (columns beta1, router, em, gflops_per_em, tdl, tdl_random,
-    tdl_random_matched and ``share <agent>``), by title; a dashed line marks ``beta1`` when
-    given (:func:`mark_beta1`: to move it, build once and mark copies).
+def sweep_figures(
+    frame: pd.DataFrame, mark: float | None = None, x: str = "beta1", x_title: str = "β₁"
+) -> dict[str, go.Figure]:
+    """EM, GFLOPs/EM, allocation and TDL-vs-random charts over a cost setting from sweep frames
+    of one or more routers (columns ``x`` — β₁ by default, or the per-TFLOP price — router, em,
+    gflops_per_em, tdl, tdl_random, tdl_random_matched and ``share <agent>``), by title; a
+    dashed line marks ``mark`` when given (:func:`mark_setting`: to move it, build once and mark
+    copies).
 
     >>> f = pd.DataFrame({"beta1": [0.0, 0.5], "router": "SDL", "em": [80.0, 70.0],
     ...     "gflops_per_em": [1.0, 0.5], "tdl": [0.3, 0.4], "tdl_random": [0.5, 0.6],
     ...     "tdl_random_matched": [0.4, 0.5], "share a": [0.2, 0.9], "share b": [0.8, 0.1]})
-    >>> figs = sweep_figures(f, beta1=0.25)
+    >>> figs = sweep_figures(f, mark=0.25)
     >>> list(figs), [t.name for t in figs["TDL vs random over β₁"].data]
     (['EM vs β₁', 'GFLOPs/EM vs β₁', 'Allocation vs β₁', 'TDL vs random over β₁'], \
 ['this router, SDL', 'random (uniform), SDL', 'random (same shares), SDL'])
     """
     share_cols = [c for c in frame.columns if c.startswith("share ")]
-    shares = frame.melt(["beta1", "router"], share_cols, "agent", "share")
+    shares = frame.melt([x, "router"], share_cols, "agent", "share")
     shares["agent"] = shares["agent"].str.removeprefix("share ")
     tdl_cols = [c for c in _SWEEP_CURVES if c in frame.columns]
-    losses = frame.melt(["beta1", "router"], tdl_cols, "curve", "loss")
+    losses = frame.melt([x, "router"], tdl_cols, "curve", "loss")
     losses["curve"] = losses["curve"].map(_SWEEP_CURVES)
-    line = dict(x="beta1", markers=True, labels=_LABELS)
+    line = dict(x=x, markers=True, labels={**_LABELS, x: x_title})
     figs = {
-        "EM vs β₁": px.line(frame, y="em", color="router", **line),
-        "GFLOPs/EM vs β₁": px.line(frame, y="gflops_per_em", color="router", **line),
-        "Allocation vs β₁": px.line(shares, y="share", color="agent", line_dash="router", **line),
-        "TDL vs random over β₁": px.line(losses, y="loss", color="curve", line_dash="router", **line),
+        f"EM vs {x_title}": px.line(frame, y="em", color="router", **line),
+        f"GFLOPs/EM vs {x_title}": px.line(frame, y="gflops_per_em", color="router", **line),
+        f"Allocation vs {x_title}": px.line(shares, y="share", color="agent", line_dash="router", **line),
+        f"TDL vs random over {x_title}": px.line(losses, y="loss", color="curve", line_dash="router", **line),
     }
     for name, fig in figs.items():
-        fig.update_layout(title=name, xaxis_title="β₁")
-    figs["Allocation vs β₁"].update_yaxes(tickformat=".0%")
-    return figs if beta1 is None else mark_beta1(figs, beta1)
+        fig.update_layout(title=name, xaxis_title=x_title)
+    figs[f"Allocation vs {x_title}"].update_yaxes(tickformat=".0%")
+    return figs if mark is None else mark_setting(figs, mark)
 
 
-def mark_beta1(figs: dict[str, go.Figure], beta1: float) -> dict[str, go.Figure]:
-    """Copies of ``figs`` with a dashed grey vertical line at ``beta1`` (the figures given are
-    left as they are, so a cached set can be marked again)."""
+def mark_setting(figs: dict[str, go.Figure], x: float) -> dict[str, go.Figure]:
+    """Copies of ``figs`` with a dashed grey vertical line at ``x`` (the figures given are left
+    as they are, so a cached set can be marked again)."""
     out = {name: go.Figure(fig) for name, fig in figs.items()}
     for fig in out.values():
-        fig.add_vline(x=beta1, line_dash="dash", line_color="gray")
+        fig.add_vline(x=x, line_dash="dash", line_color="gray")
     return out
 
 

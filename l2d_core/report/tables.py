@@ -36,7 +36,8 @@ from .frames import (
 
 # fmt: off
 __all__ = [
-    "md_table", "agents_table", "summary_frame", "summary_table", "tdl_table", "beta_table",
+    "md_table", "agents_table", "summary_frame", "summary_table", "tdl_table",
+    "price_table", "beta_table",
     "paper_table", "pareto_table",
 ]
 # fmt: on
@@ -210,6 +211,30 @@ def tdl_table(results: dict) -> str:
         out += "\n\nTDL(router) − TDL(uniform random), paired bootstrap 95% interval:\n\n"
         out += md_table(["router", *[f"β₁={k}" for k in betas]], ci_rows)
     return out
+
+
+def price_table(results: dict) -> str:
+    """TDL per per-TFLOP price λ of each router beside random allocation with the router's own
+    shares (✓: below it with 95% confidence, ✗: not), and uniform random."""
+    keys = [beta_key(x) for x in results.get("price_points") or []]
+    if not keys:
+        return "No per-TFLOP price points in these results."
+    rows = []
+    for rid, r in routers_of(results).items():
+        tdl, matched = r.get("tdl_price") or {}, r.get("tdl_price_matched") or {}
+        if is_agent(rid) or not tdl:
+            continue
+        below = r.get("tdl_price_below_matched_95") or {}
+        flag = lambda k: {True: " ✓", False: " ✗"}.get(below.get(k), "")  # noqa: E731, B023
+        cells = [f"{fmt(tdl.get(k), 4)} / {fmt(matched.get(k), 4)}{flag(k)}" for k in keys]
+        rows.append([rid, *cells])
+    uniform = next(
+        (r.get("tdl_price_uniform") for r in routers_of(results).values() if r.get("tdl_price_uniform")), {}
+    )
+    rows.insert(0, ["uniform random", *[fmt(uniform.get(k), 4) for k in keys]])
+    return "Each cell: TDL of the router / of random allocation with its own shares.\n\n" + md_table(
+        ["router", *[f"λ={k}" for k in keys]], rows
+    )
 
 
 def beta_table(results: dict) -> str:

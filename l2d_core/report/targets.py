@@ -1,13 +1,15 @@
-"""The issue's four targets, evaluated on a router-comparison results dict.
+"""The routing targets, evaluated on router-comparison results (this run's, or another pool's
+results beside it).
 
-Their thresholds are data, in ``targets.json`` beside this module (read once at import into
-:data:`TARGETS`; :func:`load_targets` reads another file); everything else is computed from the
+The targets are data, in ``targets.json`` beside this module (read once at import into
+:data:`TARGETS`; :func:`load_targets` reads another file): a list of ``{"id", "type", "pool",
+…thresholds}`` with ``type`` one of :data:`TARGET_TYPES`; everything else is computed from the
 results. Candidates: the L2D routers (ids ``l2d-…``).
 
->>> sorted(TARGETS), TARGETS["apgr"]
-(['aiq_gain', 'apgr', 'tdl_below_random', 'vs_agent'], {'pool': 'P2', 'min': 0.7})
->>> [t["status"] for t in evaluate_targets({"pool": "P2"})]
-['n/a', 'n/a', 'n/a', 'n/a']
+>>> TARGETS[0]["type"] in TARGET_TYPES and all("pool" in t for t in TARGETS)
+True
+>>> {t["status"] for t in evaluate_targets({"pool": "none"})}
+{'n/a'}
 """
 
 from __future__ import annotations
@@ -32,19 +34,28 @@ from .frames import (
 )
 from .tables import md_table
 
-__all__ = ["TARGETS_FILE", "TARGETS", "load_targets", "evaluate_targets", "targets_markdown"]
+__all__ = ["TARGETS_FILE", "TARGET_TYPES", "TARGETS", "load_targets", "evaluate_targets", "targets_markdown"]
 
 TARGETS_FILE = Path(__file__).with_name("targets.json")
+TARGET_TYPES = {  # type → the thresholds it needs
+    "apgr": ("min",),
+    "aiq_gain": ("min",),
+    "vs_agent": ("agent", "em_gap", "min_ratio"),
+    "tdl_below_random": ("level",),
+    "tdl_price_matched": ("level",),
+}
 
 
-def load_targets(path: str | Path = TARGETS_FILE) -> dict:
-    """The targets' thresholds from a JSON file (default: ``targets.json`` of the package): ids
-    ``apgr`` and ``aiq_gain`` (``pool``, ``min``), ``tdl_below_random`` (``level``) and
-    ``vs_agent`` (``agent``, ``em_gap``, ``min_ratio``)."""
+def load_targets(path: str | Path = TARGETS_FILE) -> list[dict]:
+    """The targets from a JSON file (default: ``targets.json`` of the package): a list of
+    ``{"id", "type", "pool", …}`` with the thresholds of :data:`TARGET_TYPES`."""
     targets = json.loads(Path(path).read_text(encoding="utf-8"))
-    missing = {"apgr", "aiq_gain", "tdl_below_random", "vs_agent"} - set(targets)
-    if missing:
-        raise ValueError(f"{path}: no target {sorted(missing)}")
+    for t in targets if isinstance(targets, list) else [None]:
+        if not isinstance(t, dict) or t.get("type") not in TARGET_TYPES or "pool" not in t or "id" not in t:
+            raise ValueError(f"{path}: each target needs an id, a pool and a type of {sorted(TARGET_TYPES)}")
+        missing = [k for k in TARGET_TYPES[t["type"]] if k not in t]
+        if missing:
+            raise ValueError(f"{path}: target {t['id']} needs {missing}")
     return targets
 
 
@@ -65,36 +76,48 @@ def _source(results: dict, pool: str, siblings: dict | None) -> tuple[dict | Non
     return None, ""
 
 
+def _missing(t: dict, text: str, results: dict) -> dict:
+    return _target(t["id"], text, "n/a", f"no {t['pool']} results (this run is {results.get('pool')})")
+
+
 def _target_apgr(results: dict, siblings: dict | None, t: dict) -> dict:
-    text = f"APGR ≥ {t['min']:.2f} on {t['pool']}"
+    limit = num(t.get("max_overhead_gflops"))
+    text = f"APGR ≥ {t['min']:.2f} on {t['pool']}" + (
+        f" at ≤ {limit:g} GFLOPs per query of overhead" if limit is not None else ""
+    )
     res, src = _source(results, t["pool"], siblings)
     if res is None:
-        return _target("apgr", text, "n/a", f"no {t['pool']} results (this run is {results.get('pool')})")
-    vals = {rid: num(routers_of(res)[rid].get("apgr")) for rid in our_routers(res)}
+        return _missing(t, text, results)
+    routers = routers_of(res)
+    ok = lambda rid: limit is None or (num(routers[rid].get("overhead_gflops")) or 0.0) <= limit + 1e-9  # noqa: E731
+    vals = {rid: num(routers[rid].get("apgr")) for rid in our_routers(res) if ok(rid)}
     vals = {k: v for k, v in vals.items() if v is not None}
     if not vals:
-        return _target("apgr", text, "n/a", f"no APGR of an L2D router in {src}")
+        return _target(t["id"], text, "n/a", f"no APGR of an L2D router within the overhead in {src}")
     best = max(vals, key=vals.get)
     ci = fmt_ci(routers_of(res)[best].get("apgr_ci"))
     all_txt = ", ".join(f"{k} {v:.3f}" for k, v in vals.items())
     status = "met" if vals[best] >= t["min"] else "not met"
-    detail = f"best {best}: APGR {vals[best]:.3f} (95% CI {ci}) vs {t['min']:.2f}; all: {all_txt}; from {src}"
-    return _target("apgr", text, status, detail, router=best, value=vals[best], threshold=t["min"])
+    over = num(routers[best].get("overhead_gflops"))
+    paid = f", overhead {over:.2f} GFLOPs/query" if over is not None else ""
+    detail = f"best {best}: APGR {vals[best]:.3f} (95% CI {ci}){paid} vs {t['min']:.2f}; "
+    detail += f"all: {all_txt}; from {src}"
+    return _target(t["id"], text, status, detail, router=best, value=vals[best], threshold=t["min"])
 
 
 def _target_aiq(results: dict, siblings: dict | None, t: dict) -> dict:
     text = f"AIQ gain over the zero router ≥ {t['min']:.0%} of the oracle's gain on {t['pool']}"
     res, src = _source(results, t["pool"], siblings)
     if res is None:
-        return _target("aiq_gain", text, "n/a", f"no {t['pool']} results (this run is {results.get('pool')})")
+        return _missing(t, text, results)
     routers = routers_of(res)
     zero, oracle = num(routers.get("zero", {}).get("aiq")), num(routers.get("oracle", {}).get("aiq"))
     if zero is None or oracle is None or oracle <= zero:
-        return _target("aiq_gain", text, "n/a", f"zero / oracle AIQ missing or oracle ≤ zero in {src}")
+        return _target(t["id"], text, "n/a", f"zero / oracle AIQ missing or oracle ≤ zero in {src}")
     vals = {rid: num(routers[rid].get("aiq")) for rid in our_routers(res)}
     frac = {k: (v - zero) / (oracle - zero) for k, v in vals.items() if v is not None}
     if not frac:
-        return _target("aiq_gain", text, "n/a", f"no AIQ of an L2D router in {src}")
+        return _target(t["id"], text, "n/a", f"no AIQ of an L2D router in {src}")
     best = max(frac, key=frac.get)
     status = "met" if frac[best] >= t["min"] else "not met"
     all_txt = ", ".join(f"{k} {v:.1%}" for k, v in frac.items())
@@ -104,11 +127,14 @@ def _target_aiq(results: dict, siblings: dict | None, t: dict) -> dict:
         f"vs {t['min']:.0%}; "
         f"all: {all_txt}; from {src}"
     )
-    return _target("aiq_gain", text, status, detail, router=best, value=frac[best], threshold=t["min"])
+    return _target(t["id"], text, status, detail, router=best, value=frac[best], threshold=t["min"])
 
 
-def _target_tdl(results: dict, t: dict) -> dict:
-    text = f"TDL below uniform random at every β₁ point with {t['level']:.0%} confidence"
+def _target_tdl(results: dict, siblings: dict | None, t: dict) -> dict:
+    text = f"TDL below uniform random at every β₁ point with {t['level']:.0%} confidence on {t['pool']}"
+    results, _ = _source(results, t["pool"], siblings)
+    if results is None:
+        return _target(t["id"], text, "n/a", f"no {t['pool']} results")
     betas = [beta_key(b) for b in results.get("beta_points") or []]
     per = {}
     for rid in our_routers(results):
@@ -119,7 +145,7 @@ def _target_tdl(results: dict, t: dict) -> dict:
             worst = max((h[1] for h in his if h), default=None)
             per[rid] = (sum(flags), all(flags), worst)
     if not per:
-        return _target("tdl", text, "n/a", "no per-β₁ TDL intervals (tdl_diff_ci) of an L2D router")
+        return _target(t["id"], text, "n/a", "no per-β₁ TDL intervals (tdl_diff_ci) of an L2D router")
     met = [k for k, v in per.items() if v[1]]
     status = "met" if met else "not met"
 
@@ -131,15 +157,41 @@ def _target_tdl(results: dict, t: dict) -> dict:
 
     lead = f"met by {', '.join(met)}" if met else "no L2D router"
     detail = f"{lead}; {'; '.join(one(k) for k in per)} (pool {results.get('pool')})"
-    return _target("tdl", text, status, detail, routers_met=met)
+    return _target(t["id"], text, status, detail, routers_met=met)
 
 
-def _target_vs_agent(results: dict, t: dict) -> dict:
+def _target_tdl_price(results: dict, siblings: dict | None, t: dict) -> dict:
+    text = (
+        f"TDL below allocation-matched random at every per-TFLOP λ point with {t['level']:.0%} "
+        f"confidence on {t['pool']}"
+    )
+    res, src = _source(results, t["pool"], siblings)
+    if res is None:
+        return _missing(t, text, results)
+    keys = [beta_key(x) for x in res.get("price_points") or []]
+    per = {}
+    for rid in our_routers(res):
+        below = routers_of(res)[rid].get("tdl_price_below_matched_95") or {}
+        if keys and all(k in below for k in keys):
+            per[rid] = sum(bool(below[k]) for k in keys)
+    if not per:
+        return _target(t["id"], text, "n/a", f"no per-λ TDL intervals of an L2D router in {src}")
+    met = [k for k, n in per.items() if n == len(keys)]
+    lead = f"met by {', '.join(met)}" if met else "no L2D router"
+    detail = f"{lead}; " + "; ".join(f"{k}: {n}/{len(keys)} λ" for k, n in per.items()) + f"; from {src}"
+    return _target(t["id"], text, "met" if met else "not met", detail, routers_met=met)
+
+
+def _target_vs_agent(results: dict, siblings: dict | None, t: dict) -> dict:
     a = t["agent"]
-    text = f"within {t['em_gap']:g} EM of {a} at ≥ {t['min_ratio']:g}× lower GFLOPs/EM"
+    text = f"within {t['em_gap']:g} EM of {a} at ≥ {t['min_ratio']:g}× lower GFLOPs/EM on {t['pool']}"
+    found, _ = _source(results, t["pool"], siblings)
+    if found is None:
+        return _missing(t, text, results)
+    results = found
     em_a, g_a = agent_em(results, a), agent_gflops(results, a)
     if em_a is None or g_a is None or em_a <= 0:
-        return _target("vs_agent", text, "n/a", f"{a} is not in pool {results.get('pool')}")
+        return _target(t["id"], text, "n/a", f"{a} is not in pool {results.get('pool')}")
     gpe_a = g_a / em_a
     best = None  # (ratio, router, point)
     for rid in our_routers(results):
@@ -153,7 +205,7 @@ def _target_vs_agent(results: dict, t: dict) -> dict:
         detail = (
             f"no L2D point reaches EM ≥ {em_a - t['em_gap']:.2f} ({a}: EM {em_a:.2f}, GFLOPs/EM {gpe_a:.3f})"
         )
-        return _target("vs_agent", text, "not met", detail, value=None, threshold=t["min_ratio"])
+        return _target(t["id"], text, "not met", detail, value=None, threshold=t["min_ratio"])
     ratio, rid, p = best
     status = "met" if ratio >= t["min_ratio"] else "not met"
     where = "a dense-sweep point" if num(p.get("beta1")) is None else f"β₁ {beta_key(p['beta1'])}"
@@ -164,24 +216,29 @@ def _target_vs_agent(results: dict, t: dict) -> dict:
         f"{point_gflops_per_em(p):.3f} vs {a} {gpe_a:.3f} → {ratio:.2f}× lower (needs {t['min_ratio']:g}×; "
         f"pool {results.get('pool')})"
     )
-    return _target("vs_agent", text, status, detail, router=rid, value=ratio, threshold=t["min_ratio"])
+    return _target(t["id"], text, status, detail, router=rid, value=ratio, threshold=t["min_ratio"])
 
 
-def evaluate_targets(results: dict, siblings: dict | None = None, targets: dict | None = None) -> list[dict]:
-    """The issue's four targets, each with ``status`` (met / not met / n/a), its computed value
-    and a one-line ``detail``. Candidates: the L2D routers (ids ``l2d-…``). ``siblings`` maps a
-    pool name to ``{"path": …, "results": …}`` of another run, used for the targets on P2 / P3
-    when this run is on another pool; ``targets``: thresholds (default :data:`TARGETS`)."""
-    t = TARGETS if targets is None else targets
-    return [
-        _target_apgr(results, siblings, t["apgr"]),
-        _target_aiq(results, siblings, t["aiq_gain"]),
-        _target_tdl(results, t["tdl_below_random"]),
-        _target_vs_agent(results, t["vs_agent"]),
-    ]
+_EVALUATE = {
+    "apgr": _target_apgr,
+    "aiq_gain": _target_aiq,
+    "vs_agent": _target_vs_agent,
+    "tdl_below_random": _target_tdl,
+    "tdl_price_matched": _target_tdl_price,
+}
 
 
-def targets_markdown(results: dict, siblings: dict | None = None, targets: dict | None = None) -> str:
+def evaluate_targets(
+    results: dict, siblings: dict | None = None, targets: list[dict] | None = None
+) -> list[dict]:
+    """Every target, each with ``status`` (met / not met / n/a), its computed value and a
+    one-line ``detail``. Candidates: the L2D routers (ids ``l2d-…``). ``siblings`` maps a pool
+    name to ``{"path": …, "results": …}`` of another run, used for the targets on other pools
+    than this run's; ``targets``: default :data:`TARGETS`."""
+    return [_EVALUATE[t["type"]](results, siblings, t) for t in (TARGETS if targets is None else targets)]
+
+
+def targets_markdown(results: dict, siblings: dict | None = None, targets: list[dict] | None = None) -> str:
     """The targets as a markdown table: target, status, what was computed."""
     rows = [
         [t["target"], f"**{t['status']}**", t["detail"]] for t in evaluate_targets(results, siblings, targets)
