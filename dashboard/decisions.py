@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard.cache import benchmark, fitted_router
+from dashboard.cache import benchmark, default_router, fitted_router
 from dashboard.widgets import cost_from_state, select_pool, select_routers, shown_errors
 from l2d_core.app_logic.decisions import decisions_frame, explain, filter_decisions
 from l2d_core.app_logic.explorer import router_view
@@ -12,8 +12,9 @@ st.title("Routing decisions")
 dataset, pool = select_pool()
 with shown_errors():
     bench = benchmark(dataset, pool)
-    costs = cost_from_state(bench.costs(0.05))
-router_id = select_routers("dec_router", multiple=False, where=st)
+    costs = cost_from_state(bench.price_costs(0.1))
+    best, _ = default_router(dataset, pool)
+router_id = select_routers("dec_router", best, multiple=False, where=st)
 with shown_errors():
     router = fitted_router(dataset, pool, router_id)
     if router.needs_training(costs):
@@ -94,3 +95,8 @@ if missing:
 if not rec.answers:
     st.caption("Unanswerable question: the right answer is no answer.")
 st.dataframe(ex["table"], hide_index=True)
+if ex["signals"] and getattr(router, "confidence_", False):
+    st.caption(
+        f"What the router read besides the answers — {bench.pool.main}'s own confidence in its answer: "
+        + ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in ex["signals"].items())
+    )

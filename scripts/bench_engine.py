@@ -4,9 +4,10 @@
 
 Measures: embedding throughput (texts/s, fresh texts, no cache hits), agent-cache re-open
 (new cache object + packed tables of the pool), fast-mode head training on the training
-articles, plug-in reweight of the test questions (policy + every metric), and the 7-point
-SDL β sweep with fresh training at each point. Targets from the engine issue are printed
-beside each figure.
+articles, plug-in reweight of the test questions (policy + every metric), the 7-point SDL β
+sweep with fresh training at each point, the cascade router's refit on its cached features, its
+reweight at a new per-TFLOP price, and a budget calibrated on validation articles. Targets of
+the issues are printed beside each figure.
 """
 
 from __future__ import annotations
@@ -23,10 +24,13 @@ import numpy as np
 
 from l2d_core.agents.cache import AgentCache
 from l2d_core.evaluation.benchmark import BETA_POINTS, encoder_for, prepare
+from l2d_core.evaluation.budget import budget_decision
 from l2d_core.evaluation.points import evaluate_choice
+from l2d_core.evaluation.posthoc_inputs import posthoc_features
 from l2d_core.evaluation.registry import make_router
 from l2d_core.method.policies import plugin_policy
 from l2d_core.method.training import FAST_CONFIG
+from l2d_core.routers.posthoc import PosthocRejector
 from l2d_core.routers.rejector import SDLRejector
 
 
@@ -124,6 +128,30 @@ def main(argv=None) -> int:
         timed(sdl_sweep, max(2, args.runs // 2)),
         "<= 20 s",
         lambda t: f"{t:.1f} s",
+    )
+
+    cascade = make_router("l2d-cascade").fit(bench)
+    F = posthoc_features(bench, cascade.helpers_, "train", cascade.features, cascade.confidence_)
+    report(
+        f"cascade refit on cached features ({F.shape[1]} columns)",
+        timed(lambda: PosthocRejector(config=FAST_CONFIG).fit(F, bench.train), max(3, args.runs // 2)),
+        "-",
+        lambda t: f"{t:.2f} s",
+    )
+    it = iter(rng.uniform(0, 1.0, size=max(20, args.runs)))
+
+    def reweight_cascade():
+        costs = bench.price_costs(next(it))
+        d = cascade.decide(costs)
+        evaluate_choice(d.choice, d.on(bench.test), costs, d.overhead_gflops)
+
+    report(f"cascade reweight + metrics ({len(bench.test)} q)", timed(reweight_cascade, 20), "<= 20 ms")
+    shares = iter(rng.uniform(0, 0.6, size=20))
+    cascade.oof_error_proba()  # the validation heads, once
+    report(
+        "budget: calibrate on validation + test decision",
+        timed(lambda: budget_decision(cascade, bench.price_costs(0.1), "share", next(shares)), 20),
+        "-",
     )
     return 0
 

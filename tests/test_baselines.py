@@ -10,18 +10,16 @@ encoder's embeddings cost minutes on a busy CPU, and the routers only need some 
 from __future__ import annotations
 
 import json
-import zlib
 
 import numpy as np
 import pytest
 import torch
+from _slices import slice_bench
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
 from l2d_core import report
-from l2d_core.agents import get_pool
-from l2d_core.agents.routing_data import RoutingData, load_routing_data
-from l2d_core.data import BENCHMARK_TEST_ARTICLES, load_dataset
+from l2d_core.agents.routing_data import RoutingData
 from l2d_core.evaluation import comparison as C
 from l2d_core.evaluation import store
 from l2d_core.evaluation.benchmark import BETA_POINTS, Benchmark
@@ -30,7 +28,6 @@ from l2d_core.evaluation.results import save_results
 from l2d_core.evaluation.router import TARGET_SHARES
 from l2d_core.method.costs import CostConfig
 from l2d_core.method.training import FAST_CONFIG
-from l2d_core.qa.squad_eval import normalize_answer
 from l2d_core.routers.ensemble import EnsembleRouter, majority_vote, rescore
 from l2d_core.routers.hybrid import HybridRouter, calibrate_threshold, hybrid_labels
 from l2d_core.routers.quality import KNNRouter, MLPRouter, cost_aware_choice, lambda_grid, utility_choice
@@ -216,48 +213,14 @@ def test_head_routers_survive_save_and_load(name, tmp_path):
 # ------------------------------------------------------------------------------- a real slice
 
 
-def _bow(records, dim: int = 64) -> np.ndarray:
-    """Hashed bag of words of question and context, (N, 2·dim) — deterministic across runs."""
-    out = np.zeros((len(records), 2 * dim), np.float32)
-    for i, r in enumerate(records):
-        for k, text in enumerate((r.question, r.context)):
-            for w in normalize_answer(text).split():
-                out[i, k * dim + zlib.crc32(w.encode()) % dim] += 1.0
-    return np.log1p(out)
-
-
-def _slice_bench(pool_name: str) -> Benchmark:
-    ds = load_dataset("squad11")
-    test_titles = [t for t in ds.titles if t in BENCHMARK_TEST_ARTICLES][:1]
-    train_titles = [t for t in ds.titles if t not in BENCHMARK_TEST_ARTICLES][:3]
-    sub = ds.by_titles(train_titles + test_titles)
-    pool = get_pool(pool_name)
-    train, test = load_routing_data(sub, pool).split(test_titles)
-    recs = {r.qid: r for r in sub}
-    tr, te = tuple(recs[q] for q in train.qids), tuple(recs[q] for q in test.qids)
-    return Benchmark(
-        dataset=sub,
-        pool=pool,
-        train=train,
-        test=test,
-        X_train=_bow(tr),
-        X_test=_bow(te),
-        train_records=tr,
-        test_records=te,
-        encoder_name="bow",
-        features="bow",
-        rejector_gflops=0.15,
-    )
-
-
 @pytest.fixture(scope="module")
 def p3_slice(real_data):
-    return _slice_bench("P3")
+    return slice_bench("P3")
 
 
 @pytest.fixture(scope="module")
 def p2_slice(real_data):
-    return _slice_bench("P2")
+    return slice_bench("P2")
 
 
 def test_each_router_fits_and_predicts_on_a_real_slice(p3_slice):

@@ -35,7 +35,14 @@ def run_doctests(module: types.ModuleType) -> tuple[int, int, str]:
     return res.failed, res.attempted, out.getvalue()
 
 
-CORE = ("qa.squad_eval", "qa.positions", "method.costs", "method.losses", "method.policies", "evaluation.metrics")
+CORE = (
+    "qa.squad_eval",
+    "qa.positions",
+    "method.costs",
+    "method.losses",
+    "method.policies",
+    "evaluation.metrics",
+)
 
 
 def test_modules_are_discovered():

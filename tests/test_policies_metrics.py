@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from l2d_core.method.costs import CostConfig, cost_matrix, query_costs
 from l2d_core.evaluation.metrics import (
     allocation,
     chosen,
@@ -16,6 +15,7 @@ from l2d_core.evaluation.metrics import (
     random_tdl,
     tpr_fpr,
 )
+from l2d_core.method.costs import CostConfig, cost_matrix, query_costs
 from l2d_core.method.policies import (
     bayes_policy,
     expected_costs,

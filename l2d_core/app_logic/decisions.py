@@ -38,7 +38,8 @@ def decisions_frame(bench: Benchmark, view: RouterView) -> pd.DataFrame:
 
 def explain(bench: Benchmark, view: RouterView, i: int) -> dict:
     """Why query ``i`` went where it went: the router's per-endpoint view of each agent, what it
-    minimised, every agent's answer and correctness, and one sentence."""
+    minimised, every agent's answer and correctness, one sentence, and the main agent's own
+    confidence signals when it gave them (``signals``)."""
     test, rec, d = bench.test, bench.test_records[i], view.decision
     ids = test.agent_ids
     cols = {"agent": ids}
@@ -67,7 +68,9 @@ def explain(bench: Benchmark, view: RouterView, i: int) -> dict:
             f"{ids[winner]} has the lowest {quantity} ({d.expected[i, winner]:.3f}), "
             f"ahead of {ids[runner]} ({d.expected[i, runner]:.3f})."
         )
-    return {"record": rec, "table": pd.DataFrame(cols), "winner": ids[winner], "why": why}
+    conf = test.confidence[i, 0] if test.confidence is not None else None
+    signals = {k: float(v) for k, v in (conf or {}).items()}  # the main agent's own confidence
+    return {"record": rec, "table": pd.DataFrame(cols), "winner": ids[winner], "why": why, "signals": signals}
 
 
 def filter_decisions(

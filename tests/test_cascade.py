@@ -1,0 +1,124 @@
+"""Cascade routing on a small real slice: the main agent's confidence, budgets calibrated on
+validation articles, the per-TFLOP price rule, and the validation ranking behind the dashboard's
+default router."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from _slices import slice_bench
+
+from l2d_core.evaluation.budget import budget_decision, calibrate_threshold, defer_margin
+from l2d_core.evaluation.comparison import evaluate_router, run_comparison
+from l2d_core.evaluation.registry import make_router
+from l2d_core.evaluation.validation import rank_by_validation, validation_aiq
+from l2d_core.method.costs import CostConfig
+from l2d_core.routers.features import CONFIDENCE_COLUMNS, confidence_features
+
+
+def _with_confidence(data, rng, informative: bool):
+    """The main agent's confidence records: span probability high when it is right (informative)
+    or unrelated to it."""
+    right = data.correct[:, 0]
+    p = np.where(right, 0.85, 0.25) if informative else np.full(len(data), 0.5)
+    p = np.clip(p + 0.1 * rng.standard_normal(len(data)), 0.01, 0.99)
+    conf = np.full((len(data), data.n_agents), None, dtype=object)
+    conf[:, 0] = [{"span_prob": float(x), "margin": float(4 * x), "windows": 1} for x in p]
+    return replace(data, confidence=conf)
+
+
+def _slice(informative: bool):
+    b = slice_bench("P2", n_train=8, n_test=2)
+    rng = np.random.default_rng(0)
+    return replace(
+        b, train=_with_confidence(b.train, rng, informative), test=_with_confidence(b.test, rng, informative)
+    )
+
+
+@pytest.fixture(scope="module")
+def slices(real_data):
+    return {"informative": _slice(True), "uninformative": _slice(False)}
+
+
+def test_confidence_features_columns_and_missing_records():
+    f = confidence_features([{"span_prob": 0.9, "margin": 3.0, "windows": 2}, None, {"abstained": 1.0}])
+    assert f.shape == (3, len(CONFIDENCE_COLUMNS)) and f.dtype == np.float32
+    col = {c: i for i, c in enumerate(CONFIDENCE_COLUMNS)}
+    assert f[0, col["span_prob"]] == pytest.approx(0.9) and f[0, col["log windows"]] == pytest.approx(
+        np.log(2)
+    )
+    assert not f[1].any()  # no record: every signal 0
+    assert f[2, col["abstained"]] == 1.0
+
+
+def test_the_cascade_reads_the_main_agents_confidence(slices):
+    """With a confidence that tells right from wrong, the cascade defers the main agent's mistakes;
+    with one that does not, it cannot — and it pays only the main agent on every query."""
+    apgr = {}
+    for name, b in slices.items():
+        r = make_router("l2d-cascade").fit(b)
+        assert r.confidence_ and r.helpers_ == ()
+        assert r.overhead_ == pytest.approx(float(b.test.agent_gflops[0]))  # the main agent, always
+        res = run_comparison(b, seeds=(0,), routers=["l2d-cascade"], n_boot=0, prices=(0.1,))
+        apgr[name] = res["routers"]["l2d-cascade"]["apgr"]
+        p_err = r.p_err_[:, 0, 0]  # P̂[main wrong on the start]
+        right = b.test.correct[:, 0]
+        if name == "informative":
+            assert p_err[~right].mean() > p_err[right].mean() + 0.3
+    assert apgr["informative"] > 0.8 and apgr["informative"] > apgr["uninformative"] + 0.15, apgr
+
+
+def test_a_share_budget_holds_on_the_validation_articles(slices):
+    b = slices["informative"]
+    r = make_router("l2d-cascade").fit(b)
+    costs = b.price_costs(0.1)
+    for target in (0.1, 0.3, 0.6):
+        d, res = budget_decision(r, costs, "share", target, n_boot=200)
+        assert res.validation_share <= target + 1e-9 and res.validation_share > target - 0.05
+        assert res.test_share == pytest.approx((d.choice != 0).mean())
+        lo, hi = res.test_share_ci
+        assert lo <= res.test_share <= hi
+    budget = float(b.train.agent_gflops[0] + 0.25 * (b.train.agent_gflops.max() - b.train.agent_gflops[0]))
+    _, res = budget_decision(r, costs, "gflops", budget, n_boot=200)
+    assert res.validation_gflops <= budget + 1e-6
+    # the out-of-fold estimates come from heads that never saw the article
+    oof = r.oof_error_proba()
+    assert oof.shape == (len(b.train), 2, 2) and np.isfinite(oof).all()
+
+
+def test_calibrate_threshold_keeps_ties_together():
+    m = np.array([0.5, 0.5, 0.5, -1.0])
+    assert calibrate_threshold(m, "share", 0.5) == np.inf  # 3 tied at the top: none can go alone
+    assert calibrate_threshold(m, "share", 0.75) == pytest.approx(-0.25)
+    margin, best = defer_margin(np.array([[[0.9, 0.5, 0.1]] * 2]), CostConfig((1.0, 1.0), (0.0, 0.5)))
+    assert best.tolist() == [1] and margin[0] == pytest.approx(0.8)  # 1.8 − 1.0 (expert 2: 0.2 + 1.0)
+    with pytest.raises(ValueError):
+        calibrate_threshold(m, "share", float("nan"))
+
+
+def test_price_rule_makes_every_expert_pay_for_its_compute(slices):
+    b = slices["informative"]
+    g0, g = float(b.train.agent_gflops[0]), b.expert_gflops
+    for lam in (0.0, 0.1, 1.0):
+        costs = b.price_costs(lam)
+        assert costs.beta == pytest.approx(tuple(lam * (g - g0) / 1000))
+    m = evaluate_router(b, "l2d-cascade", b.price_costs(0.1))
+    assert m["overhead_gflops"] == pytest.approx(g0) and 0 <= m["em"] <= 100
+    res = run_comparison(b, seeds=(0,), routers=["l2d-cascade", "zero"], n_boot=100, prices=(0.0, 0.5))
+    entry = res["routers"]["l2d-cascade"]
+    assert res["price_points"] == [0.0, 0.5] and set(entry["tdl_price"]) == {"0", "0.5"}
+    assert set(entry["tdl_price_below_matched_95"]) == {"0", "0.5"}
+    assert entry["overhead_gflops"] == pytest.approx(g0)
+    assert set(res["routers"]["zero"]["tdl_price"]) == {"0", "0.5"}
+
+
+def test_validation_ranking_prefers_the_router_that_sees_the_signal(slices):
+    b = slices["informative"]
+    ranking = rank_by_validation(b, ["l2d-cascade", "l2d-posthoc"])
+    assert [r for r, _ in ranking][0] in ("l2d-cascade", "l2d-posthoc")
+    scores = dict(ranking)
+    assert scores["l2d-cascade"] == pytest.approx(validation_aiq(make_router("l2d-cascade").fit(b)))
+    worse = rank_by_validation(slices["uninformative"], ["l2d-cascade"])
+    assert scores["l2d-cascade"] > worse[0][1]
