@@ -21,7 +21,7 @@ import _bootstrap  # noqa: F401
 
 from l2d_core.agents import list_pools
 from l2d_core.data import DATASETS
-from l2d_core.evaluation.benchmark import BETA_POINTS, prepare
+from l2d_core.evaluation.benchmark import BETA_POINTS, PRICE_POINTS, prepare
 from l2d_core.evaluation.comparison import evaluate_router
 from l2d_core.evaluation.registry import make_router, router_ids
 from l2d_core.method.costs import CostConfig, InvalidCostError
@@ -51,9 +51,17 @@ def parse_args(argv):
         help="router id: " + ", ".join(router_ids()) + ", agent:<id> (default: sdl)",
     )
     p.add_argument("--beta1", type=float, default=0.05, help="β₁; β_j for j ≥ 2 by the GFLOPs rule")
+    p.add_argument(
+        "--price",
+        type=float,
+        help="β by the per-TFLOP price rule: λ errors per TFLOP of extra compute (--sweep: its points)",
+    )
     p.add_argument("--beta", type=float, nargs="+", help="every β_j by hand (overrides --beta1)")
     p.add_argument("--alpha", type=float, nargs="+", default=[1.0], help="α (one, or one per expert)")
-    p.add_argument("--sweep", action="store_true", help="run the BENCHMARK.md β₁ points")
+    p.add_argument("--sweep", action="store_true", help="run the BENCHMARK.md points of the cost rule")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--budget-share", type=float, help="at most this share of questions to an expert")
+    budget.add_argument("--budget-gflops", type=float, help="at most this mean GFLOPs per question")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--features", default="separate", choices=["separate", "pair"])
     p.add_argument("--encoder", default="minilm", help="HF encoder id or path (default: packaged MiniLM)")
@@ -75,12 +83,12 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
-def costs_for(args, bench, beta1: float) -> CostConfig:
+def costs_for(args, bench, setting: float) -> CostConfig:
     j = bench.pool.experts
     alpha = args.alpha * len(j) if len(args.alpha) == 1 else args.alpha
     if args.beta and not args.sweep:
         return CostConfig(tuple(alpha), tuple(args.beta))
-    return CostConfig.from_beta1(beta1, bench.expert_gflops, alpha)
+    return bench.rule_costs("price" if args.price is not None else "gflops", setting, alpha)
 
 
 def fmt(x) -> str:
@@ -89,9 +97,9 @@ def fmt(x) -> str:
     )
 
 
-def table(rows: list[dict], agents) -> str:
+def table(rows: list[dict], agents, setting: str = "β₁") -> str:
     head = [
-        "β₁",
+        setting,
         "EM",
         "F1",
         "GFLOPs/q",
@@ -123,10 +131,27 @@ def table(rows: list[dict], agents) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        if any(not math.isfinite(b) or b < 0 for b in [args.beta1, *(args.beta or []), *args.alpha]):
-            raise InvalidCostError("α and β must be finite numbers >= 0")
+        numbers = [
+            args.beta1,
+            *(args.beta or []),
+            *args.alpha,
+            *([args.price] if args.price is not None else []),
+        ]
+        if any(not math.isfinite(b) or b < 0 for b in numbers):
+            raise InvalidCostError("α, β and λ must be finite numbers >= 0")
         if args.sweep and args.beta:
-            raise ValueError("--sweep runs the BENCHMARK.md β₁ points: leave out --beta (or --sweep)")
+            raise ValueError("--sweep runs the BENCHMARK.md points of a rule: leave out --beta (or --sweep)")
+        if args.beta and args.price is not None:
+            raise ValueError("give β by hand (--beta) or by the price rule (--price), not both")
+        budget = (
+            ("share", args.budget_share)
+            if args.budget_share is not None
+            else ("gflops", args.budget_gflops)
+            if args.budget_gflops is not None
+            else None
+        )
+        if budget is not None and args.sweep:
+            raise ValueError("a budget is one operating point: leave out --sweep")
         router = make_router(args.policy)
         if args.mode == "full":
             if router.id != "l2d-sdl":
@@ -143,23 +168,38 @@ def main(argv=None) -> int:
             features_needed=router.reads_embeddings,
         )
         router.fit(bench, args.seed)
-        betas = BETA_POINTS if args.sweep else [args.beta1]
+        one = args.beta1 if args.price is None else args.price
+        settings = (BETA_POINTS if args.price is None else PRICE_POINTS) if args.sweep else [one]
         rows = []
-        for b in betas:
+        for b in settings:
             costs = costs_for(args, bench, b)
-            rows.append({**evaluate_router(bench, router, costs), "beta1": b})
+            rows.append({**evaluate_router(bench, router, costs, budget=budget), "beta1": b})
     except (KeyError, ValueError, FileNotFoundError, LookupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        out = [{k: r[k] for k in JSON_KEYS} | {"beta": r["beta"], "alpha": r["alpha"]} for r in rows]
+        keep = ("beta", "alpha", "budget")
+        out = [{k: r[k] for k in JSON_KEYS} | {k: r[k] for k in keep if k in r} for r in rows]
         print(json.dumps(out if args.sweep else out[0], indent=1))
     else:
         print(
             f"{router.id} on {args.dataset} pool {args.pool} ({len(bench.test)} test questions; "
             f"paid on every query besides the chosen agent: {rows[0]['overhead_gflops']:.2f} GFLOPs)"
         )
-        print(table(rows, bench.pool.agent_ids))
+        print(table(rows, bench.pool.agent_ids, "β₁" if args.price is None else "λ"))
+        if "budget" in rows[0]:
+            b = rows[0]["budget"]
+            unit = "share of expert calls" if b["kind"] == "share" else "GFLOPs per query"
+            got, ci = (
+                (b["test_share"], b["test_share_ci"])
+                if b["kind"] == "share"
+                else (b["test_gflops"], b["test_gflops_ci"])
+            )
+            val = b["validation_share"] if b["kind"] == "share" else b["validation_gflops"]
+            print(
+                f"budget: {unit} {b['target']:g}; validation articles {val:.4g}; "
+                f"test articles {got:.4g} (95% interval {ci[0]:.4g} – {ci[1]:.4g})"
+            )
     return 0
 
 

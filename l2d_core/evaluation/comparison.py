@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 
 import numpy as np
 
 from ..method.costs import CostConfig, cost_matrix, query_costs
 from . import metrics as M
 from .benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
+from .budget import budget_decision
 from .points import evaluate_choice
 from .registry import make_router, router_ids
 from .results import SCHEMA_VERSION, Point, Results, expert_share
@@ -49,17 +51,29 @@ BENCHMARK_SEEDS: tuple[int, ...] = (0, 1, 2, 3, 4)  # BENCHMARK.md: 5 training s
 N_BOOT = 1000  # bootstrap resamples of the test questions
 
 
-def evaluate_router(bench: Benchmark, router: str | Router, costs: CostConfig, seed: int = 0) -> dict:
+def evaluate_router(
+    bench: Benchmark,
+    router: str | Router,
+    costs: CostConfig,
+    seed: int = 0,
+    budget: tuple[str, float] | None = None,
+) -> dict:
     """Every SPEC §7 metric of one router (an id, or a router already fitted on ``bench``) at
-    ``costs`` on the test articles, with the costs and the GFLOPs it pays on every query."""
+    ``costs`` on the test articles — or under ``budget`` = (``share`` | ``gflops``, target),
+    calibrated on validation articles — with the costs and the GFLOPs paid on every query."""
     if isinstance(router, str):
         router = make_router(router).fit(bench, seed)
-    d = router.decide(costs)
+    extra = {}
+    if budget is not None:
+        d, result = budget_decision(router, costs, *budget)
+        extra = {"budget": asdict(result)}
+    else:
+        d = router.decide(costs)
     out = evaluate_choice(d.choice, d.on(bench.test), costs, d.overhead_gflops)
     out.update(
         router=router.id, alpha=list(costs.alpha), beta=list(costs.beta), overhead_gflops=d.overhead_gflops
     )
-    return out
+    return {**out, **extra}
 
 
 def run_router(bench: Benchmark, router_id: str, seed: int = 0, betas=BETA_POINTS) -> list[Point]:
