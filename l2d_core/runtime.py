@@ -5,11 +5,14 @@ from __future__ import annotations
 import math
 import os
 import random
+import re
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import torch
 
-__all__ = ["set_seed", "pick_device", "linear_schedule"]
+__all__ = ["set_seed", "pick_device", "linear_schedule", "cpu_has_fast_bf16", "half_precision"]
 
 
 def set_seed(seed: int) -> None:
@@ -17,6 +20,25 @@ def set_seed(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+@lru_cache(maxsize=1)
+def cpu_has_fast_bf16() -> bool:
+    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX); without it, bf16 autocast is
+    emulated and several times slower than fp32 (measured: 6× on an AVX2-only CPU)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text(errors="ignore")
+    except OSError:
+        return False
+    return bool(re.search(r"\b(avx512_bf16|amx_bf16)\b", flags))
+
+
+def half_precision(device: torch.device) -> torch.dtype | None:
+    """The reduced precision worth autocasting to on ``device``: fp16 on CUDA (bf16 on cards that
+    have it is used for training elsewhere), bf16 on a CPU that has it natively, else None (fp32)."""
+    if device.type == "cuda":
+        return torch.float16
+    return torch.bfloat16 if cpu_has_fast_bf16() else None
 
 
 def pick_device(device: str | None = None) -> torch.device:

@@ -5,12 +5,14 @@
 Measures, each beside its target:
 
 - **slider → metrics, server side**: ``AppTest`` of the cost explorer; after a warm first
-  run, ``at.slider(key="beta1").set_value(v).run()`` for several β₁ values (≤ 300 ms);
+  run, ``at.slider(key="price").set_value(v).run()`` for several values of the per-TFLOP price
+  λ, the default cost rule (≤ 300 ms); the same for the budget slider (share of expert calls,
+  calibrated on validation articles at each move; ≤ 300 ms);
 - **cold start of each page**: the first ``AppTest`` run of the page in a fresh Python
   process (``st.cache_resource`` is process-wide, so a fresh process is the only cold one);
   the embeddings are on disk by then (≤ 10 s);
 - **slider → metrics, in a browser**: ``streamlit run app.py`` driven by Debian's chromium
-  through playwright; time from the key release on the β₁ slider to the EM metric's text
+  through playwright; time from the key release on the λ slider to the EM metric's text
   changing (≤ 1.5 s).
 
 The server and browser helpers below are shared with ``tests/test_browser.py``.
@@ -47,7 +49,7 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 VIEWPORT = {"width": 1400, "height": 3000}  # Streamlit scrolls inside its own container: tall viewport
-SLIDER_LABEL, SLIDER_KEY = "β₁", "beta1"
+SLIDER_LABEL, SLIDER_KEY, SLIDER_DEFAULT = "λ · errors per TFLOP", "price", 0.1
 HEALTH_TIMEOUT_S = 90.0
 FIRST_LOAD_TIMEOUT_S = 240.0  # the first visit prepares the benchmark (embeddings from disk or computed)
 CHANGE_TIMEOUT_S = 60.0
@@ -222,28 +224,37 @@ def _fmt(t: float) -> str:
     return f"{1000 * t:.0f} ms" if t < 1 else f"{t:.2f} s"
 
 
-def _beta_values(n: int) -> list[float]:
-    """``n`` distinct β₁ values on the slider's 0.01 grid, none the 0.05 default."""
-    vals = [round(0.01 * round(100 * (0.1 + 0.9 * i / max(1, n - 1))), 2) for i in range(n)]
-    return [v if v != 0.05 else 0.06 for v in vals]
+def _slider_values(n: int, lo: float, hi: float, default: float) -> list[float]:
+    """``n`` distinct values on a 0.01 grid from ``lo`` to ``hi``, none the slider's default."""
+    vals = [round(0.01 * round(100 * (lo + (hi - lo) * i / max(1, n - 1))), 2) for i in range(n)]
+    return [v if v != default else round(v + 0.01, 2) for v in vals]
 
 
-def slider_server_side(n_values: int) -> tuple[list[float], str]:
+def slider_server_side(n_values: int, budget: bool = False) -> tuple[list[float], str]:
+    """Slider moves in AppTest: the price slider, or (``budget``) the share-of-expert-calls one."""
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(page_scripts()["cost_explorer"]), default_timeout=COLD_TIMEOUT_S)
     at.run()
+    if budget and not at.exception:
+        at.radio(key="decide_by").set_value("share").run()
     if at.exception:
         return [], f"first run raised: {at.exception[0].message}"
-    if not any(s.key == SLIDER_KEY for s in at.slider):
-        return [], f'no slider with key "{SLIDER_KEY}" on the cost explorer yet'
+    key = "budget_share" if budget else SLIDER_KEY
+    if not any(s.key == key for s in at.slider):
+        return [], f'no slider with key "{key}" on the cost explorer'
+    values = (
+        _slider_values(n_values, 0.05, 0.6, 0.2)
+        if budget
+        else _slider_values(n_values, 0.0, 1.0, SLIDER_DEFAULT)
+    )
     times, seen = [], set()
-    for v in _beta_values(n_values):
+    for v in values:
         t = time.perf_counter()
-        at.slider(key=SLIDER_KEY).set_value(v).run()
+        at.slider(key=key).set_value(v).run()
         times.append(time.perf_counter() - t)
         if at.exception:
-            return times, f"β₁ = {v} raised: {at.exception[0].message}"
+            return times, f"{key} = {v} raised: {at.exception[0].message}"
         seen.add(tuple(m.value for m in at.metric))
     return times, f"{len(seen)} distinct metric sets over {len(times)} values"
 
@@ -316,7 +327,7 @@ def slider_in_browser(n_moves: int, log_path: Path) -> tuple[list[float], str]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", type=int, default=3, help="fresh processes per page for the cold start")
-    p.add_argument("--values", type=int, default=10, help="β₁ values for the server-side slider move")
+    p.add_argument("--values", type=int, default=10, help="slider values for the server-side moves")
     p.add_argument("--moves", type=int, default=8, help="slider moves in the browser")
     p.add_argument("--no-browser", action="store_true", help="skip the browser measurement")
     p.add_argument("--log", type=Path, default=Path("/tmp/bench_dashboard_streamlit.log"))
@@ -333,7 +344,10 @@ def main(argv=None) -> int:
     print(f"{os.cpu_count()} CPUs, 1-min load average {os.getloadavg()[0]:.1f} (other work slows figures)\n")
 
     times, note = slider_server_side(args.values)
-    report("β₁ slider → metrics, server (AppTest)", times, TARGET_SLIDER_SERVER_S)
+    report("λ slider → metrics, server (AppTest)", times, TARGET_SLIDER_SERVER_S)
+    print(f"{'':<44} {note}")
+    times, note = slider_server_side(args.values, budget=True)
+    report("budget slider → metrics, server (AppTest)", times, TARGET_SLIDER_SERVER_S)
     print(f"{'':<44} {note}")
 
     for name, script in page_scripts().items():
@@ -344,7 +358,7 @@ def main(argv=None) -> int:
 
     if not args.no_browser:
         times, note = slider_in_browser(args.moves, args.log)
-        report("β₁ slider → EM text, browser (chromium)", times, TARGET_SLIDER_BROWSER_S)
+        report("λ slider → EM text, browser (chromium)", times, TARGET_SLIDER_BROWSER_S)
         print(f"{'':<44} {note}")
     return 0
 

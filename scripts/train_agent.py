@@ -45,7 +45,12 @@ def parse_args(argv):
     p.add_argument("--batch-size", type=int, default=QATrainConfig.batch_size)
     p.add_argument("--lr", type=float, default=QATrainConfig.lr)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-bf16", action="store_true", help="train in fp32 instead of bf16 autocast")
+    p.add_argument(
+        "--precision",
+        choices=["auto", "bf16", "fp32"],
+        default="auto",
+        help="auto: bf16 autocast on CUDA and on CPUs with native bf16, else fp32",
+    )
     p.add_argument("--device", default=None, help="cuda, cuda:1, cpu (default: CUDA when present)")
     p.add_argument("--limit", type=int, default=None, help="at most N questions per training/answering step")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -83,7 +88,7 @@ def main(argv=None) -> int:
         return _fail(str(exc))
     cfg = QATrainConfig(
         base=args.base, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-        bf16=not args.no_bf16, seed=args.seed,
+        bf16={"auto": None, "bf16": True, "fp32": False}[args.precision], seed=args.seed,
     )  # fmt: skip
     root = cache_dir() / "models" / args.agent_id
     lim = (lambda rs: list(rs)[: args.limit]) if args.limit else list

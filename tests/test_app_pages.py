@@ -17,7 +17,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from l2d_core.app_logic.cost_settings import cost_from_upload, rule_beta1
+from l2d_core.app_logic.explorer import default_router
 from l2d_core.app_logic.highlight import answer_spans, context_html
+from l2d_core.evaluation.benchmark import embeddings_on_disk, prepare
 from l2d_core.evaluation.registry import router_ids, router_label
 from l2d_core.method.costs import CostConfig, InvalidCostError
 
@@ -58,19 +60,27 @@ def test_overview_runs(real_data):
     assert len(at.dataframe[0].value) == 3  # pool P3: main + two experts
 
 
+def p3_price(lam: float) -> CostConfig:
+    """The per-TFLOP price rule on P3 (match-lstm, 5 GFLOPs, is the main agent)."""
+    return CostConfig.from_price(lam, 5.0, P3_GFLOPS)
+
+
 @slow
 def test_cost_explorer_defaults(explorer):
     at = explorer
     assert REQUIRED_TILES <= {m.label for m in at.metric}
     assert all(m.delta == "" for m in at.metric)  # no previous setting yet
-    assert at.toggle(key="beta_rule").value is True
-    beta1 = at.slider(key="beta1")
-    assert (beta1.label, beta1.value, beta1.min, beta1.max, beta1.step) == ("β₁", 0.05, 0.0, 1.0, 0.005)
+    assert at.radio(key="cost_rule").value == "price" and at.radio(key="decide_by").value == "costs"
+    price = at.slider(key="price")
+    assert (price.label, price.value, price.min, price.max) == ("λ · errors per TFLOP", 0.1, 0.0, 2.0)
     menu = at.multiselect(key="routers")
-    assert menu.value == ["l2d-plugin"] and menu.options == [router_label(r) for r in router_ids()]
-    assert at.session_state["costs"] == CostConfig.from_beta1(0.05, P3_GFLOPS, 1.0)
+    assert menu.options == [router_label(r) for r in router_ids()]
+    best, ranking = default_router(prepare("squad11", "P3", features_needed=embeddings_on_disk("squad11")))
+    assert menu.value == [best] and ranking[0][0] == best  # the best on validation articles
+    assert best in ("l2d-cascade", "l2d-posthoc", "l2d-plugin")
+    assert at.session_state["costs"] == p3_price(0.1)
     assert 60.0 < metric(at, "EM") < 95.0
-    assert metric(at, "TDL") < metric(at, "TDL random")  # the plug-in beats uniform random
+    assert metric(at, "TDL") < metric(at, "TDL random")  # the default beats uniform random
     assert len(at.get("plotly_chart")) == 6  # allocation, cost–EM plane, four sweep charts
     assert {b.label for b in at.get("download_button")} >= {
         "Cost setting (JSON)",
@@ -79,24 +89,26 @@ def test_cost_explorer_defaults(explorer):
 
 
 @slow
-def test_beta1_up_lowers_expert_share_and_gflops(real_data):
+def test_price_up_lowers_expert_share_and_gflops(real_data):
     at = ran(page("dashboard/cost_explorer.py"))
     seen = []
-    for b in (0.0, 0.05, 0.2, 0.5):
-        ran(at.slider(key="beta1").set_value(b))
+    for lam in (0.0, 0.1, 0.5, 2.0):
+        ran(at.slider(key="price").set_value(lam))
         seen.append((metric(at, "Deferred"), metric(at, "GFLOPs/query")))
     deferred = [d for d, _ in seen]
     # the plug-in rule guarantees it: raising every β leaves a query with the main model there
     assert deferred == sorted(deferred, reverse=True), deferred
-    assert seen[-1][0] < seen[0][0] - 20.0 and seen[-1][1] < seen[0][1], seen
+    assert seen[-1][0] < seen[0][0] and seen[-1][1] < seen[0][1], seen
     gflops_tile = next(m for m in at.metric if m.label == "GFLOPs/query")
-    assert gflops_tile.delta.startswith("-")  # delta against β₁ = 0.2
+    assert gflops_tile.delta.startswith("-")  # change against λ = 0.5
+    ran(at.radio(key="cost_rule").set_value("gflops"))  # the paper's rule, β₁ on its slider
+    assert at.session_state["costs"] == CostConfig.from_beta1(0.05, P3_GFLOPS, 1.0)
 
 
 @slow
 def test_alpha_up_never_defers_more(real_data):
-    """Raising the weight of every expert's error raises every expert's expected cost, so the
-    plug-in can only move queries back to the main model."""
+    """Raising the weight of every expert's error raises every expert's expected cost, so a
+    plug-in-family router can only move queries back to the main model."""
     at = ran(page("dashboard/cost_explorer.py"))
     deferred = []
     for a in (0.0, 0.5, 1.0, 2.0):
@@ -112,18 +124,31 @@ def test_alpha_up_never_defers_more(real_data):
 @slow
 def test_hand_set_betas(real_data):
     at = ran(page("dashboard/cost_explorer.py"))
-    ran(at.toggle(key="beta_rule").set_value(False))
+    ran(at.radio(key="cost_rule").set_value("hand"))
     assert [s.label for s in at.slider] == [
         "α₁ · rnet-plus",
         "α₂ · bert-ens",
         "β₁ · rnet-plus",
         "β₂ · bert-ens",
     ]
-    assert at.slider(key="beta_2").value == pytest.approx(0.05 * 1730 / 2000)  # seeded by the rule
+    assert at.slider(key="beta_2").value == pytest.approx(p3_price(0.1).beta[1])  # seeded by the rule
     at.slider(key="beta_1").set_value(1.0)
     ran(at.slider(key="beta_2").set_value(1.0))
     assert at.session_state["costs"] == CostConfig((1.0, 1.0), (1.0, 1.0))
     assert metric(at, "Deferred") == 0.0  # an expert costs ≥ 2 per query, the main model ≤ 2
+
+
+@slow
+def test_a_budget_shows_target_validation_and_test(real_data):
+    at = ran(page("dashboard/cost_explorer.py"))
+    ran(at.radio(key="decide_by").set_value("share"))
+    ran(at.slider(key="budget_share").set_value(0.3))
+    captions = [c.value for c in at.caption if c.value.startswith("Budget 30.0%")]
+    assert captions and "validation articles" in captions[0] and "95% interval" in captions[0], captions
+    share = metric(at, "Deferred")  # the test articles' realised share
+    assert f"{share:.1f}%" in captions[0]
+    ran(at.radio(key="decide_by").set_value("gflops"))
+    assert any(c.value.startswith("Budget ") and "GFLOPs" in c.value for c in at.caption)
 
 
 @slow
@@ -135,9 +160,9 @@ def test_routers_from_the_registry(real_data):
     assert 60.0 < metric(at, "EM") < 95.0
     sweep_button = f"Train the sweep of {router_label('l2d-sdl')}"
     assert any(b.label.startswith(sweep_button) for b in at.button)  # trained sweep only on request
-    ran(at.multiselect(key="routers").set_value(["l2d-plugin", "l2d-sdl"]))
+    ran(at.multiselect(key="routers").set_value(["l2d-plugin", "l2d-cascade"]))
     assert [m.label for m in at.metric].count("EM") == 2
-    assert [s.value for s in at.subheader][:2] == [router_label("l2d-plugin"), router_label("l2d-sdl")]
+    assert [s.value for s in at.subheader][:2] == [router_label("l2d-plugin"), router_label("l2d-cascade")]
     ran(at.multiselect(key="routers").set_value(["oracle"]))  # any router of the registry draws
     assert metric(at, "TDL") < metric(at, "TDL random")
 
@@ -158,7 +183,7 @@ def test_bad_cost_file_shows_an_error(real_data, content, message):
     ran(at.file_uploader(key="cost_upload").set_value(("costs.json", content, "application/json")))
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and "InvalidCostError" in errors[0] and message in errors[0], errors
-    assert at.session_state["costs"] == CostConfig.from_beta1(0.05, P3_GFLOPS)  # unchanged
+    assert at.session_state["costs"] == p3_price(0.1)  # unchanged
 
 
 @slow
@@ -168,13 +193,13 @@ def test_cost_file_round_trip(real_data):
     ran(
         at.file_uploader(key="cost_upload").set_value(("c.json", hand.to_json().encode(), "application/json"))
     )
-    assert not at.error and at.toggle(key="beta_rule").value is False
+    assert not at.error and at.radio(key="cost_rule").value == "hand"
     assert at.session_state["costs"] == hand
     rule = CostConfig.from_beta1(0.2, P3_GFLOPS, 1.0)
     ran(
         at.file_uploader(key="cost_upload").set_value(("r.json", rule.to_json().encode(), "application/json"))
     )
-    assert at.toggle(key="beta_rule").value is True and at.slider(key="beta1").value == 0.2
+    assert at.radio(key="cost_rule").value == "gflops" and at.slider(key="beta1").value == 0.2
     assert at.session_state["costs"] == rule
     assert json.loads(at.code[0].value) == json.loads(rule.to_json())  # what the download holds
 

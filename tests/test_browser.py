@@ -85,11 +85,11 @@ def test_cost_explorer_slider_moves_the_metrics(dashboard, browser, tmp_path):
         assert gq.count() == 1 and bd.metric_value(page, "TDL").count() == 1
         thumb = bd.slider_thumb(page, bd.SLIDER_LABEL)
         assert thumb.count() == 1, f'no slider labelled "{bd.SLIDER_LABEL}" on the cost explorer'
-        assert bd.slider_value(thumb) == 0.05
+        assert bd.slider_value(thumb) == bd.SLIDER_DEFAULT
         em_before, gq_before = em.inner_text(), gq.inner_text()
 
         thumb.focus()
-        page.keyboard.press("End")  # β₁ = 1.0: experts far dearer → fewer deferrals
+        page.keyboard.press("End")  # λ = 2 errors per TFLOP: experts far dearer → fewer deferrals
         bd.wait_metric_change(page, "GFLOPs/query", gq_before)
         bd.wait_idle(page)
         em_after, gq_after = em.inner_text(), gq.inner_text()
@@ -98,8 +98,8 @@ def test_cost_explorer_slider_moves_the_metrics(dashboard, browser, tmp_path):
 
     errors = page.get_by_test_id("stException")
     assert errors.count() == 0, errors.first.inner_text()
-    assert bd.slider_value(thumb) == 1.0
-    assert em_after != em_before, f"EM stayed {em_before} after β₁ 0.05 → 1.0"
+    assert bd.slider_value(thumb) == 2.0
+    assert em_after != em_before, f"EM stayed {em_before} after λ {bd.SLIDER_DEFAULT} → 2.0"
     assert bd.number(gq_after) < bd.number(gq_before), (gq_before, gq_after)
     # A deep link as the first visit must still go through app.py's st.navigation (titles,
     # page config), not Streamlit's pages/-folder auto-discovery ("app", "common", …).

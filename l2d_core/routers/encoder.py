@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from ..flops import forward_gflops
 from ..paths import DEFAULT_ENCODER, cache_dir, resolve_encoder
-from ..runtime import pick_device
+from ..runtime import half_precision, pick_device
 
 __all__ = ["DEFAULT_ENCODER", "Encoder", "load_encoder", "embedding_key", "pool"]
 
@@ -98,8 +98,9 @@ class Encoder:
 
     @property
     def precision(self) -> str:
-        # bf16 autocast: ~2.5x faster on these CPUs; fp16 on CUDA
-        return "bf16" if self.device.type == "cpu" else "fp16"
+        """fp16 on CUDA, bf16 on a CPU that computes it natively, else fp32 (part of the cache key)."""
+        half = half_precision(self.device)
+        return {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(half, "fp32")
 
     def tokenize(self, texts: Sequence[str], pairs: Sequence[str] | None = None, padding=True):
         return self.tokenizer(
@@ -119,10 +120,10 @@ class Encoder:
     def _encode(self, texts: list[str], batch_size: int, progress: bool) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         order = np.argsort([len(t) for t in texts])[::-1]  # long first: padding stays small
-        dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
+        dtype = half_precision(self.device)
         self.model.eval()
         bar = tqdm(total=len(texts), desc="embedding", unit="text", disable=not progress)
-        with torch.inference_mode(), torch.autocast(self.device.type, dtype=dtype):
+        with torch.inference_mode(), torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None):
             for i in range(0, len(texts), batch_size):
                 idx = order[i : i + batch_size]
                 vec = self.forward_pooled(self.tokenize([texts[j] for j in idx]))
