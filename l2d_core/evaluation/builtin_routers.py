@@ -13,7 +13,7 @@ import numpy as np
 
 from ..method.costs import CostConfig, cost_matrix, query_costs
 from ..method.policies import learned_policy, oracle_policy, random_policy
-from ..method.training import FAST_CONFIG
+from ..method.training import FAST_CONFIG, SDL_FAST_CONFIG
 from ..routers.features import posthoc_matrix
 from ..routers.posthoc import (
     DEFAULT_CALIBRATION,
@@ -44,10 +44,6 @@ __all__ = [
 ]
 
 
-def _fit_on_train(bench):
-    return lambda est: est.fit(bench.X_train, bench.train, bench.X_val, bench.val)
-
-
 @register
 class SDLRouter(Router):
     id = "l2d-sdl"
@@ -60,14 +56,14 @@ class SDLRouter(Router):
     reads_embeddings = True
     instant = False
 
-    def __init__(self, config=FAST_CONFIG, mode: str = "fast"):
+    def __init__(self, config=SDL_FAST_CONFIG, mode: str = "fast"):
         super().__init__(config=config, mode=mode)
         if mode not in ("fast", "full"):
             raise ValueError(f"mode must be 'fast' or 'full', got {mode!r}")
         self.config, self.mode = config, mode
 
     def _fit(self) -> None:
-        self.memo_ = {}
+        self.memo_, self.heads_ = {}, {}
 
     def _estimator(self, costs: CostConfig):
         cfg = self.config.but(seed=self.seed_)
@@ -81,13 +77,21 @@ class SDLRouter(Router):
         )
 
     def estimator(self, costs: CostConfig):
-        """The rejector trained for ``costs`` (stored on disk: a setting seen before loads)."""
+        """The rejector trained for ``costs`` (stored on disk: a setting seen before loads); a fast
+        full-batch head starts from the nearest setting trained in this session (its SDL is convex:
+        the warm start changes the time, not the head)."""
         bench, est = self.bench_, self._estimator(costs)
         if self.mode == "full":
             return store.fitted(
                 "sdl-full", bench, est, lambda e: e.fit(list(bench.train_records), bench.train)
             )
-        return store.fitted("sdl-fast", bench, est, _fit_on_train(bench))
+        init = None
+        if self.config.solver == "lbfgs" and self.heads_:
+            gap = lambda c: float(np.abs(np.subtract((*c.alpha, *c.beta), (*costs.alpha, *costs.beta))).sum())  # noqa: E731
+            init = self.heads_[min(self.heads_, key=gap)].head_.state_dict()
+        fit = lambda e: e.fit(bench.X_train, bench.train, bench.X_val, bench.val, init=init)  # noqa: E731
+        self.heads_[costs] = store.fitted("sdl-fast", bench, est, fit)
+        return self.heads_[costs]
 
     def decide(self, costs: CostConfig) -> Decision:
         if costs not in self.memo_:

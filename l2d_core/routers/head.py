@@ -41,18 +41,17 @@ __all__ = [
 
 
 class MLPHead(nn.Module):
-    """(B, d) → (B, *out_shape): dropout, a hidden GELU layer, dropout, one linear output."""
+    """(B, d) → (B, *out_shape): dropout, a hidden GELU layer, dropout, one linear output;
+    ``hidden=0``: one linear layer (a classification head)."""
 
     def __init__(self, in_dim: int, out_shape: tuple[int, ...], hidden: int = 256, dropout: float = 0.1):
         super().__init__()
         self.out_shape = tuple(int(s) for s in out_shape)
-        self.net = nn.Sequential(
-            nn.Dropout(dropout),
-            nn.Linear(in_dim, hidden),
-            nn.GELU(),
-            nn.Dropout(dropout),
-            nn.Linear(hidden, math.prod(self.out_shape)),
+        out = math.prod(self.out_shape)
+        layers = (
+            [nn.Dropout(dropout), nn.Linear(in_dim, hidden), nn.GELU(), nn.Dropout(dropout)] if hidden else []
         )
+        self.net = nn.Sequential(*layers, nn.Linear(hidden or in_dim, out))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x).view(-1, *self.out_shape)
@@ -125,7 +124,9 @@ class HeadEstimator(BaseEstimator):
     def _x(self, X: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(self.scaler_.transform(np.asarray(X, np.float32)).astype(np.float32))
 
-    def _fit_head(self, X: np.ndarray, Y: np.ndarray, X_val=None, Y_val=None) -> None:
+    def _fit_head(
+        self, X: np.ndarray, Y: np.ndarray, X_val=None, Y_val=None, init: dict | None = None
+    ) -> None:
         if len(X) != len(Y):
             raise ValueError(f"{len(X)} feature rows for {len(Y)} queries")
         if len(X) == 0:
@@ -135,6 +136,8 @@ class HeadEstimator(BaseEstimator):
         cfg = self.config
         set_seed(cfg.seed)
         self.head_ = MLPHead(x.shape[1], tuple(y.shape[1:]), cfg.hidden, cfg.dropout)
+        if init is not None:  # a warm start (the same shapes)
+            self.head_.load_state_dict(init)
         val = None
         if X_val is not None and Y_val is not None and len(Y_val):
             xv, yv = self._x(X_val), torch.from_numpy(np.asarray(Y_val, np.float32))

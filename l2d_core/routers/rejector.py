@@ -49,12 +49,15 @@ class _AgentHead(HeadEstimator):
         data: RoutingData,
         X_val: np.ndarray | None = None,
         data_val: RoutingData | None = None,
+        init: dict | None = None,
     ):
+        """Fit on features ``X`` and the pool's outcomes ``data``; ``init``: a head's weights to
+        start from (a warm start; the full-batch solver converges to the same head)."""
         if len(X) != len(data):
             raise ValueError(f"{len(X)} feature rows for {len(data)} queries")
         self.agent_ids_ = data.agent_ids
         val = (X_val, self._targets(data_val)) if X_val is not None and data_val is not None else (None, None)
-        self._fit_head(X, self._targets(data), *val)
+        self._fit_head(X, self._targets(data), *val, init=init)
         return self
 
     def checkpoint_config(self) -> dict:

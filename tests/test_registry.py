@@ -1,0 +1,65 @@
+"""Every router of the one registry, on a small real slice: the interface every surface relies on
+(fit → decide at a cost setting → curve points), and the registry's own rules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _slices import slice_bench
+
+from l2d_core.evaluation.points import Decision
+from l2d_core.evaluation.registry import ROUTERS, make_router, router_class, router_ids, router_label
+from l2d_core.evaluation.router import AGENT_PREFIX, Router, register
+
+
+@pytest.fixture(scope="module")
+def p3(real_data):
+    return slice_bench("P3")
+
+
+@pytest.mark.parametrize("rid", router_ids())
+def test_every_router_fits_decides_and_draws(p3, rid):
+    router = make_router(rid)
+    assert not [k for k in vars(router) if k.endswith("_")]  # learned state only after fit
+    assert router.fit(p3, seed=0) is router and router.id == rid
+    n, a = len(p3.test), p3.test.n_agents
+    for costs in (p3.costs(0.0), p3.price_costs(0.5)):
+        d = router.decide(costs)
+        assert isinstance(d, Decision) and d.choice.shape == (n,)
+        assert d.choice.min() >= 0 and d.choice.max() < a and d.overhead_gflops >= 0
+        if d.expected is not None:
+            assert d.expected.shape == (n, a)
+    points = router.points(betas=(0.0, 0.5), prices=(0.1,))
+    assert points and all({"em", "gflops", "share_strong"} <= set(p) for p in points)
+    assert all(0 <= p["em"] <= 100 for p in points)
+    assert router_label(rid) and router_label(rid) != rid or rid.startswith(AGENT_PREFIX)
+
+
+def test_agents_come_with_every_pool_and_short_ids_resolve(p3):
+    ids = router_ids(p3)
+    assert [i for i in ids if i.startswith(AGENT_PREFIX)] == [AGENT_PREFIX + a for a in p3.test.agent_ids]
+    assert make_router("sdl").id == "l2d-sdl" and make_router("cascade").id == "l2d-cascade"
+    one = make_router("agent:bert-ens").fit(p3)
+    assert (one.decide(p3.costs(0.1)).choice == p3.test.agent_ids.index("bert-ens")).all()
+    assert router_class("agent:bert-ens") is None and router_class("plugin") is ROUTERS["l2d-plugin"]
+    with pytest.raises(KeyError, match="unknown router"):
+        make_router("no-such-router")
+
+
+def test_adding_a_router_is_one_registration(p3):
+    class Cheapest(Router):
+        id = "test-cheapest"
+        label = "always the main agent"
+
+        def decide(self, costs):
+            return Decision(np.zeros(len(self.bench_.test), dtype=int))
+
+    try:
+        register(Cheapest)
+        assert "test-cheapest" in router_ids() and router_label("test-cheapest") == "always the main agent"
+        pts = make_router("test-cheapest").fit(p3).points(betas=(0.0,))
+        assert pts[0]["share_strong"] == 0.0
+        with pytest.raises(ValueError, match="already registered"):
+            register(Cheapest)
+    finally:
+        ROUTERS.pop("test-cheapest", None)
