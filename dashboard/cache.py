@@ -73,7 +73,7 @@ def agent_summary(dataset: str, agent_ids: tuple[str, ...]):
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def sweep(dataset: str, pool: str, router_id: str, rule: str, alpha: tuple[float, ...]):
-    """The sweep of a cost rule's BENCHMARK.md points of one fitted router at fixed α."""
+    """The sweep of a cost rule's benchmark points of one fitted router at fixed α."""
     return sweep_frame(benchmark(dataset, pool), fitted_router(dataset, pool, router_id), rule, alpha)
 
 

@@ -46,7 +46,7 @@ def explain(bench: Benchmark, view: RouterView, i: int) -> dict:
     if d.scores is not None:
         cols[f"start {d.score_label}"] = d.scores[i, 0]
         cols[f"end {d.score_label}"] = d.scores[i, 1]
-    quantity = "expected cost" if d.score_label == "P̂[wrong]" else "negated summed score"
+    quantity = "expected cost" if d.score_label == "chance wrong" else "negated summed score"
     if d.expected is not None:
         cols[quantity] = d.expected[i]
     cols.update(

@@ -104,7 +104,7 @@ class SDLRouter(Router):
             self.bench_.rejector_gflops,
             expected=-scores.sum(axis=1),
             scores=scores,
-            score_label="score r̂",
+            score_label="score",
         )
 
 

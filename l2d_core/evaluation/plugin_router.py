@@ -94,7 +94,7 @@ class PlugInRouter(Router):
             data=self.data_ if data is None else data,
             expected=expected_costs(p_err, costs),
             scores=p_err,
-            score_label="P̂[wrong]",
+            score_label="chance wrong",
             extra=extra,
         )
 
