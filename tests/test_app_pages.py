@@ -259,7 +259,9 @@ def test_decisions_follow_the_cost_setting(real_data):
     assert set(at.dataframe[0].value["chosen"]) >= {"rnet-plus", "bert-ens"}
     at.session_state["costs"] = CostConfig.from_beta1(0.05, P3_GFLOPS)  # the explorer's default: trained once
     ran(at.selectbox(key="dec_router").set_value("l2d-sdl"))
-    assert len(at.dataframe[0].value) == 2595 and any(c.endswith(" score") for c in at.dataframe[1].value.columns)
+    assert len(at.dataframe[0].value) == 2595 and any(
+        c.endswith(" score") for c in at.dataframe[1].value.columns
+    )
 
 
 def test_highlight_spans_and_escaping():
