@@ -255,40 +255,29 @@ def plane_figure(points: pd.DataFrame, log_x: bool = False) -> go.Figure:
     """
     hull = points[points["kind"] == "hull"].sort_values("gflops")
     marks = points[points["kind"].isin(list(_PLANE_MARKERS))].reset_index(drop=True)
-    texted = marks[marks["kind"] != "baseline"].sort_values("gflops", kind="stable").index
-    marks["text"], marks["textposition"] = "", "top center"
-    marks.loc[texted, "text"] = marks.loc[texted, "name"]
-    marks.loc[texted, "textposition"] = [("top center", "bottom center")[i % 2] for i in range(len(texted))]
-    fig = go.Figure()
+    texted = list(marks[marks["kind"] != "baseline"].sort_values("gflops", kind="stable").index)
+    fig = go.Figure()  # graph_objects on this hot path: a slider move redraws it (px is ~7× slower)
     if len(hull):
         name = hull["name"].iloc[0]
         fig.add_scatter(
             x=hull["gflops"], y=hull["em"], mode="lines", name=name, line=dict(dash="dot", color="gray")
         )
-    if len(marks):
-        fig_m = px.scatter(
-            marks,
-            x="gflops",
-            y="em",
-            color="name",
-            symbol="kind",
-            text="text",
-            hover_name="name",
-            hover_data={"name": False, "text": False, "kind": True, "gflops": ":.2f", "em": ":.2f"},
-            labels=_LABELS,
+    for k, row in marks.iterrows():
+        symbol, size = _PLANE_MARKERS[row["kind"]]
+        labelled = k in texted
+        fig.add_scatter(
+            x=[row["gflops"]],
+            y=[row["em"]],
+            name=row["name"],
+            mode="markers+text" if labelled else "markers",
+            text=[row["name"]] if labelled else None,
+            textposition=("top center", "bottom center")[texted.index(k) % 2] if labelled else None,
+            marker=dict(symbol=symbol, size=size),
+            cliponaxis=False,
+            hovertext=[row["name"]],
+            hovertemplate="<b>%{hovertext}</b><br>" + row["kind"] + "<br>GFLOPs/query %{x:.2f}<br>EM %{y:.2f}"
+            "<extra></extra>",
         )
-        for tr in fig_m.data:
-            name, kind = tr.name.rsplit(", ", 1)
-            sel = marks[(marks["name"] == name) & (marks["kind"] == kind)]
-            symbol, size = _PLANE_MARKERS[kind]
-            tr.update(name=name, marker=dict(symbol=symbol, size=size), cliponaxis=False)
-            if kind == "baseline":
-                tr.update(mode="markers", text=None)
-            else:
-                tr.update(
-                    textposition=list(sel["textposition"]) if len(sel) > 1 else sel["textposition"].iloc[0]
-                )
-        fig.add_traces(fig_m.data)
     return fig.update_layout(
         title="Cost–EM plane",
         xaxis_title="GFLOPs/query" + (" (log)" if log_x else ""),
