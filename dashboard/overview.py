@@ -35,17 +35,29 @@ def custom_pool_form(dataset: str) -> None:
 
 
 def upload_agent_form(ds) -> None:
-    file = st.file_uploader("Prediction file {question_id: answer} (JSON)", type=["json"], key="agent_upload")
-    agent_id = st.text_input("Agent id", key="agent_upload_id")
+    # the uploader's key changes after each import, so an earlier file never stays behind to be
+    # imported again under the next id (e.g. when the next file is refused as too large)
+    generation = st.session_state.setdefault("agent_upload_generation", 0)
+    file = st.file_uploader(
+        "Prediction file {question_id: answer} (JSON)", type=["json"], key=f"agent_upload_{generation}"
+    )
+    agent_id = st.text_input("Agent id", key="agent_upload_id", max_chars=64)
     gflops = st.number_input("Declared GFLOPs per query", min_value=0.0, value=1.0, key="agent_upload_gflops")
+    replace = st.checkbox("Replace my agent of the same id", key="agent_upload_replace")
     if st.button("Add agent", key="agent_upload_add"):
         if file is None or not agent_id.strip():
             st.error("Choose a file and give the agent an id.")
             return
         with shown_errors():
-            report = add_agent_from_upload(agent_id, ds, file.getvalue(), gflops)
-        st.success("\n\n".join(report.lines()))
-        agent_summary.clear()
+            report = add_agent_from_upload(
+                agent_id, ds, file.getvalue(), gflops, filename=file.name, replace=replace
+            )
+            st.session_state["agent_upload_generation"] = generation + 1
+            st.session_state["agent_upload_done"] = "\n\n".join(report.lines())
+            agent_summary.clear()
+            st.rerun()
+    if done := st.session_state.pop("agent_upload_done", None):
+        st.success(done)
 
 
 st.title("Learning-to-Defer routing for extractive QA")

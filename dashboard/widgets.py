@@ -35,8 +35,15 @@ def shown_errors():
     try:
         yield
     except USER_ERRORS as exc:
-        st.error(f"{type(exc).__name__}: {exc}")
+        st.error(user_message(exc))
         st.stop()
+
+
+def user_message(exc: BaseException, limit: int = 400) -> str:
+    """An error in words for the page: no Python class name, at most ``limit`` characters."""
+    text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    text = text or type(exc).__name__
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters in all)"
 
 
 def select_pool(sidebar: bool = True) -> tuple[str, str]:

@@ -16,23 +16,35 @@ from pathlib import Path
 
 import _bootstrap  # noqa: F401
 
-from l2d_core.agents import AgentSpec, PoolSpec, import_predictions, register_agent, register_pool
+from l2d_core.agents import AgentSpec, PoolSpec, get_agent, import_predictions, register_agent, register_pool
 from l2d_core.agents.cache import AgentCache
+from l2d_core.agents.registry import check_new_agent
 from l2d_core.data import DATASETS, DataFormatError, load_dataset
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--file", required=True, type=Path, help="prediction file {question_id: answer}")
-    p.add_argument("--agent", required=True, help="agent id to create (or replace)")
+    p.add_argument("--agent", required=True, help="agent id to create (--replace to replace yours)")
     p.add_argument("--dataset", default="squad11", choices=sorted(DATASETS))
     p.add_argument("--gflops", required=True, type=float, help="declared GFLOPs per query")
     p.add_argument("--name", default="", help="display name")
     p.add_argument("--pool", help="also register a pool of this name")
     p.add_argument("--main", help="main agent of that pool (default: this agent)")
     p.add_argument("--experts", nargs="*", default=[], help="other experts of that pool")
+    p.add_argument("--replace", action="store_true", help="replace your agent / pool of the same id")
     args = p.parse_args(argv)
     try:
+        check_new_agent(args.agent, args.replace)
+        main_agent = args.main or args.agent
+        experts = list(dict.fromkeys(a for a in [*args.experts, args.agent] if a != main_agent))
+        if args.pool:  # every other member must exist before anything is written
+            for a in (main_agent, *experts):
+                if a != args.agent and get_agent(a).dataset != args.dataset:
+                    raise ValueError(
+                        f"pool {args.pool}: agent {a} answers {get_agent(a).dataset}, not {args.dataset}"
+                    )
+            PoolSpec(args.pool, args.dataset, main_agent, tuple(experts))  # checks the pool's shape
         spec = AgentSpec(
             id=args.agent,
             dataset=args.dataset,
@@ -43,13 +55,11 @@ def main(argv=None) -> int:
             name=args.name or args.agent,
         )
         report = import_predictions(spec, load_dataset(args.dataset), AgentCache(), args.file)
-        register_agent(spec)  # only once the file has been read and scored
+        register_agent(spec, replace=args.replace)  # only once the file has been read and scored
         print("\n".join(report.lines()))
         if args.pool:
-            main_agent = args.main or args.agent
-            experts = [a for a in [*args.experts, args.agent] if a != main_agent]
-            register_pool(PoolSpec(args.pool, args.dataset, main_agent, tuple(dict.fromkeys(experts))))
-            print(f"pool {args.pool}: main {main_agent}; experts {', '.join(dict.fromkeys(experts))}")
+            register_pool(PoolSpec(args.pool, args.dataset, main_agent, tuple(experts)), replace=args.replace)
+            print(f"pool {args.pool}: main {main_agent}; experts {', '.join(experts)}")
     except (DataFormatError, FileNotFoundError, KeyError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

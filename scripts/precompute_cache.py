@@ -51,7 +51,7 @@ import _bootstrap  # noqa: F401
 
 from l2d_core.agents import AgentSpec, get_agent, register_agent
 from l2d_core.agents.cache import AgentCache
-from l2d_core.agents.registry import AGENT_KINDS
+from l2d_core.agents.registry import AGENT_KINDS, check_new_agent
 from l2d_core.agents.runners import (
     AGENT_OPTIONS,
     agent_gflops_at,
@@ -128,8 +128,9 @@ def agent_specs(entries: list, dataset: str) -> list[tuple[AgentSpec, bool]]:
         source = "declared" if e["kind"] == "prediction_file" else "measured"
         try:
             spec = AgentSpec(dataset=dataset, gflops_source=source, options=options, **fields)
-        except TypeError as exc:
-            raise ConfigError(f"agent {e['id']}: {exc}") from None
+            check_new_agent(spec.id, replace=True)  # never a built-in agent's id
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"agent {str(e['id'])[:64]}: {exc}") from None
         out.append((spec, True))
     ids = [s.id for s, _ in out]
     if len(set(ids)) != len(ids):
@@ -188,7 +189,7 @@ def run_agent(spec, inline, ds, recs, cache, args, device, label) -> dict:
         gflops = meta.get("gflops", spec.gflops)
         summary = cache_summary(cache, ds, spec.id, recs)
     if inline:
-        register_agent(AgentSpec(**{**spec.__dict__, "gflops": float(gflops)}))
+        register_agent(AgentSpec(**{**spec.__dict__, "gflops": float(gflops)}), replace=True)
     return {**summary, "gflops_384": gflops}
 
 

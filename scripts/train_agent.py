@@ -151,11 +151,13 @@ def main(argv=None) -> int:
         params=sum(p.numel() for p in full.model.parameters()),
         options={"max_length": 384, "stride": 128, "max_answer_tokens": 30, "null_answer": null},
     )
-    register_agent(spec)
+    register_agent(spec, replace=True)  # a later run of this script replaces its own agent
     again = f"python scripts/train_agent.py --dataset {ds.name} --agent-id {args.agent_id}"
     cache.set_meta(ds.name, args.agent_id, gflops_source="measured", training=stats, answered_by=again)
     for pool_name, experts in pools:
-        register_pool(PoolSpec(pool_name, ds.name, args.agent_id, experts, "live agent as main"))
+        register_pool(
+            PoolSpec(pool_name, ds.name, args.agent_id, experts, "live agent as main"), replace=True
+        )
 
     t = cache.table(ds.name, args.agent_id)
     test_ids = {r.qid for r in test}

@@ -225,6 +225,7 @@ def _rec(i: int, **kw) -> dict:
         "gflops": 3.0,
         "latency_ms": None,
         "source": "test",
+        "confidence": {"span_prob": 0.1 * (i % 10)} if i % 3 else None,
     }
     rec.update(kw)
     return rec
@@ -481,7 +482,9 @@ def test_register_agent_and_pool_roundtrip(fresh_cache):
     assert got.agent_ids == ("my-agent", "match-lstm", "bert-ens")
     # builtins still there, and replacing an entry keeps one copy
     assert get_pool("P3").agent_ids == ("match-lstm", "rnet-plus", "bert-ens")
-    register_agent(AgentSpec("my-agent", "squad11", gflops=9.0))
+    with pytest.raises(ValueError, match="you already have an? agent 'my-agent'"):
+        register_agent(AgentSpec("my-agent", "squad11", gflops=9.0))
+    register_agent(AgentSpec("my-agent", "squad11", gflops=9.0), replace=True)
     assert get_agent("my-agent").gflops == 9.0
     doc = json.loads(user_registry_path().read_text())
     assert [a["id"] for a in doc["agents"]] == ["my-agent"]

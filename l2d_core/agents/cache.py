@@ -17,6 +17,7 @@ import diskcache
 import pandas as pd
 
 from ..paths import cache_dir
+from ..stores import open_disk_cache
 
 __all__ = ["AgentCache", "RECORD_FIELDS"]
 
@@ -52,11 +53,22 @@ class AgentCache:
         self.directory = Path(directory) if directory else cache_dir() / "agents"
         self._open: dict[tuple[str, str], diskcache.Cache] = {}
 
-    def _cache(self, dataset: str, agent: str) -> diskcache.Cache:
+    def _cache(self, dataset: str, agent: str, create: bool = True) -> diskcache.Cache | None:
+        """The agent's store (a damaged one is set aside and rebuilt, see ``l2d_core.stores``);
+        ``create=False``: None when the agent has nothing on disk (reads never make folders)."""
         key = (_check_name("dataset", dataset), _check_name("agent", agent))
         if key not in self._open:
             path = self.directory / dataset / agent
-            self._open[key] = diskcache.Cache(str(path), disk=diskcache.JSONDisk, timeout=60)
+            if not create and not (path / "cache.db").is_file():
+                return None
+            self._open[key] = open_disk_cache(
+                path,
+                f"the answers of agent {agent} on {dataset}",
+                "they will be imported again from the agent's prediction file, or answered again "
+                "(scripts/precompute_cache.py, scripts/train_agent.py)",
+                disk=diskcache.JSONDisk,
+                timeout=60,
+            )
         return self._open[key]
 
     def close(self) -> None:
@@ -104,14 +116,17 @@ class AgentCache:
         return sorted(p.name for p in root.iterdir() if (p / "cache.db").is_file()) if root.is_dir() else []
 
     def meta(self, dataset: str, agent: str) -> dict:
-        return dict(self._cache(dataset, agent).get(_META) or {})
+        c = self._cache(dataset, agent, create=False)
+        return dict(c.get(_META) or {}) if c is not None else {}
 
     def get(self, dataset: str, agent: str, qid: str) -> dict | None:
-        return self._cache(dataset, agent).get(qid)
+        c = self._cache(dataset, agent, create=False)
+        return c.get(qid) if c is not None else None
 
     def done_ids(self, dataset: str, agent: str) -> set[str]:
         """Question ids already cached (what a resumed precompute skips)."""
-        return {k for k in self._cache(dataset, agent).iterkeys() if not k.startswith("\x00")}
+        c = self._cache(dataset, agent, create=False)
+        return {k for k in c.iterkeys() if not k.startswith("\x00")} if c is not None else set()
 
     def ids_with(self, dataset: str, agent: str, field: str) -> set[str]:
         """Question ids whose record has ``field`` set (e.g. answers recorded with confidence)."""
@@ -124,7 +139,9 @@ class AgentCache:
         Packed once per generation of writes and stored beside the records, so re-opening
         the cache costs one read instead of one per question.
         """
-        c = self._cache(dataset, agent)
+        c = self._cache(dataset, agent, create=False)
+        if c is None:
+            return pd.DataFrame(columns=list(RECORD_FIELDS), index=pd.Index([], name="qid"))
         gen = c.get(_GEN, default=0)
         packed = c.get(_TABLE)
         if packed is None or packed.get("generation") != gen:

@@ -50,47 +50,63 @@ class ImportReport:
         ]
 
 
-def read_prediction_file(path: str | Path) -> dict[str, str]:
-    """Read and validate a prediction file; every problem becomes a DataFormatError."""
+def _short(value, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
+def read_prediction_file(path: str | Path, label: str | None = None) -> dict[str, str]:
+    """Read and validate a prediction file; every problem becomes one short DataFormatError
+    that names the file (``label``: the name the user knows it by, e.g. an upload's)."""
     path = Path(path)
+    name = label or str(path)
     if path.is_file() and path.stat().st_size > MAX_PREDICTION_BYTES:
         raise DataFormatError(
-            f"prediction file {path} is {path.stat().st_size:,} bytes; the limit is "
+            f"prediction file {name} is {path.stat().st_size:,} bytes; the limit is "
             f"{MAX_PREDICTION_BYTES:,} bytes"
         )
-    doc = read_json(path, "prediction file")
+    doc = read_json(path, "prediction file", label=name, unique_keys=True)
+    if isinstance(doc, dict) and isinstance(doc.get("data"), list):
+        raise DataFormatError(
+            f"{name} is a SQuAD dataset, not predictions: a prediction file maps each question id "
+            'to its answer text, {"question id": "answer", …}'
+        )
     if not isinstance(doc, dict):
         raise DataFormatError(
-            f"prediction file {path}: expected a JSON object {{question_id: answer}}, "
-            f"got {type(doc).__name__}"
+            f"prediction file {name}: expected a JSON object {{question_id: answer}}, "
+            f"got a JSON {type(doc).__name__.replace('dict', 'object')}"
         )
     bad = [k for k, v in doc.items() if not isinstance(v, str)]
     if bad:
         raise DataFormatError(
-            f"prediction file {path}: {len(bad)} answers are not strings (e.g. id {bad[0]!r}: "
-            f"{doc[bad[0]]!r})"
+            f"prediction file {name}: {len(bad)} answers are not strings (e.g. id {_short(bad[0], 40)}: "
+            f"{_short(doc[bad[0]])})"
         )
     if not doc:
-        raise DataFormatError(f"prediction file {path} is empty")
+        raise DataFormatError(f"prediction file {name} is empty")
     return doc
 
 
 def import_predictions(
-    spec: AgentSpec, dataset: QADataset, cache: AgentCache, path: str | Path | None = None
+    spec: AgentSpec,
+    dataset: QADataset,
+    cache: AgentCache,
+    path: str | Path | None = None,
+    label: str | None = None,
 ) -> ImportReport:
     """Score a prediction file against ``dataset`` and write every question to the cache.
 
     The file is read and validated completely before anything is written, so a bad file
-    leaves the cache as it was.
+    leaves the cache as it was. ``label`` names the file in messages (default: its path).
     """
     path = Path(path) if path else spec.resolved_path()
-    preds = read_prediction_file(path)
+    preds = read_prediction_file(path, label)
     known = set(dataset.qids)
     unknown = [q for q in preds if q not in known]
     if len(unknown) == len(preds):
         raise DataFormatError(
-            f"prediction file {path}: none of its {len(preds)} ids belong to dataset "
-            f"{dataset.name!r} (e.g. {unknown[0]!r}) — wrong dataset?"
+            f"prediction file {label or path}: none of its {len(preds)} ids belong to dataset "
+            f"{dataset.name!r} (e.g. {_short(unknown[0], 40)}) — wrong dataset?"
         )
     gold = gold_index(dataset)
     records = {}
@@ -141,32 +157,35 @@ def add_agent_from_upload(
     gflops: float,
     name: str = "",
     cache: AgentCache | None = None,
+    filename: str = "uploaded file",
+    replace: bool = False,
 ) -> ImportReport:
     """Make an agent from an uploaded prediction file: validate, keep a copy under
     ``<cache>/uploads``, score into the agent cache, then register it (in that order, so a bad
-    file changes nothing)."""
+    file changes nothing). A built-in agent's id is refused, a user agent's unless ``replace``."""
     import os
     import tempfile
 
     from ..paths import cache_dir
-    from .registry import register_agent
+    from .registry import check_new_agent, register_agent
 
     if len(data) > MAX_PREDICTION_BYTES:
         raise DataFormatError(
-            f"uploaded file is {len(data):,} bytes; the limit is {MAX_PREDICTION_BYTES:,} bytes"
+            f"{filename} is {len(data):,} bytes; the limit is {MAX_PREDICTION_BYTES:,} bytes"
         )
-    spec = AgentSpec(id=agent_id.strip(), dataset=dataset.name, gflops=gflops, name=name or agent_id)
+    spec = AgentSpec(id=agent_id.strip(), dataset=dataset.name, gflops=gflops, name=name or agent_id.strip())
+    check_new_agent(spec.id, replace)
     folder = cache_dir() / "uploads"
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, suffix=".json.part")
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
     try:
-        report = import_predictions(spec, dataset, cache or AgentCache(), tmp)
+        report = import_predictions(spec, dataset, cache or AgentCache(), tmp, label=filename)
     except Exception:
         os.unlink(tmp)
         raise
     final = folder / f"{dataset.name}-{spec.id}.json"
     os.replace(tmp, final)
-    register_agent(AgentSpec(**{**spec.__dict__, "path": str(final)}))
+    register_agent(AgentSpec(**{**spec.__dict__, "path": str(final)}), replace=replace)
     return report

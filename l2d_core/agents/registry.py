@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from filelock import FileLock
 
 from ..paths import cache_dir, data_dir
 
@@ -27,10 +30,15 @@ __all__ = [
     "register_pool",
     "user_registry_path",
     "builtin_agent_ids",
+    "builtin_pool_names",
+    "check_new_agent",
 ]
 
 BUILTIN = Path(__file__).with_name("builtin.json")
 AGENT_KINDS = ("prediction_file", "extractive", "generative")
+# an agent id names folders and cache keys: short, and letters, digits, '.', '_', '+', '-' only
+AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+MAX_POOL_NAME = 64
 
 
 @dataclass(frozen=True)
@@ -48,8 +56,14 @@ class AgentSpec:
     options: dict = field(default_factory=dict)  # kind-specific settings (batch size, prompt, …)
 
     def __post_init__(self) -> None:
-        if not self.id or "|" in self.id:
-            raise ValueError(f"agent id must be non-empty and without '|': {self.id!r}")
+        if not isinstance(self.id, str) or not AGENT_ID.fullmatch(self.id):
+            shown = (
+                self.id if len(str(self.id)) <= 40 else f"{str(self.id)[:40]}… ({len(self.id)} characters)"
+            )
+            raise ValueError(
+                f"agent id {shown!r} is not allowed: use 1 to 64 letters, digits, '.', '_', '+' or '-', "
+                "starting with a letter or digit"
+            )
         if self.kind not in AGENT_KINDS:
             raise ValueError(f"agent {self.id}: unknown kind {self.kind!r}; known: {AGENT_KINDS}")
         if isinstance(self.gflops, bool) or not (
@@ -76,6 +90,11 @@ class PoolSpec:
         if isinstance(self.experts, str):
             raise TypeError(f"pool {self.name}: experts must be a list of agent ids, got a string")
         object.__setattr__(self, "experts", tuple(self.experts))
+        if not self.name or len(self.name) > MAX_POOL_NAME or any(c in self.name for c in "|/\\\n"):
+            raise ValueError(
+                f"pool name {self.name[:40]!r} is not allowed: 1 to {MAX_POOL_NAME} characters, "
+                "without '|', '/', '\\' or line breaks"
+            )
         if not self.experts:
             raise ValueError(f"pool {self.name}: needs at least one expert (J >= 1)")
         if len(set(self.agent_ids)) != len(self.agent_ids):
@@ -102,13 +121,16 @@ def _read(path: Path) -> dict:
 def _load() -> tuple[dict[str, AgentSpec], dict[str, PoolSpec]]:
     agents: dict[str, AgentSpec] = {}
     pools: dict[str, PoolSpec] = {}
-    for path in (BUILTIN, user_registry_path()):  # user entries override
+    for path in (BUILTIN, user_registry_path()):
         doc = _read(path)
-        try:
+        builtin = path == BUILTIN
+        try:  # a user entry never shadows a built-in one (older registries may hold such entries)
             for a in doc.get("agents", []):
-                agents[a["id"]] = AgentSpec(**a)
+                if builtin or a["id"] not in agents:
+                    agents[a["id"]] = AgentSpec(**a)
             for p in doc.get("pools", []):
-                pools[p["name"]] = PoolSpec(**p)
+                if builtin or p["name"] not in pools:
+                    pools[p["name"]] = PoolSpec(**p)
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"agent registry {path} is malformed: {exc}") from None
     return agents, pools
@@ -117,6 +139,11 @@ def _load() -> tuple[dict[str, AgentSpec], dict[str, PoolSpec]]:
 def builtin_agent_ids() -> frozenset[str]:
     """The ids of BENCHMARK.md's agents (``builtin.json``), whatever the user registered."""
     return frozenset(a["id"] for a in _read(BUILTIN).get("agents", []))
+
+
+def builtin_pool_names() -> frozenset[str]:
+    """The names of BENCHMARK.md's pools (``builtin.json``)."""
+    return frozenset(p["name"] for p in _read(BUILTIN).get("pools", []))
 
 
 def list_agents(dataset: str | None = None) -> list[AgentSpec]:
@@ -141,24 +168,52 @@ def get_pool(name: str) -> PoolSpec:
     return pools[name]
 
 
-def _write_user(section: str, key: str, entry: dict) -> None:
+def _check_new(section: str, key: str, value: str, entries: list[dict], replace: bool) -> None:
+    what = "agent" if section == "agents" else "pool"
+    builtin = builtin_agent_ids() if section == "agents" else builtin_pool_names()
+    if value in builtin:
+        raise ValueError(
+            f"{what} {value!r} is one of the benchmark's built-in {section} and is never replaced; "
+            f"choose another {'id' if key == 'id' else key}"
+        )
+    if not replace and any(e[key] == value for e in entries):
+        raise ValueError(
+            f"you already have a {what} {value!r}: choose another {'id' if key == 'id' else key}, "
+            "or ask to replace it (--replace on the command line)"
+        )
+
+
+def check_new_agent(agent_id: str, replace: bool = False) -> None:
+    """Raise ValueError when ``agent_id`` may not be registered (a built-in agent, or a user
+    agent without ``replace``): call it before writing anything for a new agent."""
+    _check_new("agents", "id", agent_id, _read(user_registry_path()).get("agents", []), replace)
+
+
+def _write_user(section: str, key: str, entry: dict, replace: bool) -> None:
+    """Add one entry to the user registry under a file lock (two processes registering at
+    once both land), replacing the file atomically (a crash never leaves half a registry)."""
     path = user_registry_path()
-    doc = _read(path)
-    doc[section] = [e for e in doc.get(section, []) if e[key] != entry[key]] + [entry]
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=1)
-    os.replace(tmp, path)  # atomic: a crash never leaves a half-written registry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{path}.lock", timeout=60):
+        doc = _read(path)
+        entries = doc.get(section, [])
+        _check_new(section, key, entry[key], entries, replace)
+        doc[section] = [e for e in entries if e[key] != entry[key]] + [entry]
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1)
+        os.replace(tmp, path)
 
 
-def register_agent(spec: AgentSpec) -> AgentSpec:
-    """Add or replace a user agent."""
-    _write_user("agents", "id", asdict(spec))
+def register_agent(spec: AgentSpec, replace: bool = False) -> AgentSpec:
+    """Add a user agent (``replace=True`` replaces a user agent of the same id; the benchmark's
+    built-in agents are never replaced)."""
+    _write_user("agents", "id", asdict(spec), replace)
     return spec
 
 
-def register_pool(spec: PoolSpec) -> PoolSpec:
-    """Add or replace a user pool; every member must be a known agent of its dataset."""
+def register_pool(spec: PoolSpec, replace: bool = False) -> PoolSpec:
+    """Add a user pool (``replace`` as for agents); every member must be a known agent of its dataset."""
     agents = _load()[0]
     for a in spec.agent_ids:
         if a not in agents:
@@ -167,5 +222,5 @@ def register_pool(spec: PoolSpec) -> PoolSpec:
             raise ValueError(f"pool {spec.name}: agent {a} answers {agents[a].dataset}, not {spec.dataset}")
     entry = asdict(spec)
     entry["experts"] = list(spec.experts)
-    _write_user("pools", "name", entry)
+    _write_user("pools", "name", entry, replace)
     return spec

@@ -10,21 +10,43 @@ from .records import DataFormatError, QADataset, QARecord
 __all__ = ["load_squad_json", "read_json"]
 
 
-def read_json(path: str | Path, what: str = "JSON file"):
-    """Parse a JSON file, turning every failure into a message that names the file."""
+def _unique_pairs(pairs: list[tuple[str, object]]) -> dict:
+    doc = dict(pairs)
+    if len(doc) != len(pairs):
+        seen: set[str] = set()
+        twice = list(dict.fromkeys(k for k, _ in pairs if k in seen or seen.add(k)))
+        raise _DuplicateKeys(twice)
+    return doc
+
+
+class _DuplicateKeys(ValueError):
+    def __init__(self, keys: list[str]) -> None:
+        super().__init__(keys)
+        self.keys = keys
+
+
+def read_json(path: str | Path, what: str = "JSON file", label: str | None = None, unique_keys: bool = False):
+    """Parse a JSON file (a UTF-8 byte-order mark is accepted), turning every failure into a
+    short message that names the file (``label``: the name the user knows it by). With
+    ``unique_keys`` an object that gives a key twice is refused, naming the keys."""
     path = Path(path)
+    name = label or str(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{what} not found: {path}")
+        raise FileNotFoundError(f"{what} not found: {name}")
     try:
-        with path.open(encoding="utf-8") as fh:
-            return json.load(fh)
+        with path.open(encoding="utf-8-sig") as fh:
+            return json.load(fh, object_pairs_hook=_unique_pairs if unique_keys else None)
+    except _DuplicateKeys as exc:
+        shown = ", ".join(repr(k) for k in exc.keys[:5])
+        more = f" and {len(exc.keys) - 5} more" if len(exc.keys) > 5 else ""
+        raise DataFormatError(f"{what} {name} gives {len(exc.keys)} keys twice: {shown}{more}") from None
     except json.JSONDecodeError as exc:
         raise DataFormatError(
-            f"{what} {path} is not valid JSON (truncated or corrupt?): {exc.msg} "
+            f"{what} {name} is not valid JSON (truncated or corrupt?): {exc.msg.removesuffix(' at')} "
             f"at line {exc.lineno}, column {exc.colno}"
         ) from None
-    except UnicodeDecodeError as exc:
-        raise DataFormatError(f"{what} {path} is not UTF-8 text: {exc}") from None
+    except UnicodeDecodeError:
+        raise DataFormatError(f"{what} {name} is not UTF-8 text (a binary file?)") from None
 
 
 def load_squad_json(path: str | Path, name: str | None = None) -> QADataset:

@@ -10,7 +10,6 @@ import json
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-import diskcache
 import numpy as np
 
 from ..agents.cache import AgentCache
@@ -22,6 +21,7 @@ from ..method.costs import COST_RULES, CostConfig
 from ..paths import DEFAULT_ENCODER, cache_dir
 from ..routers.encoder import Encoder, load_encoder
 from ..routers.features import featurize
+from ..stores import open_disk_cache
 
 __all__ = [
     "BETA_POINTS",
@@ -128,7 +128,9 @@ def encoder_for(name: str) -> Encoder:
 def rejector_gflops(encoder_name: str = DEFAULT_ENCODER, length: int = 384) -> float:
     """Measured GFLOPs of one rejector forward at ``length`` tokens (the encoder; the head is
     negligible). Memoized on disk per encoder."""
-    with diskcache.Cache(str(cache_dir() / "meta")) as meta:
+    with open_disk_cache(
+        cache_dir() / "meta", "the measurement cache", "measurements are taken again"
+    ) as meta:
         key = f"rejector_gflops|{encoder_name}|{length}"
         if key not in meta:
             meta[key] = load_encoder(encoder_name, eager_attention=True, device="cpu").gflops(length)

@@ -18,10 +18,10 @@ from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
-import diskcache
 import numpy as np
 
 from ..paths import cache_dir
+from ..stores import open_disk_cache, set_aside
 from .benchmark import Benchmark
 
 __all__ = ["STORE_FORMAT", "estimator_params", "artifact_key", "is_stored", "fitted", "memo_arrays"]
@@ -84,7 +84,11 @@ def fitted(
     """
     path = _dir(kind, bench, {**estimator_params(est), **extra}, embeddings)
     if (path / "config.json").is_file():
-        return (load or type(est).load)(path)
+        try:
+            return (load or type(est).load)(path)
+        except Exception as exc:  # a damaged checkpoint (truncated, garbage): train it again
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            set_aside(path, "the trained router", why, "the router is trained again")
     fit(est)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
@@ -101,7 +105,9 @@ def memo_arrays(
 ) -> dict[str, np.ndarray]:
     """``compute()`` — arrays from fitting ``est`` — memoized on disk (``.npz`` bytes, no pickle)."""
     key = artifact_key(kind, bench, estimator_params(est))
-    with diskcache.Cache(str(cache_dir() / "router_scores")) as cache:
+    with open_disk_cache(
+        cache_dir() / "router_scores", "the router-score cache", "scores are computed again"
+    ) as cache:
         blob = cache.get(key)
         if blob is None:
             arrays = compute()

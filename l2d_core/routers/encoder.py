@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from ..flops import forward_gflops
 from ..paths import DEFAULT_ENCODER, cache_dir, resolve_encoder
 from ..runtime import half_precision, pick_device
+from ..stores import open_disk_cache
 
 __all__ = ["DEFAULT_ENCODER", "Encoder", "load_encoder", "embedding_key", "pool"]
 
@@ -182,7 +183,13 @@ def embedding_store(directory: str | None = None) -> diskcache.Cache:
 
 @lru_cache(maxsize=4)
 def _open_store(directory: str) -> diskcache.Cache:
-    return diskcache.Cache(directory, timeout=60, size_limit=8 * 2**30)
+    return open_disk_cache(
+        directory,
+        "the embedding cache",
+        "embeddings are computed again when needed",
+        timeout=60,
+        size_limit=8 * 2**30,
+    )
 
 
 def _fingerprint(path: str) -> str:

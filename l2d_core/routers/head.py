@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from sklearn.base import BaseEstimator
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
@@ -28,6 +28,7 @@ from torch import nn
 
 from ..method.training import FAST_CONFIG, TrainConfig, train_loop
 from ..runtime import set_seed
+from ..stores import atomic_save_file
 
 __all__ = [
     "MLPHead",
@@ -91,9 +92,9 @@ def save_head(
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()}
-    save_file(state, str(directory / "model.safetensors"))
+    atomic_save_file(state, directory / "model.safetensors")
     if scaler is not None:
-        save_file(scaler_state(scaler), str(directory / "scaler.safetensors"))
+        atomic_save_file(scaler_state(scaler), directory / "scaler.safetensors")
     (directory / "config.json").write_text(json.dumps(config, indent=1))
     return directory
 

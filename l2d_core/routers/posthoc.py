@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from scipy.special import expit
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
@@ -29,6 +29,7 @@ from ..agents.routing_data import RoutingData
 from ..method.costs import CostConfig
 from ..method.policies import plugin_policy
 from ..method.training import FAST_CONFIG, TrainConfig
+from ..stores import atomic_save_file
 from .features import POSTHOC_FEATURE_SETS
 from .rejector import PluginRejector
 
@@ -173,7 +174,7 @@ class PosthocRejector(BaseEstimator):
         extra = {"posthoc_calibration": self.calibration, "calibration_fraction": self.calibration_fraction}
         self.head_.save(directory, extra)
         if self.platt_ is not None:
-            save_file({"platt": torch.from_numpy(self.platt_)}, str(directory / "platt.safetensors"))
+            atomic_save_file({"platt": torch.from_numpy(self.platt_)}, directory / "platt.safetensors")
         return directory
 
     @classmethod
