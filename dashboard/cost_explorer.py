@@ -255,7 +255,7 @@ c1.download_button(
 c1.code(costs.to_json(), language="json", wrap_lines=True)
 c2.file_uploader("Load a cost setting (JSON)", type=["json"], key="cost_upload", on_change=load_upload)
 if err := st.session_state.pop("cost_upload_error", None):
-    c2.error(f"InvalidCostError: {err}")
+    c2.error(err)
 c3.download_button(
     "Charts (HTML, works offline)",
     lambda: report.figures_html(figures, f"Cost explorer — {dataset} {pool}"),

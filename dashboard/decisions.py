@@ -4,7 +4,14 @@ import streamlit as st
 
 from dashboard.cache import benchmark, default_router, fitted_router
 from dashboard.widgets import cost_from_state, select_pool, select_routers, shown_errors
-from l2d_core.app_logic.decisions import decisions_frame, explain, filter_decisions
+from l2d_core.app_logic.decisions import (
+    BRUSH,
+    brush_axes,
+    decisions_chart,
+    decisions_frame,
+    explain,
+    filter_decisions,
+)
 from l2d_core.app_logic.explorer import router_view
 from l2d_core.app_logic.highlight import context_html, label_colors, legend_html, md_plain
 
@@ -43,6 +50,18 @@ types = c3.multiselect("Question type", sorted(df["type"].unique()), key="dec_ty
 search = c4.text_input("Search questions", key="dec_search", placeholder="case-insensitive substring")
 main_wrong = c5.checkbox("Main model wrong", key="dec_main_wrong")
 shown = filter_decisions(df, chosen, outcome, main_wrong, types, search)
+if (axes := brush_axes(df)) and not shown.empty:
+    x = st.radio("Chart across", axes, horizontal=True, key="dec_axis") if len(axes) > 1 else axes[0]
+    event = st.altair_chart(
+        decisions_chart(shown, x), on_select="rerun", key=f"dec_brush_{x}", use_container_width=True
+    )
+    interval = (event.selection.get(BRUSH) or {}).get(x) if event else None
+    st.caption(
+        "Each tick is a question. Drag across the chart to keep only the questions in that range "
+        "in the table below; double-click to clear."
+    )
+    if interval:
+        shown = filter_decisions(shown, within={x: tuple(interval)})
 st.session_state["_dec_shown_qids"] = list(shown["qid"])
 
 st.caption(f"{len(shown):,} of {len(df):,} test questions. Select a row to see why it went where it went.")

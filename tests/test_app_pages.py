@@ -229,6 +229,11 @@ def test_decisions_filters_and_detail(real_data):
     assert any("#ffd54f" in h and "line-height" in h for h in html_blocks)  # gold answer marked in context
     assert any("lowest" in i.value for i in at.info)  # explain()'s sentence
     assert list(at.dataframe[1].value["agent"]) == ["match-lstm", "rnet-plus", "bert-ens"]
+    # the brushable chart of the router's estimate that the main answer is wrong
+    (chart,) = at.get("arrow_vega_lite_chart")
+    spec = json.loads(chart.proto.spec)
+    assert spec["params"][0]["name"] == "brush" and spec["encoding"]["x"]["field"] == "main chance wrong"
+    assert table["main chance wrong"].between(0, 1).all()
 
     ran(at.multiselect(key="dec_chosen").set_value(["match-lstm"]))
     only_main = at.dataframe[0].value

@@ -3,6 +3,7 @@ why, and filters over them."""
 
 from __future__ import annotations
 
+import altair as alt
 import numpy as np
 import pandas as pd
 
@@ -11,7 +12,9 @@ from ..evaluation import metrics as M
 from ..evaluation.benchmark import Benchmark
 from .explorer import RouterView
 
-__all__ = ["decisions_frame", "explain", "filter_decisions"]
+__all__ = ["decisions_frame", "explain", "filter_decisions", "brush_axes", "decisions_chart", "BRUSH"]
+
+BRUSH = "brush"  # the name of the chart's interval selection (the page reads it back)
 
 
 def decisions_frame(bench: Benchmark, view: RouterView) -> pd.DataFrame:
@@ -31,9 +34,48 @@ def decisions_frame(bench: Benchmark, view: RouterView) -> pd.DataFrame:
             "main_wrong": test.em[:, 0] == 0,
         }
     )
+    d = view.decision
+    if d.expected is not None and d.score_label == "chance wrong":
+        df["main chance wrong"] = d.expected[:, 0]  # the router's estimate that the main answer is wrong
+    if test.confidence is not None:
+        probs = [(c or {}).get("span_prob") for c in test.confidence[:, 0]]
+        if any(p is not None for p in probs):
+            df["main confidence"] = np.array([np.nan if p is None else p for p in probs], dtype=float)
     for j, a in enumerate(ids):
         df[f"answer {a}"] = test.answers[:, j]
     return df
+
+
+def brush_axes(df: pd.DataFrame) -> list[str]:
+    """The columns of :func:`decisions_frame` a chart can brush: the main agent's own
+    confidence and the router's estimate that its answer is wrong, where the run has them."""
+    return [c for c in ("main confidence", "main chance wrong") if c in df]
+
+
+def decisions_chart(df: pd.DataFrame, x: str, outcome: str = "correct") -> alt.Chart:
+    """One dot per question: ``x`` across, the agent it went to down, coloured by whether the
+    answer it got was right; dragging across the chart selects an interval of ``x``."""
+    brush = alt.selection_interval(name=BRUSH, encodings=["x"])
+    data = df[["qid", "question", "chosen", outcome, x]].assign(
+        outcome=np.where(df[outcome], "right", "wrong")
+    )
+    return (
+        alt.Chart(data)
+        .mark_tick(thickness=2, size=18)
+        .encode(
+            x=alt.X(f"{x}:Q", title=x, scale=alt.Scale(zero=False)),
+            y=alt.Y("chosen:N", title="went to"),
+            color=alt.Color(
+                "outcome:N",
+                scale=alt.Scale(domain=["right", "wrong"], range=["#2e7d32", "#c62828"]),
+                title="answer",
+            ),
+            opacity=alt.condition(brush, alt.value(0.6), alt.value(0.08)),
+            tooltip=["question:N", "chosen:N", "outcome:N", alt.Tooltip(f"{x}:Q", format=".3f")],
+        )
+        .add_params(brush)
+        .properties(height=60 + 30 * df["chosen"].nunique())
+    )
 
 
 def explain(bench: Benchmark, view: RouterView, i: int) -> dict:
@@ -74,12 +116,18 @@ def explain(bench: Benchmark, view: RouterView, i: int) -> dict:
 
 
 def filter_decisions(
-    df: pd.DataFrame, chosen=(), outcome: str = "all", main_wrong: bool = False, types=(), search: str = ""
+    df: pd.DataFrame,
+    chosen=(),
+    outcome: str = "all",
+    main_wrong: bool = False,
+    types=(),
+    search: str = "",
+    within: dict[str, tuple[float, float]] | None = None,
 ) -> pd.DataFrame:
     """Rows of :func:`decisions_frame` that pass every filter (empty filters keep everything).
 
     ``outcome`` is ``all``, ``correct`` or ``incorrect``; ``search`` is a case-insensitive
-    substring of the question.
+    substring of the question; ``within`` maps a column to an interval (a chart's brush).
 
     >>> df = pd.DataFrame({"question": ["What is X?", "Who is Y?", "what about Z"],
     ...                    "type": ["what", "who", "what"], "chosen": ["g", "m", "m"],
@@ -92,6 +140,8 @@ def filter_decisions(
     [1, 2]
     >>> filter_decisions(df, types=["what"], search="WHAT ab").index.tolist()
     [2]
+    >>> filter_decisions(df.assign(s=[0.1, 0.5, 0.9]), within={"s": (0.4, 1.0)}).index.tolist()
+    [1, 2]
     """
     if outcome not in ("all", "correct", "incorrect"):
         raise ValueError(f"outcome must be all, correct or incorrect, got {outcome!r}")
@@ -106,4 +156,6 @@ def filter_decisions(
         keep &= df["type"].isin(list(types))
     if search:
         keep &= df["question"].str.contains(search, case=False, regex=False)
+    for column, (lo, hi) in (within or {}).items():
+        keep &= df[column].between(min(lo, hi), max(lo, hi))
     return df[keep]
