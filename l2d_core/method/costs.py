@@ -111,13 +111,18 @@ class CostConfig:
 
     @classmethod
     def from_json(cls, text: str) -> CostConfig:
+        shape = 'a cost setting is a JSON object {"alpha": [numbers], "beta": [numbers]}'
         try:
             doc = json.loads(text)
-            return cls(tuple(doc["alpha"]), tuple(doc["beta"]))
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise InvalidCostError(
-                f"cost settings must be JSON {{'alpha': [...], 'beta': [...]}}: {exc}"
-            ) from None
+        except json.JSONDecodeError as exc:
+            raise InvalidCostError(f"{shape}; this is not JSON ({exc.msg}, line {exc.lineno})") from None
+        if not isinstance(doc, dict):
+            kind = {"list": "list", "str": "string"}.get(type(doc).__name__, "number")
+            raise InvalidCostError(f"{shape}; this file holds a JSON {kind}") from None
+        lists = {k: doc.get(k) for k in ("alpha", "beta")}
+        if bad := [k for k, v in lists.items() if not isinstance(v, list)]:
+            raise InvalidCostError(f"{shape}; no list under {' and '.join(bad)}") from None
+        return cls(tuple(lists["alpha"]), tuple(lists["beta"]))
 
 
 def beta_from_gflops(beta1: float, expert_gflops: Sequence[float]) -> np.ndarray:
