@@ -8,6 +8,8 @@ Measures, each beside its target:
   run, ``at.slider(key="price").set_value(v).run()`` for several values of the per-TFLOP price
   λ, the default cost rule (≤ 300 ms); the same for the budget slider (share of expert calls,
   calibrated on validation articles at each move; ≤ 300 ms);
+- **first view on an empty cache**: the cost explorer's first run in a fresh process with a
+  new, empty cache directory, as a new user meets it (≤ 15 s);
 - **cold start of each page**: the first ``AppTest`` run of the page in a fresh Python
   process (``st.cache_resource`` is process-wide, so a fresh process is the only cold one);
   the embeddings are on disk by then (≤ 10 s);
@@ -57,6 +59,7 @@ COLD_TIMEOUT_S = 300.0
 
 TARGET_SLIDER_SERVER_S = 0.300
 TARGET_COLD_S = 10.0
+TARGET_FIRST_VIEW_S = 15.0
 TARGET_SLIDER_BROWSER_S = 1.5
 
 
@@ -272,14 +275,26 @@ def _cold_child(script: str) -> int:
     return 0
 
 
-def cold_start(script: Path, runs: int) -> tuple[list[float], list[float], str | None]:
+def cold_start(
+    script: Path, runs: int, empty_cache: bool = False
+) -> tuple[list[float], list[float], str | None]:
+    """First runs of a page in fresh processes; ``empty_cache``: each in a new, empty cache
+    directory (what a new user's first view costs: the agents' answers are imported again)."""
+    import tempfile
+
     firsts, procs, err = [], [], None
     for _ in range(runs):
+        env = dict(os.environ)
+        tmp = tempfile.TemporaryDirectory(prefix="l2d-empty-cache-") if empty_cache else None
+        if tmp is not None:
+            env["L2D_CACHE_DIR"] = tmp.name
         t = time.perf_counter()
         out = subprocess.run(
             [sys.executable, __file__, "--cold-page", str(script)],
-            capture_output=True, text=True, timeout=COLD_TIMEOUT_S + 60, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=COLD_TIMEOUT_S + 60, stdin=subprocess.DEVNULL, env=env,
         )  # fmt: skip
+        if tmp is not None:
+            tmp.cleanup()
         procs.append(time.perf_counter() - t)
         lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
         if out.returncode != 0 or not lines:
@@ -330,6 +345,7 @@ def main(argv=None) -> int:
     p.add_argument("--values", type=int, default=10, help="slider values for the server-side moves")
     p.add_argument("--moves", type=int, default=8, help="slider moves in the browser")
     p.add_argument("--no-browser", action="store_true", help="skip the browser measurement")
+    p.add_argument("--first-view-only", action="store_true", help="only the first view on an empty cache")
     p.add_argument("--log", type=Path, default=Path("/tmp/bench_dashboard_streamlit.log"))
     p.add_argument("--cold-page", help=argparse.SUPPRESS)  # child mode of the cold-start measurement
     args = p.parse_args(argv)
@@ -338,6 +354,10 @@ def main(argv=None) -> int:
 
     from l2d_core.evaluation.benchmark import prepare
 
+    if args.first_view_only:
+        firsts, _, err = cold_start(page_scripts()["cost_explorer"], args.runs, empty_cache=True)
+        report("first view, empty cache: cost_explorer", firsts, TARGET_FIRST_VIEW_S)
+        return 1 if err else 0
     t = time.perf_counter()
     prepare("squad11", "P3", progress=True)  # embeddings on disk before anything is timed
     print(f"benchmark squad11/P3 prepared in {time.perf_counter() - t:.1f} s (embeddings now on disk)")
@@ -350,6 +370,9 @@ def main(argv=None) -> int:
     report("budget slider → metrics, server (AppTest)", times, TARGET_SLIDER_SERVER_S)
     print(f"{'':<44} {note}")
 
+    firsts, procs, err = cold_start(page_scripts()["cost_explorer"], args.runs, empty_cache=True)
+    report("first view, empty cache: cost_explorer", firsts, TARGET_FIRST_VIEW_S)
+    print(f"{'':<44} {'ERROR ' + err if err else 'a new cache directory per run (answers imported again)'}")
     for name, script in page_scripts().items():
         firsts, procs, err = cold_start(script, args.runs)
         report(f"cold start: {name}", firsts, TARGET_COLD_S)

@@ -22,7 +22,7 @@ from l2d_core import report
 from l2d_core.agents.routing_data import RoutingData
 from l2d_core.evaluation import comparison as C
 from l2d_core.evaluation import store
-from l2d_core.evaluation.benchmark import BETA_POINTS, Benchmark
+from l2d_core.evaluation.benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
 from l2d_core.evaluation.registry import router_ids
 from l2d_core.evaluation.results import save_results
 from l2d_core.evaluation.router import TARGET_SHARES
@@ -295,12 +295,13 @@ def test_run_comparison_fields_on_a_three_agent_slice(p3_slice, p3_results, tmp_
     # deterministic routers: no spread over seeds
     for rid in ("knn", "ensemble", "oracle", "zero", "agent:bert-ens"):
         assert rs[rid]["aiq_std"] == 0.0, rid
-    # points: β₁ points + the calibrated threshold sweep / the λ grid
+    # points: β₁ points + the calibrated threshold sweep / the λ grid + the per-TFLOP prices
     for rid in ("r-det", "r-prob", "r-trans"):
-        assert len(rs[rid]["points"]) == len(BETA_POINTS) + len(TARGET_SHARES)
+        assert len(rs[rid]["points"]) == len(BETA_POINTS) + len(TARGET_SHARES) + len(PRICE_POINTS)
         shares = [p["share_strong"] for p in rs[rid]["points"] if p.get("dense")]
         assert shares[0] == 0.0 and shares[-1] == 1.0
-    assert len(rs["knn"]["points"]) == len(BETA_POINTS) + len(lambda_grid(b.train.agent_gflops))
+    grid = len(lambda_grid(b.train.agent_gflops))
+    assert len(rs["knn"]["points"]) == len(BETA_POINTS) + grid + len(PRICE_POINTS)
     # the ensemble pays every agent and calls every agent
     ens = rs["ensemble"]["points"][0]
     assert ens["gflops"] == pytest.approx(sum(res["agent_gflops"].values()))

@@ -142,5 +142,5 @@ def test_import_predictions_script_makes_an_agent(real_data, tmp_path, capsys, f
     assert set(res["allocation"]) == {"mine", "bert-ens"}
     bad = tmp_path / "bad.json"
     bad.write_text(f.read_text()[:1000])
-    assert importer.main(["--file", str(bad), "--agent", "mine", "--gflops", "4"]) == 2
+    assert importer.main(["--file", str(bad), "--agent", "mine", "--gflops", "4", "--replace"]) == 2
     assert "not valid JSON" in capsys.readouterr().err

@@ -44,7 +44,7 @@ def p3(real_data):
     """Through the pages' own cached loader, so the AppTest runs below reuse the object."""
     from dashboard.cache import benchmark
 
-    bench = benchmark("squad11", "P3")
+    bench = benchmark("squad11", "P3", True)  # with the embeddings the plug-in router reads
     assert bench.pool.name == "P3" and len(bench.test) == 2595
     return bench
 
@@ -53,7 +53,7 @@ def p3(real_data):
 def p2(real_data):
     from dashboard.cache import benchmark
 
-    return benchmark("squad11", "P2")
+    return benchmark("squad11", "P2", True)
 
 
 @pytest.fixture(scope="module")
@@ -294,16 +294,9 @@ def test_single_query_page_answers_a_dataset_question(p3):
     assert set(table["status"]) == {"cached answer"}
     assert at.selectbox(key="sq_index").options[0] == f"{rec.question}  [{rec.title}]"
 
-    # your own text: routed, listed as unanswerable by prediction-file agents, bad expected answer
-    at.radio(key="sq_source").set_value("Your own text").run()
-    assert not at.exception and at.info  # asks for input first
-    at.text_input(key="sq_question").input("Who wrote Moby-Dick?")
-    at.text_area(key="sq_context").input(CONTEXT)
-    at.text_input(key="sq_expected").input("Charles Dickens")
-    at.run()
-    assert not at.exception, at.exception
-    assert any("not in the context" in e.value for e in at.error)
-    assert set(at.dataframe[1].value["status"]) == {"cannot answer new text"}
+    # P3's main agent is a prediction file: no own-text input, and the page says where to go
+    assert at.radio(key="sq_source").options == ["Dataset question"]
+    assert any("cannot answer your own text" in i.value for i in at.info)
 
 
 def test_comparison_page_without_results_then_run(p2_results, tmp_path, monkeypatch):

@@ -178,7 +178,8 @@ def _check_new(section: str, key: str, value: str, entries: list[dict], replace:
         )
     if not replace and any(e[key] == value for e in entries):
         raise ValueError(
-            f"you already have a {what} {value!r}: choose another {'id' if key == 'id' else key}, "
+            f"you already have {'an' if what == 'agent' else 'a'} {what} {value!r}: "
+            f"choose another {'id' if key == 'id' else key}, "
             "or ask to replace it (--replace on the command line)"
         )
 

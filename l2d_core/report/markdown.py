@@ -2,7 +2,7 @@
 
 >>> md = report_markdown({"dataset": "squad11", "pool": "P2"})
 >>> md.splitlines()[0], md.count("\\n## ")
-('# Router benchmark — squad11 P2', 7)
+('# Router benchmark — squad11 P2', 8)
 """
 
 from __future__ import annotations

@@ -1,0 +1,102 @@
+"""The cascade routes your own text live: a runnable main agent (a tiny BERT saved by the tests)
+answers, its confidence is read, the router decides, and an expert known only by its answers to
+the dataset is named as the agent it would defer to — never run, never faked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _slices import slice_bench
+
+from l2d_core.agents import (
+    AgentSpec,
+    PoolSpec,
+    get_agent,
+    load_agent,
+    register_agent,
+    register_pool,
+    run_into_cache,
+)
+from l2d_core.agents.cache import AgentCache
+from l2d_core.app_logic.live import answer_with, live_pools, main_runs_live, route_cascade
+from l2d_core.data import BENCHMARK_TEST_ARTICLES, load_dataset
+from l2d_core.evaluation.registry import make_router
+from l2d_core.method.costs import CostConfig
+
+CONTEXT = "Moby-Dick is an 1851 novel by American writer Herman Melville about the whale."
+
+
+@pytest.fixture(scope="module")
+def live_bench(real_data, bert_path, tmp_path_factory):
+    """Pool Tiny-live (main: the tiny BERT, answering the slice's questions into the cache;
+    expert: bert-ens, a prediction file) on the slice benchmark of tests/_slices.py."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("L2D_CACHE_DIR", str(tmp_path_factory.mktemp("live_cache")))
+    spec = register_agent(
+        AgentSpec("tiny-live", "squad11", kind="extractive", gflops=0.01, path=str(bert_path))
+    )
+    ds = load_dataset("squad11")
+    titles = [t for t in ds.titles if t not in BENCHMARK_TEST_ARTICLES][:3]
+    titles += [t for t in ds.titles if t in BENCHMARK_TEST_ARTICLES][:1]
+    run_into_cache(
+        load_agent(spec, device="cpu"), ds, spec.id, list(ds.by_titles(titles)), AgentCache(), progress=False
+    )
+    register_pool(PoolSpec("Tiny-live", "squad11", "tiny-live", ("bert-ens",)))
+    yield slice_bench("Tiny-live")
+    mp.undo()
+
+
+def test_the_live_pool_is_offered_for_new_text(live_bench):
+    assert main_runs_live(live_bench.pool) and "Tiny-live" in live_pools("squad11")
+    assert not main_runs_live(PoolSpec("x", "squad11", "match-lstm", ("bert-ens",)))
+
+
+def test_own_text_is_answered_live_and_routed(live_bench):
+    router = make_router("l2d-cascade").fit(live_bench)
+    r = route_cascade(live_bench, router, "Who wrote Moby-Dick?", CONTEXT, live_bench.costs(0.05))
+    assert r["main"]["status"] == "live" and r["main"]["answer"] in CONTEXT
+    conf = r["main"]["confidence"]
+    assert 0.0 <= conf["span_prob"] <= 1.0 and conf["windows"] == 1
+    assert r["p_err"].shape == (2, 2) and ((r["p_err"] >= 0) & (r["p_err"] <= 1)).all()
+    assert r["chosen"] in ("tiny-live", "bert-ens") and r["gflops"] > 0
+    # experts far too dear: the main agent keeps the query; free and reliable experts: it defers
+    dear = route_cascade(live_bench, router, "Who wrote Moby-Dick?", CONTEXT, CostConfig((1.0,), (5.0,)))
+    assert dear["chosen"] == "tiny-live"
+    free = route_cascade(live_bench, router, "Who wrote Moby-Dick?", CONTEXT, CostConfig((0.0,), (0.0,)))
+    assert free["chosen"] == "bert-ens"
+    np.testing.assert_allclose(free["p_err"], r["p_err"])  # costs move the choice, not the estimates
+
+
+def test_an_expert_that_cannot_run_is_named_never_faked(live_bench):
+    out = answer_with(get_agent("bert-ens"), "Who wrote Moby-Dick?", CONTEXT, None, AgentCache())
+    assert out["status"] == "cannot_answer" and out["answer"] is None
+
+
+def test_single_query_page_routes_own_text_on_a_live_pool(live_bench, monkeypatch):
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    import dashboard.cache
+    from l2d_core.method.costs import CostConfig
+
+    # the page's benchmark is the slice (the tiny model answered only its questions)
+    monkeypatch.setattr(dashboard.cache, "prepare", lambda *args, **kwargs: live_bench)
+    monkeypatch.setattr(dashboard.cache, "pick_default", lambda bench: ("l2d-cascade", []))
+    page = Path(__file__).resolve().parent.parent / "dashboard" / "single_query.py"
+    at = AppTest.from_file(str(page), default_timeout=600)
+    at.session_state["dataset"], at.session_state["pool"] = "squad11", "Tiny-live"
+    at.session_state["costs"] = CostConfig((0.0,), (0.0,))  # a free expert: the cascade defers
+    at.run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    assert at.radio(key="sq_source").options == ["Dataset question", "Your own text"]
+    at.radio(key="sq_source").set_value("Your own text").run()
+    at.text_input(key="sq_question").input("Who wrote Moby-Dick?")
+    at.text_area(key="sq_context").input(CONTEXT)
+    at.run()
+    assert not at.exception, at.exception
+    assert at.metric[0].value == "bert-ens"
+    assert any("Would defer to **bert-ens**" in w.value for w in at.warning)
+    status = dict(zip(at.dataframe[1].value["agent"], at.dataframe[1].value["status"]))
+    assert status == {"tiny-live": "ran now", "bert-ens": "cannot answer new text"}
+    assert any("confidence in its answer" in c.value for c in at.caption)
