@@ -26,7 +26,9 @@ dataset, pool = select_pool()
 if st.button(f"Run comparison for this pool ({dataset} {pool})", key="cmp_run"):
     with st.status(f"Comparing routers on {dataset} {pool}…", expanded=True) as box:
         with shown_errors():
-            saved = run_and_save(benchmark(dataset, pool), progress=box.write)
+            saved = run_and_save(
+                benchmark(dataset, pool, True), progress=box.write
+            )  # every router: embeddings too
         box.update(label=f"Saved {saved}", state="complete", expanded=False)
     st.session_state["cmp_file"] = str(saved)
 

@@ -233,7 +233,7 @@ def test_decisions_filters_and_detail(real_data):
     assert any("lowest" in i.value for i in at.info)  # explain()'s sentence
     assert list(at.dataframe[1].value["agent"]) == ["match-lstm", "rnet-plus", "bert-ens"]
     # the brushable chart of the router's estimate that the main answer is wrong
-    (chart,) = at.get("arrow_vega_lite_chart")
+    (chart,) = at.get("vega_lite_chart")
     spec = json.loads(chart.proto.spec)
     assert spec["params"][0]["name"] == "brush" and spec["encoding"]["x"]["field"] == "main chance wrong"
     assert table["main chance wrong"].between(0, 1).all()

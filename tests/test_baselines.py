@@ -298,7 +298,7 @@ def test_run_comparison_fields_on_a_three_agent_slice(p3_slice, p3_results, tmp_
     # points: β₁ points + the calibrated threshold sweep / the λ grid + the per-TFLOP prices
     for rid in ("r-det", "r-prob", "r-trans"):
         assert len(rs[rid]["points"]) == len(BETA_POINTS) + len(TARGET_SHARES) + len(PRICE_POINTS)
-        shares = [p["share_strong"] for p in rs[rid]["points"] if p.get("dense")]
+        shares = [p["share_strong"] for p in rs[rid]["points"] if p.get("dense") and p.get("price") is None]
         assert shares[0] == 0.0 and shares[-1] == 1.0
     grid = len(lambda_grid(b.train.agent_gflops))
     assert len(rs["knn"]["points"]) == len(BETA_POINTS) + grid + len(PRICE_POINTS)

@@ -233,7 +233,16 @@ def test_apgr_oracle_like_random_mixing_and_cpt():
 
 def test_run_comparison_on_p2(p2, p2_results, tmp_path):
     res = p2_results
-    expected_ids = {"l2d-sdl", "l2d-plugin", "l2d-posthoc", "random", "zero", "oracle", "ensemble"}
+    expected_ids = {
+        "l2d-sdl",
+        "l2d-plugin",
+        "l2d-posthoc",
+        "l2d-cascade",
+        "random",
+        "zero",
+        "oracle",
+        "ensemble",
+    }
     expected_ids |= {"r-det", "r-prob", "r-trans", "knn", "mlp", "agent:match-lstm", "agent:bert-ens"}
     assert set(res["routers"]) == expected_ids == set(router_ids(p2))
     for rid, r in res["routers"].items():
