@@ -24,7 +24,7 @@ from l2d_core.agents.runners import ExtractiveAgent
 from l2d_core.app_logic.live import answer_with, check_expected_answer, route_query, runnable_agent
 from l2d_core.data import QARecord
 from l2d_core.evaluation import metrics as M
-from l2d_core.evaluation.benchmark import BETA_POINTS
+from l2d_core.evaluation.benchmark import BETA_POINTS, PRICE_POINTS
 from l2d_core.evaluation.comparison import run_comparison
 from l2d_core.evaluation.registry import make_router, router_ids
 from l2d_core.evaluation.results import list_results, load_results, save_results
@@ -261,8 +261,8 @@ def test_run_comparison_on_p2(p2, p2_results, tmp_path):
     assert oracle["aiq"] >= max(r["aiq"] for r in res["routers"].values()) - 1e-9
     assert oracle["apgr"] > 0.8
     sdl, plugin = res["routers"]["l2d-sdl"], res["routers"]["l2d-plugin"]
-    assert len(sdl["points"]) == len(BETA_POINTS)
-    assert len(plugin["points"]) == len(BETA_POINTS) + len(DENSE_BETAS)
+    assert len(sdl["points"]) == len(BETA_POINTS) + len(PRICE_POINTS)
+    assert len(plugin["points"]) == len(BETA_POINTS) + len(DENSE_BETAS) + len(PRICE_POINTS)
     assert set(sdl["tdl"]) == {f"{b:g}" for b in BETA_POINTS} == set(res["tdl_random"])
     # TDL: the oracle is per-query optimal, so no router does better at any β; the zero router
     # (best mixture of single agents) is the best single agent; at the ends of the sweep the

@@ -35,8 +35,8 @@ def decisions_frame(bench: Benchmark, view: RouterView) -> pd.DataFrame:
         }
     )
     d = view.decision
-    if d.expected is not None and d.score_label == "chance wrong":
-        df["main chance wrong"] = d.expected[:, 0]  # the router's estimate that the main answer is wrong
+    if d.scores is not None and d.score_label == "chance wrong":  # the router's estimate that the
+        df["main chance wrong"] = d.scores[:, :, 0].mean(axis=1)  # main answer is wrong (mean of its ends)
     if test.confidence is not None:
         probs = [(c or {}).get("span_prob") for c in test.confidence[:, 0]]
         if any(p is not None for p in probs):
