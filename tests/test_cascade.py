@@ -122,3 +122,19 @@ def test_validation_ranking_prefers_the_router_that_sees_the_signal(slices):
     assert scores["l2d-cascade"] == pytest.approx(validation_aiq(make_router("l2d-cascade").fit(b)))
     worse = rank_by_validation(slices["uninformative"], ["l2d-cascade"])
     assert scores["l2d-cascade"] > worse[0][1]
+
+
+def test_validation_ranking_is_kept_on_disk(slices, monkeypatch):
+    """A later page or process ranks the same pool without fitting a head again."""
+    import l2d_core.evaluation.validation as V
+
+    b = slices["informative"]
+    first = rank_by_validation(b, ["l2d-cascade", "l2d-posthoc"])
+
+    def no_fit(router):
+        raise AssertionError("ranked again instead of reading the stored ranking")
+
+    monkeypatch.setattr(V, "validation_aiq", no_fit)
+    assert rank_by_validation(b, ["l2d-cascade", "l2d-posthoc"]) == first
+    with pytest.raises(AssertionError, match="ranked again"):  # other routers: a new ranking
+        rank_by_validation(b, ["l2d-cascade"])

@@ -103,9 +103,12 @@ class Benchmark:
                 ]
             ).encode()
         )
-        for arr in (self.train.errors, self.val.errors if self.val is not None else None):
-            if arr is not None:
-                h.update(np.ascontiguousarray(arr).tobytes())
+        for data in (self.train, self.val):  # what routers learn from: labels, answers, costs, confidence
+            if data is not None:
+                h.update(np.ascontiguousarray(data.errors).tobytes())
+                h.update(np.ascontiguousarray(data.agent_gflops, dtype=np.float64).tobytes())
+                conf = data.confidence.tolist() if data.confidence is not None else None
+                h.update(json.dumps([data.answers.tolist(), conf], sort_keys=True, default=str).encode())
         without = h.hexdigest()[:20]
         for X in (self.X_train, self.X_val, self.X_test):
             if X is not None:
@@ -114,8 +117,9 @@ class Benchmark:
 
     def cache_key(self, embeddings: bool = True) -> str:
         """Identity of the data a router is trained and scored on: dataset, agents, split (every
-        question id), training labels and — for routers that read them (``embeddings``) — every
-        embedding row. Part of every on-disk artifact key."""
+        question id), the training articles' labels, answers, agent costs and confidence and — for
+        routers that read them (``embeddings``) — every embedding row. Part of every on-disk
+        artifact key."""
         return self._keys[bool(embeddings) and self.has_embeddings]
 
 

@@ -101,10 +101,12 @@ def fitted(
 
 
 def memo_arrays(
-    kind: str, bench: Benchmark, est, compute: Callable[[], dict[str, np.ndarray]]
+    kind: str, bench: Benchmark, est, compute: Callable[[], dict[str, np.ndarray]], embeddings: bool = True
 ) -> dict[str, np.ndarray]:
-    """``compute()`` — arrays from fitting ``est`` — memoized on disk (``.npz`` bytes, no pickle)."""
-    key = artifact_key(kind, bench, estimator_params(est))
+    """``compute()`` — arrays from fitting ``est`` (an estimator, or the dict of everything the
+    arrays depend on besides the benchmark) — memoized on disk (``.npz`` bytes, no pickle)."""
+    params = est if isinstance(est, dict) else estimator_params(est)
+    key = artifact_key(kind, bench, params, embeddings)
     with open_disk_cache(
         cache_dir() / "router_scores", "the router-score cache", "scores are computed again"
     ) as cache:

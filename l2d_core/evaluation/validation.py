@@ -14,6 +14,7 @@ import numpy as np
 
 from ..method.policies import plugin_policy
 from . import metrics as M
+from . import store
 from .benchmark import BETA_POINTS, Benchmark
 from .plugin_router import PlugInRouter
 from .registry import ROUTERS, make_router
@@ -54,7 +55,12 @@ def candidates(bench: Benchmark) -> list[str]:
 
 
 def rank_by_validation(bench: Benchmark, router_ids: Sequence[str] | None = None) -> list[tuple[str, float]]:
-    """``(router id, validation AIQ)``, best first, for the plug-in routers of the registry."""
+    """``(router id, validation AIQ)``, best first, for the plug-in routers of the registry;
+    memoized on disk (keyed by the benchmark and every router's settings), so only the first
+    ranking of a pool on a machine fits the out-of-fold heads."""
     ids = candidates(bench) if router_ids is None else list(router_ids)
-    scores = [(rid, validation_aiq(make_router(rid).fit(bench))) for rid in ids]
-    return sorted(scores, key=lambda s: -s[1])
+    routers = {rid: make_router(rid) for rid in ids}
+    params = {rid: [type(r).__name__, repr(sorted(r.params.items()))] for rid, r in routers.items()}
+    compute = lambda: {"aiq": np.array([validation_aiq(r.fit(bench)) for r in routers.values()])}  # noqa: E731
+    aiq = store.memo_arrays("validation-ranking", bench, params, compute, bench.has_embeddings)["aiq"]
+    return sorted(zip(ids, map(float, aiq)), key=lambda s: -s[1])
