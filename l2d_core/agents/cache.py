@@ -112,7 +112,6 @@ class AgentCache:
 
     def agents(self, dataset: str) -> list[str]:
         root = self.directory / _check_name("dataset", dataset)
-        root = self.directory / dataset
         return sorted(p.name for p in root.iterdir() if (p / "cache.db").is_file()) if root.is_dir() else []
 
     def meta(self, dataset: str, agent: str) -> dict:
