@@ -68,3 +68,30 @@ def llama_path(tmp_path_factory):
     from _tiny_models import tiny_llama
 
     return tiny_llama(str(tmp_path_factory.getbasetemp()))
+
+
+@pytest.fixture(scope="module")
+def live_bench(real_data, bert_path, tmp_path_factory):
+    """Pool Tiny-live (main: the tiny BERT, answering the slice's questions into the cache;
+    expert: bert-ens, a prediction file) on the slice benchmark of tests/_slices.py, in a cache
+    of the module's own."""
+    from _slices import slice_bench
+
+    from l2d_core.agents import AgentSpec, PoolSpec, load_agent, register_agent, register_pool, run_into_cache
+    from l2d_core.agents.cache import AgentCache
+    from l2d_core.data import BENCHMARK_TEST_ARTICLES, load_dataset
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv("L2D_CACHE_DIR", str(tmp_path_factory.mktemp("live_cache")))
+    spec = register_agent(
+        AgentSpec("tiny-live", "squad11", kind="extractive", gflops=0.01, path=str(bert_path))
+    )
+    ds = load_dataset("squad11")
+    titles = [t for t in ds.titles if t not in BENCHMARK_TEST_ARTICLES][:3]
+    titles += [t for t in ds.titles if t in BENCHMARK_TEST_ARTICLES][:1]
+    run_into_cache(
+        load_agent(spec, device="cpu"), ds, spec.id, list(ds.by_titles(titles)), AgentCache(), progress=False
+    )
+    register_pool(PoolSpec("Tiny-live", "squad11", "tiny-live", ("bert-ens",)))
+    yield slice_bench("Tiny-live")
+    mp.undo()

@@ -20,7 +20,7 @@ LAYERS = (
     ("method",),
     ("routers",),
     ("evaluation",),
-    ("report", "app_logic"),
+    ("report", "app_logic", "deploy"),
 )
 MAX_LINES = 400
 

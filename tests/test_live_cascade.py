@@ -5,45 +5,14 @@ the dataset is named as the agent it would defer to — never run, never faked."
 from __future__ import annotations
 
 import numpy as np
-import pytest
-from _slices import slice_bench
 
-from l2d_core.agents import (
-    AgentSpec,
-    PoolSpec,
-    get_agent,
-    load_agent,
-    register_agent,
-    register_pool,
-    run_into_cache,
-)
+from l2d_core.agents import PoolSpec, get_agent
 from l2d_core.agents.cache import AgentCache
 from l2d_core.app_logic.live import answer_with, live_pools, main_runs_live, route_cascade
-from l2d_core.data import BENCHMARK_TEST_ARTICLES, load_dataset
 from l2d_core.evaluation.registry import make_router
 from l2d_core.method.costs import CostConfig
 
 CONTEXT = "Moby-Dick is an 1851 novel by American writer Herman Melville about the whale."
-
-
-@pytest.fixture(scope="module")
-def live_bench(real_data, bert_path, tmp_path_factory):
-    """Pool Tiny-live (main: the tiny BERT, answering the slice's questions into the cache;
-    expert: bert-ens, a prediction file) on the slice benchmark of tests/_slices.py."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("L2D_CACHE_DIR", str(tmp_path_factory.mktemp("live_cache")))
-    spec = register_agent(
-        AgentSpec("tiny-live", "squad11", kind="extractive", gflops=0.01, path=str(bert_path))
-    )
-    ds = load_dataset("squad11")
-    titles = [t for t in ds.titles if t not in BENCHMARK_TEST_ARTICLES][:3]
-    titles += [t for t in ds.titles if t in BENCHMARK_TEST_ARTICLES][:1]
-    run_into_cache(
-        load_agent(spec, device="cpu"), ds, spec.id, list(ds.by_titles(titles)), AgentCache(), progress=False
-    )
-    register_pool(PoolSpec("Tiny-live", "squad11", "tiny-live", ("bert-ens",)))
-    yield slice_bench("Tiny-live")
-    mp.undo()
 
 
 def test_the_live_pool_is_offered_for_new_text(live_bench):

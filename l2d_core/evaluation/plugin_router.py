@@ -112,6 +112,8 @@ class PlugInRouter(Router):
             out = np.zeros((len(F), 2, bench.train.n_agents))
             for k in range(folds):
                 fit, held = fold != k, fold == k
+                if not held.any():  # fewer articles than folds
+                    continue
                 digest = hashlib.sha256(np.ascontiguousarray(F[fit]).tobytes()).hexdigest()[:16]
                 est = store.fitted(
                     f"{self.kind}-fold",

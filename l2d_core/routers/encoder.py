@@ -133,6 +133,11 @@ class Encoder:
         bar.close()
         return out
 
+    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        """(N, H) embeddings computed now, kept nowhere (a served router's queries: one-off texts
+        that would only grow the embedding cache)."""
+        return self._encode(list(texts), batch_size, progress=False)
+
     def keys(self, texts: Sequence[str]) -> list[str]:
         """The embedding-cache key of each text under this encoder's settings."""
         return [

@@ -39,19 +39,23 @@ NONE = "\x00none"  # a missing answer, normalized: equal to itself, to no text
 
 
 def featurize(
-    encoder: Encoder, records: Sequence[QARecord], kind: str = "separate", progress: bool = False
+    encoder: Encoder,
+    records: Sequence[QARecord],
+    kind: str = "separate",
+    progress: bool = False,
+    cached: bool = True,
 ) -> np.ndarray:
-    """Fast-mode features of each query, (N, d); embeddings come from the on-disk cache."""
+    """Fast-mode features of each query, (N, d); embeddings come from the on-disk cache
+    (``cached=False``: computed now and kept nowhere)."""
+    embed = (lambda texts: encoder.embed(texts, progress=progress)) if cached else encoder.encode
     if kind == "pair":
-        return encoder.embed(
-            [f"{r.question}{encoder.tokenizer.sep_token}{r.context}" for r in records], progress=progress
-        )
+        return embed([f"{r.question}{encoder.tokenizer.sep_token}{r.context}" for r in records])
     if kind != "separate":
         raise ValueError(f"unknown feature kind {kind!r}; known: {FEATURE_KINDS}")
     contexts = list(dict.fromkeys(r.context for r in records))
-    c_vec = encoder.embed(contexts, progress=progress)
+    c_vec = embed(contexts)
     c_of = {c: i for i, c in enumerate(contexts)}
-    q = encoder.embed([r.question for r in records], progress=progress)  # (N, H)
+    q = embed([r.question for r in records])  # (N, H)
     c = c_vec[[c_of[r.context] for r in records]]  # (N, H)
     return np.concatenate([q, c, q * c, np.abs(q - c)], axis=1)
 

@@ -1,0 +1,24 @@
+"""Deploy a router: save one of the registry's routers at a cost setting or budget as an artifact
+(safetensors + JSON, no pickle), load it back, route and answer new queries, serve it over HTTP.
+
+>>> from l2d_core.deploy import load_router              # doctest: +SKIP
+>>> router = load_router("cache/exports/P3-live-cascade")  # doctest: +SKIP
+>>> router.route("Who wrote Moby-Dick?", "Moby-Dick is by Herman Melville.")["agent"]  # doctest: +SKIP
+"""
+
+from .artifact import ARTIFACT_FORMAT, ArtifactError
+from .deployed import EXPORTABLE, DeployedRouter, deploy, export_problem, load_router
+from .export import export_router
+from .signals import QueryError
+
+__all__ = [
+    "ARTIFACT_FORMAT",
+    "ArtifactError",
+    "DeployedRouter",
+    "EXPORTABLE",
+    "QueryError",
+    "deploy",
+    "export_problem",
+    "export_router",
+    "load_router",
+]

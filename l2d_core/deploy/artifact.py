@@ -1,0 +1,136 @@
+"""A router saved to a folder with everything it needs to route again — and nothing pickled.
+
+::
+
+    <folder>/router.json          what the router is: pool and agent specs, costs or budget,
+                                  feature configuration, encoder / main-agent fingerprints, versions
+    <folder>/estimator/           its trained head: model.safetensors, scaler.safetensors,
+                                  config.json (and platt.safetensors for a calibrated cascade)
+
+Loading checks every version the routing depends on and says what does not match and what to do
+(:class:`ArtifactError`); it never guesses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from ..qa.scoring import SCORING_VERSION
+from ..routers.posthoc import FEATURE_FORMAT
+
+__all__ = [
+    "ARTIFACT_FORMAT",
+    "MANIFEST",
+    "ESTIMATOR_DIR",
+    "ArtifactError",
+    "versions",
+    "model_fingerprint",
+    "write_manifest",
+    "read_manifest",
+]
+
+ARTIFACT_FORMAT = 1  # bump when router.json or the estimator folder changes meaning
+MANIFEST = "router.json"
+ESTIMATOR_DIR = "estimator"
+EXPORT_HINT = "export it again with this version: python scripts/export_router.py --pool … --out …"
+
+
+class ArtifactError(ValueError):
+    """A router artifact that cannot be used as it is (the message says why and what to do)."""
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def versions() -> dict:
+    """The versions an artifact records: the ones routing depends on (``format``,
+    ``features``, ``scoring``) are checked on load; the libraries are informative."""
+    return {
+        "format": ARTIFACT_FORMAT,
+        "features": FEATURE_FORMAT,
+        "scoring": SCORING_VERSION,
+        "l2d_core": _package_version("l2d-qa-routing"),
+        "torch": _package_version("torch"),
+        "transformers": _package_version("transformers"),
+    }
+
+
+def model_fingerprint(path: str) -> str:
+    """A content fingerprint of a model folder that survives copying it elsewhere: its
+    ``config.json`` and the names and sizes of its weight and tokenizer files (a hub id or a
+    missing path: the id itself).
+
+    >>> model_fingerprint("no/such/model") == model_fingerprint("no/such/model")
+    True
+    """
+    p = Path(path).expanduser()
+    h = hashlib.sha256()
+    if p.is_dir():
+        for f in sorted(p.iterdir()):
+            if f.is_file() and f.suffix in (".json", ".safetensors", ".bin", ".txt", ".model"):
+                h.update(f"{f.name}:{f.stat().st_size}\n".encode())
+                if f.name == "config.json":
+                    h.update(f.read_bytes())
+    else:
+        h.update(str(path).encode())
+    return h.hexdigest()[:16]
+
+
+def write_manifest(folder: Path, manifest: dict) -> None:
+    """``router.json``, written atomically (a killed export never leaves half a manifest)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".router-", suffix=".part")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=1)
+    os.replace(tmp, folder / MANIFEST)
+
+
+def read_manifest(folder: str | Path) -> dict:
+    """``router.json`` of an artifact folder, with its versions checked."""
+    folder = Path(folder).expanduser()
+    path = folder / MANIFEST
+    if not path.is_file():
+        what = "does not exist" if not folder.exists() else f"has no {MANIFEST}"
+        raise ArtifactError(f"{folder} {what}: it is not a router artifact ({EXPORT_HINT})")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ArtifactError(f"{path} is not readable JSON ({exc}): {EXPORT_HINT}") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("versions"), dict):
+        raise ArtifactError(f"{path} has no versions: it is not a router artifact ({EXPORT_HINT})")
+    check_versions(manifest, path)
+    return manifest
+
+
+def check_versions(manifest: dict, where: Path | str) -> None:
+    """Refuse an artifact whose format, answer features or agent scoring differ from this code's."""
+    got, now = manifest["versions"], versions()
+    checks = [("format", "artifact format")]
+    if manifest.get("router", {}).get("kind") == "posthoc":
+        # the cascade reads the main agent's answer features and confidence records
+        checks += [("features", "answer-feature format"), ("scoring", "agent scoring (confidence) version")]
+    bad = [
+        f"{label} {got.get(key)} (this version: {now[key]})"
+        for key, label in checks
+        if got.get(key) != now[key]
+    ]
+    if bad:
+        made = got.get("l2d_core") or "an unknown version"
+        raise ArtifactError(
+            f"{where} was exported by l2d-qa-routing {made} with {', '.join(bad)}: it would route "
+            f"differently here, so it is refused; {EXPORT_HINT}"
+        )
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")

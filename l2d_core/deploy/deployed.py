@@ -1,0 +1,274 @@
+"""A router ready to put in front of its agents: :func:`deploy` freezes a fitted router of the
+registry at one cost setting (or budget), :meth:`DeployedRouter.save` writes it as an artifact
+(:mod:`~l2d_core.deploy.artifact`), :func:`load_router` reads it back.
+
+``route(question, context)`` gives the decision — the chosen agent, every agent's expected cost,
+the signals behind it (the main agent's answer and confidence for a cascade; the query's
+embeddings for an ex-ante router), and the GFLOPs it pays. ``answer(question, context)`` also
+runs the chosen agent when it can run; an agent known only by its prediction file is reported
+as unable to answer new text, never faked.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+from safetensors import SafetensorError
+
+from ..agents.registry import AgentSpec, PoolSpec, get_agent
+from ..evaluation.benchmark import encoder_for
+from ..evaluation.budget import budget_decision, defer_margin
+from ..evaluation.builtin_routers import PluginRouter, PosthocRouter, SDLRouter, ZeroRouter
+from ..evaluation.registry import router_label
+from ..evaluation.router import AgentRouter, Router
+from ..method.costs import CostConfig
+from ..method.policies import expected_costs, learned_policy, plugin_policy
+from ..routers.posthoc import PosthocRejector
+from ..routers.rejector import PluginRejector, SDLRejector
+from .artifact import ESTIMATOR_DIR, ArtifactError, model_fingerprint, now_iso, read_manifest, versions
+from .artifact import write_manifest as _write
+from .signals import QueryError, RouteInputs, answer_chosen, check_query, main_answers, query_features
+
+__all__ = ["EXPORTABLE", "DeployedRouter", "deploy", "load_router", "export_problem"]
+
+# what each kind of saved router keeps: its estimator class (None: a fixed agent)
+ESTIMATORS = {"plugin": PluginRejector, "sdl": SDLRejector, "posthoc": PosthocRejector, "fixed": None}
+EXPORTABLE = (
+    "the L2D routers (l2d-plugin, l2d-sdl, l2d-posthoc, l2d-cascade), the zero router and single agents"
+)
+
+
+def export_problem(router: Router) -> str | None:
+    """Why ``router`` cannot be saved as an artifact (``None``: it can)."""
+    if isinstance(router, SDLRouter) and router.mode != "fast":
+        return "l2d-sdl in full mode fine-tunes its own encoder: only the fast mode (a head) is exported"
+    if isinstance(router, PosthocRouter) and router.features.endswith("+emb"):
+        return f"{router.id} with features {router.features!r} reads embeddings besides the answer"
+    if isinstance(router, PosthocRouter | PluginRouter | SDLRouter | ZeroRouter | AgentRouter):
+        return None
+    return f"{router.id} cannot route a new query on its own; exportable: {EXPORTABLE}"
+
+
+def deploy(router: Router, costs: CostConfig, budget: tuple[str, float] | None = None) -> DeployedRouter:
+    """Freeze a fitted router of the registry at ``costs`` (and a ``budget`` ``(kind, target)``,
+    calibrated on the training articles' out-of-fold estimates) into a :class:`DeployedRouter`."""
+    problem = export_problem(router)
+    if problem:
+        raise ArtifactError(problem)
+    bench = router.bench_
+    ids = bench.pool.agent_ids
+    if costs.n_experts != len(ids) - 1:
+        raise ValueError(f"costs have {costs.n_experts} experts, pool {bench.pool.name} has {len(ids) - 1}")
+    specs = {a: get_agent(a) for a in ids}
+    features: dict = {}
+    fixed, estimator, threshold, budget_info = None, None, None, None
+    overhead = float(bench.rejector_gflops)
+    if isinstance(router, PosthocRouter):
+        kind, estimator = "posthoc", router.estimator_
+        specs.update({h: get_agent(h) for h in router.helpers_})
+        features = {
+            "set": router.features,
+            "helpers": list(router.helpers_),
+            "confidence": bool(router.confidence_),
+            "main_fingerprint": model_fingerprint(str(specs[ids[0]].path)),
+        }
+        overhead = float(router.overhead_)
+    elif isinstance(router, PluginRouter | SDLRouter):
+        kind = "plugin" if isinstance(router, PluginRouter) else "sdl"
+        estimator = router.estimator_ if kind == "plugin" else router.estimator(costs)
+        enc = encoder_for(bench.encoder_name)
+        features = {
+            "encoder": bench.encoder_name,
+            "encoder_path": enc.path,
+            "encoder_fingerprint": model_fingerprint(enc.path),
+            "kind": bench.features,
+            "pooling": enc.pooling,
+            "max_length": enc.max_length,
+        }
+    else:
+        kind, overhead = "fixed", 0.0
+        fixed = int(router.decide(costs).choice[0])
+    if budget is not None:
+        if kind not in ("plugin", "posthoc"):
+            raise ValueError(f"{router.id} has no error estimates: a budget needs l2d-plugin or a cascade")
+        _, result = budget_decision(router, costs, *budget)
+        threshold, budget_info = result.threshold, asdict(result)
+    manifest = {
+        "versions": versions(),
+        "created": now_iso(),
+        "router": {"id": router.id, "label": router_label(router.id), "kind": kind, "seed": router.seed_},
+        "dataset": bench.dataset.name,
+        "pool": asdict(bench.pool),
+        "agents": {a: asdict(s) for a, s in specs.items()},
+        "costs": {"alpha": list(costs.alpha), "beta": list(costs.beta)},
+        "budget": budget_info,
+        "threshold": threshold,
+        "fixed_agent": fixed,
+        "features": features,
+        "overhead_gflops": overhead,
+        "trained_on": {"benchmark": bench.cache_key(router.reads_embeddings), "questions": len(bench.train)},
+    }
+    return DeployedRouter(manifest, estimator)
+
+
+def load_router(folder: str | Path) -> DeployedRouter:
+    """The router saved in ``folder`` (:meth:`DeployedRouter.save`), versions checked; a damaged or
+    missing estimator file is named."""
+    folder = Path(folder).expanduser()
+    manifest = read_manifest(folder)
+    try:
+        kind = manifest["router"]["kind"]
+        cls = ESTIMATORS[kind]
+    except (KeyError, TypeError):
+        raise ArtifactError(f"{folder}/router.json names no known router kind ({list(ESTIMATORS)})") from None
+    estimator = None
+    if cls is not None:
+        est_dir = folder / ESTIMATOR_DIR
+        try:
+            estimator = cls.load(est_dir)
+        except (FileNotFoundError, SafetensorError, KeyError, ValueError, RuntimeError) as exc:
+            raise ArtifactError(
+                f"the trained head in {est_dir} cannot be read ({str(exc)[:200]}): copy the whole "
+                "artifact folder again, or export it again"
+            ) from None
+    return DeployedRouter(manifest, estimator, source=folder)
+
+
+class DeployedRouter:
+    """A router frozen at one cost setting; see the module docstring."""
+
+    def __init__(self, manifest: dict, estimator=None, source: Path | None = None):
+        self.manifest, self.estimator, self.source = manifest, estimator, source
+        self.router_id = manifest["router"]["id"]
+        self.kind = manifest["router"]["kind"]
+        self.pool = PoolSpec(**manifest["pool"])
+        self.specs = {a: AgentSpec(**s) for a, s in manifest["agents"].items()}
+        self.costs = CostConfig(tuple(manifest["costs"]["alpha"]), tuple(manifest["costs"]["beta"]))
+        self.threshold = manifest.get("threshold")
+        self.inputs = RouteInputs(self.kind, manifest["features"], self.specs, self.pool)
+        self.inputs.check()
+
+    @property
+    def agent_ids(self) -> tuple[str, ...]:
+        return self.pool.agent_ids
+
+    def save(self, folder: str | Path) -> Path:
+        """Write the artifact: the estimator first, ``router.json`` last (atomically), so a folder
+        with a manifest is always complete."""
+        folder = Path(folder).expanduser()
+        if self.estimator is not None:
+            self.estimator.save(folder / ESTIMATOR_DIR)
+        _write(folder, self.manifest)
+        return folder
+
+    def describe(self) -> dict:
+        """What this router is, for people and for ``GET /v1/agents``."""
+        m = self.manifest
+        return {
+            "router": m["router"],
+            "dataset": m["dataset"],
+            "pool": m["pool"]["name"],
+            "costs": m["costs"],
+            "budget": m["budget"],
+            "paid_on_every_query_gflops": m["overhead_gflops"],
+            "routes_new_text": self.inputs.routes_new_text(),
+            "agents": self.agents(),
+            "versions": m["versions"],
+        }
+
+    def agents(self) -> list[dict]:
+        """Every agent the router may call or reads, with its role and whether it answers new text."""
+        helpers = self.manifest["features"].get("helpers", []) if self.kind == "posthoc" else []
+        out = []
+        for a, spec in self.specs.items():
+            role = "main" if a == self.pool.main else "expert" if a in self.pool.experts else "helper"
+            out.append(
+                {
+                    "id": a,
+                    "role": role + (" + helper" if role != "helper" and a in helpers else ""),
+                    "kind": spec.kind,
+                    "gflops": spec.gflops,
+                    "answers_new_text": self.inputs.runs(a),
+                }
+            )
+        return out
+
+    # --- routing ------------------------------------------------------------------------------
+
+    def route(self, question: str, context: str, qid: str | None = None) -> dict:
+        """The decision for one query (``qid``: a question of the router's dataset, whose cached
+        answers a cascade may read instead of running its main agent)."""
+        return self.route_batch([(question, context)], [qid] if qid is not None else None)[0]
+
+    def route_batch(self, queries, qids=None) -> list[dict]:
+        """The decisions for a list of ``(question, context)`` (featurized and scored as one batch)."""
+        records = [check_query(q, c, i) for i, (q, c) in enumerate(queries)]
+        t0 = time.perf_counter()
+        main = main_answers(self.inputs, records, qids) if self.kind == "posthoc" else None
+        ids = self.agent_ids
+        scores = p_err = expected = None
+        if self.kind == "fixed":
+            choice = np.full(len(records), int(self.manifest["fixed_agent"]))
+        elif self.kind == "sdl":
+            scores = self.estimator.scores(query_features(self.inputs, records))
+            choice, expected = learned_policy(scores), -scores.sum(axis=1)
+        else:
+            F = query_features(self.inputs, records, main)
+            p_err = self.estimator.error_proba(F)
+            expected = expected_costs(p_err, self.costs)
+            if self.threshold is None:
+                choice = plugin_policy(p_err, self.costs)
+            else:
+                margin, best = defer_margin(p_err, self.costs)
+                choice = np.where(margin > self.threshold, best, 0)
+        ms = 1000.0 * (time.perf_counter() - t0)
+        out = []
+        for n, j in enumerate(choice.tolist()):
+            r = {
+                "agent": ids[j],
+                "agent_index": j,
+                "deferred": j != 0,
+                "router": self.router_id,
+                "expected_costs": None if expected is None else dict(zip(ids, expected[n].round(6).tolist())),
+                "expected_costs_are": {
+                    "plugin": "expected",
+                    "posthoc": "expected",
+                    "sdl": "negative score",
+                }.get(self.kind),
+                "chance_wrong": None
+                if p_err is None
+                else {
+                    a: {"start": float(p_err[n, 0, k]), "end": float(p_err[n, 1, k])}
+                    for k, a in enumerate(ids)
+                },
+                "signals": self.inputs.signals(main[n] if main is not None else None),
+                "gflops": self._gflops(ids[j]),
+                "latency_ms": ms / len(records),
+            }
+            out.append(r)
+        return out
+
+    def _gflops(self, chosen: str) -> dict:
+        paid = float(self.manifest["overhead_gflops"])
+        again = 0.0 if self.inputs.already_ran(chosen) else float(self.specs[chosen].gflops)
+        return {"router": paid, "chosen_agent": again, "total": paid + again}
+
+    def answer(self, question: str, context: str) -> dict:
+        """:meth:`route`, then the chosen agent's answer (run now when it can run)."""
+        return self.answer_batch([(question, context)])[0]
+
+    def answer_batch(self, queries) -> list[dict]:
+        t0 = time.perf_counter()
+        routed = self.route_batch(queries)
+        for r, (q, c) in zip(routed, queries):
+            r["answer"] = answer_chosen(self.inputs, r, q, c)
+        ms = 1000.0 * (time.perf_counter() - t0)
+        for r in routed:
+            r["latency_ms"] = ms / len(routed)
+        return routed
+
+
+__all__ += ["QueryError"]

@@ -1,0 +1,158 @@
+"""What a deployed router reads about a query, computed now: the question/context embeddings of
+an ex-ante router (never written to the embedding cache), or the main agent's (and helpers')
+answers and confidence for a cascade, run as one batch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..agents.cache import AgentCache
+from ..agents.registry import AgentSpec, PoolSpec
+from ..app_logic.live import RUNNABLE_KINDS, answer_with, runnable_agent
+from ..data.records import QARecord
+from ..routers.encoder import load_encoder
+from ..routers.features import featurize, posthoc_matrix
+from .artifact import ArtifactError, model_fingerprint
+
+__all__ = ["QueryError", "RouteInputs", "check_query", "main_answers", "query_features", "answer_chosen"]
+
+
+class QueryError(ValueError):
+    """A query that cannot be routed (``field`` names what is wrong)."""
+
+    def __init__(self, message: str, field: str):
+        super().__init__(message)
+        self.field = field
+
+
+def check_query(question, context, index: int = 0) -> QARecord:
+    """A query as a record; an empty or non-text field raises :class:`QueryError` naming it."""
+    for name, value in (("question", question), ("context", context)):
+        if not isinstance(value, str) or not value.strip():
+            raise QueryError(f"query {index}: {name} must be non-empty text", name)
+    return QARecord(qid=f"q{index}", title="", context=context, question=question, answers=())
+
+
+@dataclass
+class RouteInputs:
+    """How a deployed router of ``kind`` computes its input (``features``: the artifact's record)."""
+
+    kind: str
+    features: dict
+    specs: dict[str, AgentSpec]
+    pool: PoolSpec
+    _encoder: object = field(default=None, repr=False)
+
+    @property
+    def helpers(self) -> list[str]:
+        return list(self.features.get("helpers", [])) if self.kind == "posthoc" else []
+
+    def runs(self, agent: str) -> bool:
+        return self.specs[agent].kind in RUNNABLE_KINDS
+
+    def routes_new_text(self) -> bool:
+        """Whether every agent read before deciding can run on new text (a cascade whose main agent
+        or helpers are prediction files routes only the dataset's questions, by id)."""
+        return self.kind != "posthoc" or all(self.runs(a) for a in (self.pool.main, *self.helpers))
+
+    def already_ran(self, agent: str) -> bool:
+        """Whether routing to ``agent`` costs nothing more (a cascade's main agent and helpers ran)."""
+        return self.kind == "posthoc" and (agent == self.pool.main or agent in self.helpers)
+
+    def check(self) -> None:
+        """The models this router reads are the ones it was trained with (compared by content
+        fingerprint); the encoder is loaded lazily, on the first query."""
+        f = self.features
+        if self.kind == "posthoc" and self.runs(self.pool.main):
+            spec = self.specs[self.pool.main]
+            got = model_fingerprint(str(spec.path))
+            if got != f["main_fingerprint"]:
+                raise ArtifactError(
+                    f"the main agent {spec.id} at {spec.path} is not the model this router was "
+                    f"calibrated on (fingerprint {got}, saved {f['main_fingerprint']}): its confidence "
+                    "would mean something else; export the router again after training the agent"
+                )
+        if self.kind in ("plugin", "sdl"):
+            enc = load_encoder(f["encoder"], f["pooling"], f["max_length"], lazy=True)
+            got = model_fingerprint(enc.path)
+            if got != f["encoder_fingerprint"]:
+                raise ArtifactError(
+                    f"the encoder {f['encoder']!r} here ({enc.path}) is not the one this router was "
+                    f"trained on (fingerprint {got}, saved {f['encoder_fingerprint']}); export it again"
+                )
+            self._encoder = enc
+
+    def signals(self, main: dict | None) -> dict:
+        """What the decision read, for the response."""
+        if self.kind == "posthoc":
+            return {
+                "main_answer": main["answer"],
+                "main_confidence": main["confidence"],
+                "helper_answers": main["helpers"],
+                "main_latency_ms": main["latency_ms"],
+            }
+        if self.kind in ("plugin", "sdl"):
+            return {"reads": "question and context embeddings", "encoder": self.features["encoder"]}
+        return {}
+
+
+def main_answers(inputs: RouteInputs, records: list[QARecord], qids=None) -> list[dict]:
+    """The main agent's and the helpers' answers to each record: cached answers for dataset
+    question ids ``qids``, else run now as one batch (an agent that cannot run raises)."""
+    agents = [inputs.pool.main, *inputs.helpers]
+    table = {}
+    for a in agents:
+        spec = inputs.specs[a]
+        if qids is not None:
+            got = [answer_with(spec, r.question, r.context, q, AgentCache()) for r, q in zip(records, qids)]
+            table[a] = [(g["answer"], g["confidence"], g["latency_ms"], g["message"]) for g in got]
+        elif inputs.runs(a):
+            preds = runnable_agent(spec).predict(records)
+            table[a] = [
+                (p.answer, p.extra.get("confidence"), p.latency_ms, p.extra.get("error")) for p in preds
+            ]
+        else:
+            raise QueryError(
+                f"this router reads the answer of {a}, which is known only by its prediction file and "
+                "cannot answer new text: deploy a pool whose main agent runs (e.g. P3-live)",
+                "context",
+            )
+        for (ans, *_rest, why), r in zip(table[a], records):
+            if ans is None:
+                raise QueryError(f"{a} gave no answer to {r.qid}: {why}", "context")
+    out = []
+    for n in range(len(records)):
+        ans, conf, ms, _ = table[inputs.pool.main][n]
+        helpers = {h: table[h][n][0] for h in inputs.helpers}
+        out.append({"answer": ans, "confidence": conf, "latency_ms": ms, "helpers": helpers})
+    return out
+
+
+def query_features(
+    inputs: RouteInputs, records: list[QARecord], main: list[dict] | None = None
+) -> np.ndarray:
+    """The estimator's input for these records (embeddings computed now, or answer features)."""
+    if inputs.kind == "posthoc":
+        f = inputs.features
+        conf = [m["confidence"] for m in main] if f["confidence"] else None
+        helpers = [[m["helpers"][h] for h in inputs.helpers] for m in main]
+        return posthoc_matrix([m["answer"] for m in main], helpers, records, f["set"], conf)
+    return featurize(inputs._encoder, records, inputs.features["kind"], cached=False)
+
+
+def answer_chosen(inputs: RouteInputs, routed: dict, question: str, context: str) -> dict:
+    """The chosen agent's answer: reused when it already ran (a cascade's main agent), run now
+    when it can run, else ``status: cannot_answer`` with the reason (never made up)."""
+    agent = routed["agent"]
+    if inputs.kind == "posthoc" and agent == inputs.pool.main:
+        s = routed["signals"]
+        return {"agent": agent, "status": "ran", "text": s["main_answer"], "latency_ms": s["main_latency_ms"]}
+    if inputs.kind == "posthoc" and agent in inputs.helpers:
+        return {"agent": agent, "status": "ran", "text": routed["signals"]["helper_answers"][agent]}
+    got = answer_with(inputs.specs[agent], question, context)
+    status = "ran" if got["status"] == "live" else got["status"]
+    return {"agent": agent, "status": status, "text": got["answer"], "latency_ms": got["latency_ms"]} | (
+        {"message": got["message"]} if got["answer"] is None else {}
+    )

@@ -1,0 +1,160 @@
+"""Router artifacts: every router of the registry is saved (or refused with the reason), loaded
+back and routes new text as it did in memory; a saved cascade reproduces the benchmark's test
+decisions; an artifact from another version, a damaged head or a different model is refused."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from l2d_core.deploy import EXPORTABLE, ArtifactError, QueryError, deploy, export_problem, load_router
+from l2d_core.evaluation.budget import budget_decision
+from l2d_core.evaluation.registry import make_router, router_ids
+from l2d_core.evaluation.router import AGENT_PREFIX
+from l2d_core.method.costs import CostConfig
+from l2d_core.routers.encoder import load_encoder
+from l2d_core.routers.features import featurize
+
+CONTEXT = "Moby-Dick is an 1851 novel by American writer Herman Melville about the whale."
+QUERIES = [("Who wrote Moby-Dick?", CONTEXT), ("When was Moby-Dick written?", CONTEXT)]
+
+
+@pytest.fixture(scope="module")
+def tiny_enc_bench(live_bench, bert_path):
+    """The live slice with real (tiny BERT) question/context embeddings: ex-ante routers export."""
+    enc = load_encoder(str(bert_path), device="cpu")
+    X = {s: featurize(enc, getattr(live_bench, f"{s}_records")) for s in ("train", "test")}
+    return dataclasses.replace(
+        live_bench, X_train=X["train"], X_test=X["test"], encoder_name=str(bert_path), features="separate"
+    )
+
+
+@pytest.fixture(scope="module")
+def cascade(live_bench):
+    return make_router("l2d-cascade").fit(live_bench)
+
+
+def saved(router, costs, tmp_path, budget=None):
+    d = deploy(router, costs, budget)
+    return d, load_router(d.save(tmp_path / "artifact"))
+
+
+@pytest.mark.parametrize("router_id", router_ids())
+def test_every_registry_router_exports_or_says_why(router_id, tiny_enc_bench, tmp_path):
+    router = make_router(router_id)
+    problem = export_problem(router)
+    if problem is not None:
+        assert EXPORTABLE in problem or "mode" in problem
+        with pytest.raises(ArtifactError):
+            deploy(router.fit(tiny_enc_bench), tiny_enc_bench.costs(0.05))
+        return
+    router.fit(tiny_enc_bench)
+    mem, disk = saved(router, tiny_enc_bench.costs(0.05), tmp_path)
+    qids = None
+    if not disk.describe()["routes_new_text"]:  # helpers known only by their prediction files
+        with pytest.raises(QueryError, match="prediction file"):
+            disk.route_batch(QUERIES)
+        recs = tiny_enc_bench.test_records[:2]
+        qids = [r.qid for r in recs]
+        queries = [(r.question, r.context) for r in recs]
+    a, b = (
+        mem.route_batch(queries if qids else QUERIES, qids),
+        disk.route_batch(queries if qids else QUERIES, qids),
+    )
+    assert [r["agent"] for r in a] == [r["agent"] for r in b]
+    assert all(r["agent"] in ("tiny-live", "bert-ens") for r in b)
+    if a[0]["expected_costs"] is not None:
+        np.testing.assert_allclose(
+            list(a[0]["expected_costs"].values()), list(b[0]["expected_costs"].values())
+        )
+    assert json.dumps(b)  # a response is plain JSON
+
+
+def test_single_agents_route_everything_to_themselves(live_bench, tmp_path):
+    router = make_router(AGENT_PREFIX + "bert-ens").fit(live_bench)
+    _, disk = saved(router, live_bench.costs(0.05), tmp_path)
+    r = disk.answer("Who wrote Moby-Dick?", CONTEXT)
+    assert r["agent"] == "bert-ens" and r["answer"]["status"] == "cannot_answer"
+    assert r["answer"]["text"] is None and "prediction file" in r["answer"]["message"]
+
+
+def test_saved_cascade_reproduces_the_benchmark_decisions(live_bench, cascade, tmp_path):
+    costs = CostConfig((1.0,), (0.3,))
+    _, disk = saved(cascade, costs, tmp_path)
+    recs = live_bench.test_records
+    routed = disk.route_batch([(r.question, r.context) for r in recs], [r.qid for r in recs])
+    expected = cascade.decide(costs).choice
+    assert [r["agent_index"] for r in routed] == expected.tolist()
+    np.testing.assert_allclose(
+        [[r["chance_wrong"][a]["start"] for a in disk.agent_ids] for r in routed],
+        cascade.p_err_[:, 0],
+        atol=1e-6,
+    )
+
+
+def test_cascade_on_new_text_reads_the_main_answer_and_pays_it_once(cascade, tmp_path):
+    _, disk = saved(cascade, CostConfig((1.0,), (5.0,)), tmp_path)  # a dear expert: main keeps it
+    r = disk.answer("Who wrote Moby-Dick?", CONTEXT)
+    assert r["agent"] == "tiny-live" and not r["deferred"]
+    assert r["signals"]["main_answer"] in CONTEXT and 0 <= r["signals"]["main_confidence"]["span_prob"] <= 1
+    assert r["answer"] == {
+        "agent": "tiny-live",
+        "status": "ran",
+        "text": r["signals"]["main_answer"],
+        "latency_ms": r["signals"]["main_latency_ms"],
+    }
+    assert r["gflops"]["chosen_agent"] == 0.0 and r["gflops"]["total"] == r["gflops"]["router"] > 0
+    free = load_router(deploy(cascade, CostConfig((0.0,), (0.0,))).save(tmp_path / "free"))
+    d = free.answer("Who wrote Moby-Dick?", CONTEXT)
+    assert d["agent"] == "bert-ens" and d["answer"]["status"] == "cannot_answer"
+    assert d["gflops"]["chosen_agent"] == pytest.approx(free.specs["bert-ens"].gflops)
+
+
+def test_budget_threshold_travels_with_the_artifact(live_bench, cascade, tmp_path):
+    costs = live_bench.costs(0.05)
+    _, disk = saved(cascade, costs, tmp_path, budget=("share", 0.3))
+    decision, result = budget_decision(cascade, costs, "share", 0.3)
+    assert disk.manifest["budget"]["target"] == 0.3 and disk.threshold == result.threshold
+    assert result.validation_share <= 0.3
+    recs = live_bench.test_records
+    routed = disk.route_batch([(r.question, r.context) for r in recs], [r.qid for r in recs])
+    assert [r["agent_index"] for r in routed] == decision.choice.tolist()
+
+
+def test_bad_queries_name_the_field(cascade, tmp_path):
+    _, disk = saved(cascade, CostConfig((1.0,), (0.3,)), tmp_path)
+    with pytest.raises(QueryError, match="question must be non-empty") as err:
+        disk.route("  ", CONTEXT)
+    assert err.value.field == "question"
+    with pytest.raises(QueryError) as err:
+        disk.route("Who?", None)
+    assert err.value.field == "context"
+
+
+def test_artifacts_of_another_version_or_damaged_are_refused(cascade, tmp_path, bert_path):
+    _, disk = saved(cascade, CostConfig((1.0,), (0.3,)), tmp_path)
+    folder = disk.source
+    manifest = json.loads((folder / "router.json").read_text())
+    for key, words in (("format", "artifact format"), ("scoring", "scoring"), ("features", "answer-feature")):
+        bad = json.loads(json.dumps(manifest))
+        bad["versions"][key] = -1
+        (folder / "router.json").write_text(json.dumps(bad))
+        with pytest.raises(ArtifactError, match=words):
+            load_router(folder)
+    (folder / "router.json").write_text(json.dumps(manifest))
+    weights = folder / "estimator" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(ArtifactError, match="trained head .* cannot be read"):
+        load_router(folder)
+    with pytest.raises(ArtifactError, match="not a router artifact"):
+        load_router(tmp_path / "nowhere")
+
+
+def test_a_retrained_main_agent_is_refused(cascade, tmp_path):
+    d = deploy(cascade, CostConfig((1.0,), (0.3,)))
+    d.manifest["features"]["main_fingerprint"] = "0" * 16
+    with pytest.raises(ArtifactError, match="not the model this router was calibrated on"):
+        load_router(d.save(tmp_path / "a"))
