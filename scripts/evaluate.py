@@ -20,11 +20,11 @@ import sys
 import _bootstrap  # noqa: F401
 
 from l2d_core.agents import list_pools
+from l2d_core.app_logic.cost_settings import add_cost_arguments, checked_budget, costs_from_arguments
 from l2d_core.data import DATASETS
 from l2d_core.evaluation.benchmark import BETA_POINTS, PRICE_POINTS, prepare
 from l2d_core.evaluation.comparison import evaluate_router
 from l2d_core.evaluation.registry import make_router, router_ids
-from l2d_core.method.costs import CostConfig, InvalidCostError
 from l2d_core.method.training import PAPER_CONFIG
 
 JSON_KEYS = (
@@ -50,18 +50,8 @@ def parse_args(argv):
         default="sdl",
         help="router id: " + ", ".join(router_ids()) + ", agent:<id> (default: sdl)",
     )
-    p.add_argument("--beta1", type=float, default=0.05, help="β₁; β_j for j ≥ 2 by the GFLOPs rule")
-    p.add_argument(
-        "--price",
-        type=float,
-        help="β by the per-TFLOP price rule: λ errors per TFLOP of extra compute (--sweep: its points)",
-    )
-    p.add_argument("--beta", type=float, nargs="+", help="every β_j by hand (overrides --beta1)")
-    p.add_argument("--alpha", type=float, nargs="+", default=[1.0], help="α (one, or one per expert)")
+    add_cost_arguments(p)
     p.add_argument("--sweep", action="store_true", help="run the BENCHMARK.md points of the cost rule")
-    budget = p.add_mutually_exclusive_group()
-    budget.add_argument("--budget-share", type=float, help="at most this share of questions to an expert")
-    budget.add_argument("--budget-gflops", type=float, help="at most this mean GFLOPs per question")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--features", default="separate", choices=["separate", "pair"])
     p.add_argument("--encoder", default="minilm", help="HF encoder id or path (default: packaged MiniLM)")
@@ -81,14 +71,6 @@ def parse_args(argv):
     p.add_argument("--json", action="store_true", help="print one JSON object (a list with --sweep)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p.parse_args(argv)
-
-
-def costs_for(args, bench, setting: float) -> CostConfig:
-    j = bench.pool.experts
-    alpha = args.alpha * len(j) if len(args.alpha) == 1 else args.alpha
-    if args.beta and not args.sweep:
-        return CostConfig(tuple(alpha), tuple(args.beta))
-    return bench.rule_costs("price" if args.price is not None else "gflops", setting, alpha)
 
 
 def fmt(x) -> str:
@@ -131,25 +113,9 @@ def table(rows: list[dict], agents, setting: str = "β₁") -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        numbers = [
-            args.beta1,
-            *(args.beta or []),
-            *args.alpha,
-            *([args.price] if args.price is not None else []),
-        ]
-        if any(not math.isfinite(b) or b < 0 for b in numbers):
-            raise InvalidCostError("α, β and λ must be finite numbers >= 0")
+        budget = checked_budget(args)
         if args.sweep and args.beta:
             raise ValueError("--sweep runs the BENCHMARK.md points of a rule: leave out --beta (or --sweep)")
-        if args.beta and args.price is not None:
-            raise ValueError("give β by hand (--beta) or by the price rule (--price), not both")
-        budget = (
-            ("share", args.budget_share)
-            if args.budget_share is not None
-            else ("gflops", args.budget_gflops)
-            if args.budget_gflops is not None
-            else None
-        )
         if budget is not None and args.sweep:
             raise ValueError("a budget is one operating point: leave out --sweep")
         router = make_router(args.policy)
@@ -172,7 +138,7 @@ def main(argv=None) -> int:
         settings = (BETA_POINTS if args.price is None else PRICE_POINTS) if args.sweep else [one]
         rows = []
         for b in settings:
-            costs = costs_for(args, bench, b)
+            costs = costs_from_arguments(args, bench, b, by_hand=not args.sweep)
             rows.append({**evaluate_router(bench, router, costs, budget=budget), "beta1": b})
     except (KeyError, ValueError, FileNotFoundError, LookupError) as exc:
         print(f"error: {exc}", file=sys.stderr)

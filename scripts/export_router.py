@@ -1,0 +1,87 @@
+"""Save a router of the registry at one cost setting (or budget) as an artifact folder that
+``scripts/serve.py`` and ``l2d_core.deploy.load_router`` read (safetensors + JSON, no pickle).
+
+    python scripts/export_router.py --pool P3-live --out cache/exports/p3live        # best router, λ = 0.1
+    python scripts/export_router.py --pool P3-live --router l2d-cascade --price 0.2 --out …
+    python scripts/export_router.py --pool P2 --router l2d-plugin --beta1 0.05 --out …
+    python scripts/export_router.py --pool P3-live --budget-share 0.2 --out …   # ≤ 20% to experts
+
+The router is fitted on the BENCHMARK.md training articles (stored heads are reused). Costs: the
+per-TFLOP price rule at λ (default 0.1, the dashboard's default), β₁ by the GFLOPs rule, or every
+β by hand; a budget's threshold is calibrated on out-of-fold training articles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import _bootstrap  # noqa: F401
+
+from l2d_core.agents import get_pool, list_pools
+from l2d_core.app_logic.cost_settings import add_cost_arguments, checked_budget, costs_from_arguments
+from l2d_core.app_logic.explorer import default_router
+from l2d_core.deploy import ArtifactError, deploy
+from l2d_core.evaluation.benchmark import prepare
+from l2d_core.evaluation.registry import make_router, router_class, router_ids
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pool", required=True, help="pool name: " + ", ".join(x.name for x in list_pools()))
+    p.add_argument(
+        "--router",
+        help="router id (default: the best by validation on the training articles): "
+        + ", ".join(router_ids()),
+    )
+    p.add_argument("--out", required=True, type=Path, help="artifact folder to write")
+    add_cost_arguments(p, beta1_default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    return p.parse_args(argv)
+
+
+def export(args):
+    """The deployed router of the flags, saved to ``args.out``."""
+    budget = checked_budget(args)
+    pool = get_pool(args.pool)
+    router_id = args.router
+    if router_id is None:
+        router_id, _ = default_router(prepare(pool.dataset, pool, features_needed=False))
+    cls = router_class(router_id)
+    embeddings = cls is not None and cls.reads_embeddings
+    bench = prepare(pool.dataset, pool, progress=not args.quiet, features_needed=embeddings)
+    if args.price is None and args.beta1 is None and not args.beta:
+        args.price = 0.1
+    costs = costs_from_arguments(args, bench)
+    deployed = deploy(make_router(router_id).fit(bench, args.seed), costs, budget)
+    deployed.save(args.out)
+    return deployed
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        deployed = export(args)
+    except (ArtifactError, KeyError, ValueError, FileNotFoundError, LookupError) as exc:
+        print(f"error: {str(exc).strip(chr(39))}", file=sys.stderr)
+        return 2
+    d = deployed.describe()
+    print(f"saved {d['router']['id']} ({d['router']['label']}) for pool {d['pool']} to {args.out}")
+    print(
+        f"costs: {json.dumps(d['costs'])}"
+        + (f"; budget: {d['budget']['kind']} {d['budget']['target']:g}" if d["budget"] else "")
+    )
+    if not d["routes_new_text"]:
+        print(
+            "note: this router reads agents known only by their prediction files: "
+            "it routes the dataset's questions only"
+        )
+    print(f"serve it: python scripts/serve.py --router {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

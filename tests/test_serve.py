@@ -1,0 +1,154 @@
+"""The routing API, served by uvicorn on 127.0.0.1 in the test: route, answer, batch, agents;
+every bad request gets a 4xx JSON answer naming the field and the server keeps serving; a
+restart from the saved artifact gives the same decisions; the command line refuses an
+artifact of another version with a clear message."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+import uvicorn
+
+from l2d_core.deploy import deploy, load_router
+from l2d_core.deploy.api import LIMITS, create_app
+from l2d_core.evaluation.registry import make_router
+from l2d_core.method.costs import CostConfig
+
+CONTEXT = "Moby-Dick is an 1851 novel by American writer Herman Melville about the whale."
+Q = {"question": "Who wrote Moby-Dick?", "context": CONTEXT}
+
+
+@contextlib.contextmanager
+def serving(router):
+    """The API of ``router`` on a free loopback port; yields its base URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(create_app(router), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started, "the server did not start"
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def call(url: str, body=None, raw: bytes | None = None) -> tuple[int, object]:
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(url, data=data, headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+@pytest.fixture(scope="module")
+def artifact(live_bench, tmp_path_factory):
+    router = make_router("l2d-cascade").fit(live_bench)
+    return deploy(router, CostConfig((1.0,), (0.3,))).save(tmp_path_factory.mktemp("served") / "cascade")
+
+
+@pytest.fixture(scope="module")
+def url(artifact):
+    with serving(load_router(artifact)) as base:
+        yield base
+
+
+def test_route_answer_batch_and_agents(url):
+    code, r = call(f"{url}/v1/route", Q)
+    assert code == 200 and r["agent"] in ("tiny-live", "bert-ens")
+    assert set(r["expected_costs"]) == {"tiny-live", "bert-ens"} and r["signals"]["main_answer"] in CONTEXT
+    assert r["gflops"]["router"] > 0 and r["request_ms"] > 0
+    code, batch = call(f"{url}/v1/route", [Q, {**Q, "question": "When was Moby-Dick written?"}])
+    assert code == 200 and len(batch) == 2 and batch[0]["agent"] == r["agent"]
+    code, a = call(f"{url}/v1/answer", Q)
+    assert code == 200 and a["agent"] == r["agent"] and a["answer"]["status"] in ("ran", "cannot_answer")
+    assert (a["answer"]["text"] is None) == (a["answer"]["status"] == "cannot_answer")
+    code, agents = call(f"{url}/v1/agents")
+    assert code == 200 and agents["router"]["id"] == "l2d-cascade" and agents["routes_new_text"]
+    assert {x["id"]: x["answers_new_text"] for x in agents["agents"]} == {
+        "tiny-live": True,
+        "bert-ens": False,
+    }
+    assert call(f"{url}/healthz") == (200, {"status": "ok", "router": "l2d-cascade", "pool": "Tiny-live",
+                                             "routes_new_text": True})  # fmt: skip
+    code, spec = call(f"{url}/openapi.json")
+    assert code == 200 and {"/v1/route", "/v1/answer", "/v1/agents", "/healthz"} <= set(spec["paths"])
+
+
+BAD = [
+    ({"question": "Who?"}, 422, ["body", "context"]),
+    ({"question": 5, "context": CONTEXT}, 422, ["body", "question"]),
+    ({"question": "Who?", "context": ""}, 422, ["body", "context"]),
+    ({"question": "   ", "context": CONTEXT}, 422, ["body", "question"]),
+    ({"question": "Who?", "context": "x" * (LIMITS["context_chars"] + 1)}, 422, ["body", "context"]),
+    ({**Q, "extra": 1}, 422, ["body", "extra"]),
+    ([Q, {"question": "Who?"}], 422, ["body", 1, "context"]),
+    ([Q] * (LIMITS["batch"] + 1), 422, ["body"]),
+    ([], 422, ["body"]),
+    ("just text", 422, ["body"]),
+]
+
+
+@pytest.mark.parametrize("body, code, loc", BAD)
+def test_bad_requests_get_4xx_naming_the_field(url, body, code, loc):
+    got, out = call(f"{url}/v1/route", body)
+    assert got == code and out["detail"][0]["loc"] == loc, out
+    assert call(f"{url}/healthz")[0] == 200  # still serving
+
+
+def test_body_over_the_limit_and_broken_json(url):
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.putrequest("POST", "/v1/route")  # the declared length is refused before the body is sent
+    conn.putheader("content-type", "application/json")
+    conn.putheader("content-length", str(LIMITS["body_bytes"] + 10))
+    conn.endheaders()
+    resp = conn.getresponse()
+    assert resp.status == 413 and "bytes" in json.loads(resp.read())["detail"]
+    conn.close()
+    got, out = call(f"{url}/v1/answer", raw=b'{"question": "Who?", "context": ')
+    assert got == 422 and out["detail"][0]["loc"][0] == "body"
+    assert call(f"{url}/healthz")[0] == 200
+
+
+def test_restart_from_the_artifact_gives_the_same_decisions(url, artifact):
+    queries = [
+        Q,
+        {"question": "Which whale?", "context": CONTEXT},
+        {"question": "Who is Melville?", "context": CONTEXT},
+    ]
+    _, before = call(f"{url}/v1/route", queries)
+    with serving(load_router(artifact)) as again:
+        _, after = call(f"{again}/v1/route", queries)
+    strip = lambda rs: [{k: r[k] for k in ("agent", "expected_costs", "chance_wrong")} for r in rs]  # noqa: E731
+    assert strip(before) == strip(after)
+
+
+def test_the_command_line_refuses_an_artifact_of_another_version(artifact, tmp_path, capsys):
+    import shutil
+
+    import serve
+
+    old = tmp_path / "old"
+    shutil.copytree(artifact, old)
+    manifest = json.loads((old / "router.json").read_text())
+    manifest["versions"]["format"] = 0
+    (old / "router.json").write_text(json.dumps(manifest))
+    assert serve.main(["--router", str(old)]) == 2
+    err = capsys.readouterr().err
+    assert "artifact format 0" in err and "export it again" in err and "Traceback" not in err
