@@ -16,6 +16,7 @@ from dashboard.widgets import (
 from l2d_core import report
 from l2d_core.app_logic.cost_settings import beta_limits, cost_from_upload, rule_beta1
 from l2d_core.app_logic.explorer import SWEEPS, explore, untrained_settings
+from l2d_core.deploy import EXPORTABLE, deploy, export_folder, export_problem, serve_commands, zip_folder
 from l2d_core.evaluation.registry import router_label
 from l2d_core.method.costs import CostConfig, InvalidCostError
 
@@ -265,6 +266,29 @@ c3.download_button(
     on_click="ignore",
     icon=":material/download:",
 )
+st.subheader("Deploy this router")
+deployable = [rid for rid in chosen if export_problem(routers[rid]) is None]
+if not deployable:
+    st.caption("None of the routers shown can route a new query on its own: " + EXPORTABLE + " can.")
+else:
+    d1, d2 = st.columns([1, 2])
+    rid = d1.selectbox("Router to save", deployable, format_func=router_label, key="deploy_router")
+    folder = export_folder(pool, rid, costs, budget)
+    if d1.button("Save for the routing API", key="deploy_save", icon=":material/save:"):
+        with shown_errors(), st.spinner("Saving the router…"):
+            deploy(routers[rid], costs, budget).save(folder)
+    if (folder / "router.json").is_file():
+        d2.markdown(f"Saved to `{folder}`. Serve it with the routing API, then send it queries:")
+        d2.code(serve_commands(folder), language="bash")
+        d2.download_button(
+            "Router folder (zip)",
+            zip_folder(folder),
+            f"{folder.name}.zip",
+            "application/zip",
+            key="deploy_zip",
+            on_click="ignore",
+            icon=":material/download:",
+        )
 with st.expander("How the routers rank on validation articles"):
     st.dataframe(
         pd.DataFrame([(router_label(r), s) for r, s in ranking], columns=["router", "validation AIQ (EM %)"]),

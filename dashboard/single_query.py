@@ -6,7 +6,8 @@ import streamlit as st
 
 from dashboard.cache import benchmark, default_router, fitted_router, pool_answers
 from dashboard.widgets import cost_from_state, select_pool, select_routers, shown_errors
-from l2d_core.app_logic.live import live_pools, main_runs_live, route_cascade, route_query
+from l2d_core.app_logic.live import live_pools, main_runs_live
+from l2d_core.deploy import deploy
 from l2d_core.evaluation.registry import router_label
 
 STATUS = {
@@ -77,34 +78,30 @@ else:
 with shown_errors():
     router = fitted_router(dataset, pool, router_id)
     answers = pool_answers(pool, question, context, qid, expected or None)
-    if router_id in ("l2d-cascade", "l2d-posthoc"):
-        r = route_cascade(bench, router, question, context, costs, qid)
-        p_err, overhead = r["p_err"], r["gflops"]
-    else:
-        r = route_query(bench, question, context, costs, router.estimator_)
-        p_err, overhead = r["p_err"], r["rejector_gflops"]
-ids = list(r["agent_ids"])
-chosen = next(a for a in answers if a["agent"] == r["chosen"])
+    # the same object as an exported router (scripts/export_router.py) and the routing API
+    r = deploy(router, costs).route(question, context, qid)
+ids = list(bench.pool.agent_ids)
+expected_cost = [r["expected_costs"][a] for a in ids]
+chosen = next(a for a in answers if a["agent"] == r["agent"])
 main = answers[0]
-
 c1, c2, c3, c4 = st.columns(4)
-c1.metric("Routed to", r["chosen"], help=router_label(router_id))
+c1.metric("Routed to", r["agent"], help=router_label(router_id))
 c2.metric(
     "Router latency",
-    f"{r.get('router_latency_ms', r.get('latency_ms')):.1f} ms",
-    help="features + head for this query (the main agent's own time is in the table)",
+    f"{r['latency_ms']:.1f} ms",
+    help="what the router reads (the main agent's answer, or the query's embeddings) plus its decision",
 )
 c3.metric(
     "Paid on every query",
-    f"{overhead:.2f} GFLOPs",
+    f"{r['gflops']['router']:.2f} GFLOPs",
     help="the main agent (and helpers) for a cascade; the text encoder for a router that reads the query",
 )
-cascade = router_id in ("l2d-cascade", "l2d-posthoc")  # the main agent is paid already
-paid_again = chosen["gflops"] is not None and not (cascade and r["chosen_index"] == 0)
-extra = chosen["gflops"] if paid_again else 0.0
 c4.metric(
-    "GFLOPs of this query", f"{overhead + extra:.2f}", help="what is paid always, plus the expert if asked"
+    "GFLOPs of this query",
+    f"{r['gflops']['total']:.2f}",
+    help="what is paid always, plus the expert if asked",
 )
+cascade = router_id in ("l2d-cascade", "l2d-posthoc")
 if main.get("confidence") and cascade:
     conf = main["confidence"]
     shown = {
@@ -119,9 +116,9 @@ left, right = st.columns(2)
 fig = go.Figure(
     go.Bar(
         x=ids,
-        y=r["expected_cost"],
-        text=[f"{v:.3f}" for v in r["expected_cost"]],
-        marker_color=["#d62728" if a == r["chosen"] else "#9ecae1" for a in ids],
+        y=expected_cost,
+        text=[f"{v:.3f}" for v in expected_cost],
+        marker_color=["#d62728" if a == r["agent"] else "#9ecae1" for a in ids],
     )
 )
 fig.update_layout(
@@ -134,9 +131,9 @@ left.plotly_chart(fig, key="sq_cost_chart")
 p = pd.DataFrame(
     {
         "agent": ids,
-        "chance wrong (start)": p_err[0],
-        "chance wrong (end)": p_err[1],
-        "expected cost": r["expected_cost"],
+        "chance wrong (start)": [r["chance_wrong"][a]["start"] for a in ids],
+        "chance wrong (end)": [r["chance_wrong"][a]["end"] for a in ids],
+        "expected cost": expected_cost,
     }
 )
 right.dataframe(
@@ -147,14 +144,14 @@ right.dataframe(
 
 st.subheader("Answer")
 if chosen["answer"] is not None:
-    st.success(f"**{r['chosen']}**: {chosen['answer'] or '(no answer)'}")
+    st.success(f"**{r['agent']}**: {chosen['answer'] or '(no answer)'}")
 elif chosen["status"] == "cannot_answer":
     st.warning(
-        f"Would defer to **{r['chosen']}**, which {chosen['message']}. "
+        f"Would defer to **{r['agent']}**, which {chosen['message']}. "
         f"The main agent's answer: {main['answer'] if main['answer'] is not None else '(none)'}."
     )
 else:
-    st.warning(f"**{r['chosen']}** was chosen but {chosen['message']}.")
+    st.warning(f"**{r['agent']}** was chosen but {chosen['message']}.")
 if expected and main["expected_answer"] and not main["expected_answer"]["in_context"]:
     msg = main["expected_answer"]["message"]
     st.error(msg[:1].upper() + msg[1:] + ": EM/F1 are not computed against it.")

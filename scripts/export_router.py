@@ -23,7 +23,7 @@ import _bootstrap  # noqa: F401
 from l2d_core.agents import get_pool, list_pools
 from l2d_core.app_logic.cost_settings import add_cost_arguments, checked_budget, costs_from_arguments
 from l2d_core.app_logic.explorer import default_router
-from l2d_core.deploy import ArtifactError, deploy
+from l2d_core.deploy import ArtifactError, deploy, serve_commands
 from l2d_core.evaluation.benchmark import prepare
 from l2d_core.evaluation.registry import make_router, router_class, router_ids
 
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
             "note: this router reads agents known only by their prediction files: "
             "it routes the dataset's questions only"
         )
-    print(f"serve it: python scripts/serve.py --router {args.out}")
+    print("serve it and send it a query:\n" + serve_commands(args.out))
     return 0
 
 

@@ -8,7 +8,8 @@ import numpy as np
 
 from l2d_core.agents import PoolSpec, get_agent
 from l2d_core.agents.cache import AgentCache
-from l2d_core.app_logic.live import answer_with, live_pools, main_runs_live, route_cascade
+from l2d_core.app_logic.live import answer_with, live_pools, main_runs_live
+from l2d_core.deploy import deploy
 from l2d_core.evaluation.registry import make_router
 from l2d_core.method.costs import CostConfig
 
@@ -22,18 +23,22 @@ def test_the_live_pool_is_offered_for_new_text(live_bench):
 
 def test_own_text_is_answered_live_and_routed(live_bench):
     router = make_router("l2d-cascade").fit(live_bench)
-    r = route_cascade(live_bench, router, "Who wrote Moby-Dick?", CONTEXT, live_bench.costs(0.05))
-    assert r["main"]["status"] == "live" and r["main"]["answer"] in CONTEXT
-    conf = r["main"]["confidence"]
+
+    def route(costs):
+        return deploy(router, costs).route("Who wrote Moby-Dick?", CONTEXT)
+
+    r = route(live_bench.costs(0.05))
+    assert r["signals"]["main_answer"] in CONTEXT and r["signals"]["main_latency_ms"] > 0
+    conf = r["signals"]["main_confidence"]
     assert 0.0 <= conf["span_prob"] <= 1.0 and conf["windows"] == 1
-    assert r["p_err"].shape == (2, 2) and ((r["p_err"] >= 0) & (r["p_err"] <= 1)).all()
-    assert r["chosen"] in ("tiny-live", "bert-ens") and r["gflops"] > 0
+    p_err = [[w[k] for w in r["chance_wrong"].values()] for k in ("start", "end")]
+    assert np.shape(p_err) == (2, 2) and ((np.array(p_err) >= 0) & (np.array(p_err) <= 1)).all()
+    assert r["agent"] in ("tiny-live", "bert-ens") and r["gflops"]["router"] > 0
     # experts far too dear: the main agent keeps the query; free and reliable experts: it defers
-    dear = route_cascade(live_bench, router, "Who wrote Moby-Dick?", CONTEXT, CostConfig((1.0,), (5.0,)))
-    assert dear["chosen"] == "tiny-live"
-    free = route_cascade(live_bench, router, "Who wrote Moby-Dick?", CONTEXT, CostConfig((0.0,), (0.0,)))
-    assert free["chosen"] == "bert-ens"
-    np.testing.assert_allclose(free["p_err"], r["p_err"])  # costs move the choice, not the estimates
+    assert route(CostConfig((1.0,), (5.0,)))["agent"] == "tiny-live"
+    free = route(CostConfig((0.0,), (0.0,)))
+    assert free["agent"] == "bert-ens"
+    assert free["chance_wrong"] == r["chance_wrong"]  # costs move the choice, not the estimates
 
 
 def test_an_expert_that_cannot_run_is_named_never_faked(live_bench):

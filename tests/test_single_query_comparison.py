@@ -21,8 +21,9 @@ from streamlit.testing.v1 import AppTest
 from l2d_core.agents import AgentSpec, get_agent
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.runners import ExtractiveAgent
-from l2d_core.app_logic.live import answer_with, check_expected_answer, route_query, runnable_agent
+from l2d_core.app_logic.live import answer_with, check_expected_answer, runnable_agent
 from l2d_core.data import QARecord
+from l2d_core.deploy import deploy
 from l2d_core.evaluation import metrics as M
 from l2d_core.evaluation.benchmark import BETA_POINTS, PRICE_POINTS
 from l2d_core.evaluation.comparison import run_comparison
@@ -65,49 +66,53 @@ def p2_results(p2):
 # --- routing one query -----------------------------------------------------------------------
 
 
-def test_route_query_on_a_test_question_matches_the_batch_policies(p3):
+def p_err_of(r: dict) -> np.ndarray:
+    return np.array([[w[k] for w in r["chance_wrong"].values()] for k in ("start", "end")])
+
+
+def test_a_deployed_router_on_test_questions_matches_the_batch_policies(p3):
     costs = p3.costs(0.05)
     with one_thread():
-        plugin = make_router("l2d-plugin").fit(p3).estimator_
-        sdl = make_router("l2d-sdl").fit(p3).estimator(costs)
-    p_all = plugin.error_proba(p3.X_test)
+        plugin = make_router("l2d-plugin").fit(p3)
+        sdl = make_router("l2d-sdl").fit(p3)
+    p_all = plugin.estimator_.error_proba(p3.X_test)
+    s_all = sdl.estimator(costs).scores(p3.X_test)
+    routed, scored = deploy(plugin, costs), deploy(sdl, costs)
     for i in (0, 17, 1234):
         rec = p3.test_records[i]
-        r = route_query(p3, rec.question, rec.context, costs, plugin, sdl)
-        assert r["agent_ids"] == ("match-lstm", "rnet-plus", "bert-ens")
-        assert r["p_err"].shape == (2, 3)
-        np.testing.assert_allclose(r["p_err"], p_all[i], rtol=1e-4)  # same features as the batch
-        np.testing.assert_allclose(r["expected_cost"], expected_costs(p_all[i : i + 1], costs)[0], rtol=1e-4)
-        assert r["chosen_index"] == plugin_policy(p_all[i : i + 1], costs)[0]
-        assert r["chosen"] == r["agent_ids"][r["chosen_index"]]
-        np.testing.assert_allclose(r["sdl_scores"], sdl.scores(p3.X_test[i : i + 1])[0], rtol=1e-4, atol=1e-6)
-        assert r["sdl_chosen_index"] == int(sdl.predict(p3.X_test[i : i + 1])[0])
-        assert r["embeddings_cached"] is True
-        assert r["latency_ms"] > 0 and r["rejector_gflops"] == p3.rejector_gflops > 1.0
+        r = routed.route(rec.question, rec.context, rec.qid)  # a dataset question: cached embeddings
+        assert list(r["chance_wrong"]) == ["match-lstm", "rnet-plus", "bert-ens"]
+        np.testing.assert_allclose(p_err_of(r), p_all[i], rtol=1e-4)  # the benchmark's own features
+        ec = expected_costs(p_all[i : i + 1], costs)[0]
+        np.testing.assert_allclose(list(r["expected_costs"].values()), ec, rtol=1e-4, atol=1e-6)
+        assert r["agent_index"] == plugin_policy(p_all[i : i + 1], costs)[0]
+        assert r["gflops"]["router"] == p3.rejector_gflops > 1.0 and r["latency_ms"] > 0
+        s = scored.route(rec.question, rec.context, rec.qid)
+        assert s["agent_index"] == int(s_all[i].sum(axis=0).argmax()) and s["chance_wrong"] is None
 
 
-def test_route_query_on_new_text_and_costs_move_the_choice(p3):
+def test_a_deployed_router_on_new_text_and_costs_move_the_choice(p3):
     context = f"{CONTEXT} (note {uuid.uuid4().hex})"  # never embedded before
     q = "Who wrote Moby-Dick?"
-    r = route_query(p3, q, context, p3.costs(0.0))
-    assert r["embeddings_cached"] is False
-    assert ((r["p_err"] >= 0) & (r["p_err"] <= 1)).all() and np.isfinite(r["expected_cost"]).all()
-    again = route_query(p3, q, context, p3.costs(0.0))
-    assert again["embeddings_cached"] is True  # written to the embedding cache the first time
-    np.testing.assert_allclose(again["p_err"], r["p_err"], rtol=1e-4)
-    assert r["sdl_scores"] is None and r["sdl_chosen"] is None
+    plugin = make_router("l2d-plugin").fit(p3)
+    r = deploy(plugin, p3.costs(0.0)).route(q, context)
+    p = p_err_of(r)
+    assert ((p >= 0) & (p <= 1)).all() and np.isfinite(list(r["expected_costs"].values())).all()
+    again = deploy(plugin, p3.costs(0.0)).route(q, context)
+    np.testing.assert_allclose(p_err_of(again), p, rtol=1e-5)
     # prohibitive expert costs: the main agent is the only sensible choice
-    assert route_query(p3, q, context, CostConfig((1.0, 1.0), (5.0, 5.0)))["chosen"] == "match-lstm"
+    assert deploy(plugin, CostConfig((1.0, 1.0), (5.0, 5.0))).route(q, context)["agent"] == "match-lstm"
 
 
 def test_empty_or_malformed_input_is_refused(p3):
-    costs = p3.costs(0.05)
-    with pytest.raises(ValueError, match="question is empty"):
-        route_query(p3, "   ", CONTEXT, costs)
-    with pytest.raises(ValueError, match="context is empty"):
-        route_query(p3, "Who?", "", costs)
+    plugin = make_router("l2d-plugin").fit(p3)
+    routed = deploy(plugin, p3.costs(0.05))
+    with pytest.raises(ValueError, match="question must be non-empty"):
+        routed.route("   ", CONTEXT)
+    with pytest.raises(ValueError, match="context must be non-empty"):
+        routed.route("Who?", "")
     with pytest.raises(ValueError, match="experts"):
-        route_query(p3, "Who?", CONTEXT, CostConfig((1.0,), (0.1,)))
+        deploy(plugin, CostConfig((1.0,), (0.1,)))
     with pytest.raises(ValueError, match="question is empty"):
         answer_with(get_agent("bert-ens"), "", CONTEXT)
     with pytest.raises(ValueError, match="context is empty"):

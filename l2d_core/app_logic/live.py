@@ -1,9 +1,6 @@
-"""One query at a time, possibly new text: route it with the rejector, and ask an agent.
+"""One query at a time, possibly new text: ask an agent (routing one query is the deployed
+router's, :mod:`l2d_core.deploy`).
 
-- :func:`route_query` featurizes ``(question, context)`` with the benchmark's encoder and
-  feature kind (embeddings go through the on-disk cache), and returns the plug-in error
-  probabilities p̂, the expected cost of every agent at the given costs, the chosen agent,
-  optional SDL scores, and the rejector's measured latency and GFLOPs.
 - :func:`answer_with` returns an agent's answer: the cached, scored answer for a dataset
   question; for new text only *runnable* agents answer (kinds ``extractive`` and
   ``generative``, run by :mod:`l2d_core.agents.runners`: sliding windows over long contexts,
@@ -14,24 +11,16 @@
 from __future__ import annotations
 
 import json
-import time
 from functools import lru_cache
 
 from ..agents import AgentSpec, PoolSpec, get_agent, list_pools
 from ..agents.cache import AgentCache
 from ..data.records import QARecord
-from ..evaluation.benchmark import encoder_for
-from ..evaluation.registry import make_router
-from ..method.costs import CostConfig
-from ..method.policies import expected_costs, learned_policy
 from ..qa.positions import ContextIndex, locate
 from ..qa.squad_eval import exact_match, f1
-from ..routers.features import featurize
 
 __all__ = [
     "RUNNABLE_KINDS",
-    "route_query",
-    "route_cascade",
     "main_runs_live",
     "live_pools",
     "answer_with",
@@ -49,125 +38,6 @@ def _require_text(question: str, context: str) -> tuple[str, str]:
     if not isinstance(context, str) or not context.strip():
         raise ValueError("the context is empty: paste the passage the answer should come from")
     return question, context  # as given: the embedding cache is keyed by the exact text
-
-
-# --- routing ---------------------------------------------------------------------------------
-
-
-def route_query(
-    bench, question: str, context: str, costs: CostConfig, p_err_estimator=None, sdl_estimator=None
-) -> dict:
-    """Route one query ``(question, context)`` of the benchmark's pool at ``costs``.
-
-    ``p_err_estimator`` is a fitted :class:`~l2d_core.routers.rejector.PluginRejector` (default: the
-    ``l2d-plugin`` router's, fitted or loaded from disk); ``sdl_estimator`` an optional fitted
-    :class:`~l2d_core.routers.rejector.SDLRejector`. Returns plain data:
-
-    - ``agent_ids``; ``p_err`` (2, A) p̂ per endpoint (start, end) and agent;
-      ``expected_cost`` (A,) Σ_i ĉ_j^i; ``chosen`` / ``chosen_index`` (plug-in policy);
-    - ``sdl_scores`` (2, A), ``sdl_chosen`` when an SDL estimator is given (else ``None``);
-    - ``latency_ms``: featurize + heads, measured with ``time.perf_counter``;
-      ``embeddings_cached``: whether the embeddings came from the cache (then the latency
-      is a cache read, not an encoder forward); ``rejector_gflops``: measured GFLOPs of one
-      rejector forward at 384 tokens (``bench.rejector_gflops``).
-    """
-    question, context = _require_text(question, context)
-    n_agents = len(bench.pool.agent_ids)
-    if costs.n_experts != n_agents - 1:
-        raise ValueError(f"costs have {costs.n_experts} experts, pool {bench.pool.name} has {n_agents - 1}")
-    if p_err_estimator is None:
-        p_err_estimator = make_router("l2d-plugin").fit(bench).estimator_
-    encoder = encoder_for(bench.encoder_name)
-    rec = QARecord(qid="live", title="", context=context, question=question, answers=())
-    texts = (
-        [question, context]
-        if bench.features == "separate"
-        else [f"{question}{encoder.tokenizer.sep_token}{context}"]
-    )
-    cached = encoder.is_cached(texts)
-
-    t0 = time.perf_counter()
-    x = featurize(encoder, [rec], bench.features)  # (1, d)
-    p_err = p_err_estimator.error_proba(x)  # (1, 2, A)
-    sdl_scores = sdl_estimator.scores(x) if sdl_estimator is not None else None  # (1, 2, A)
-    latency_ms = 1000.0 * (time.perf_counter() - t0)
-
-    expected = expected_costs(p_err, costs)[0]  # (A,)
-    j = int(expected.argmin())
-    ids = tuple(bench.pool.agent_ids)
-    out = {
-        "question": question,
-        "context": context,
-        "agent_ids": ids,
-        "costs": {"alpha": list(costs.alpha), "beta": list(costs.beta)},
-        "p_err": p_err[0],
-        "expected_cost": expected,
-        "chosen_index": j,
-        "chosen": ids[j],
-        "sdl_scores": None,
-        "sdl_chosen_index": None,
-        "sdl_chosen": None,
-        "latency_ms": latency_ms,
-        "embeddings_cached": cached,
-        "rejector_gflops": float(bench.rejector_gflops),
-    }
-    if sdl_scores is not None:
-        k = int(learned_policy(sdl_scores)[0])
-        out.update(sdl_scores=sdl_scores[0], sdl_chosen_index=k, sdl_chosen=ids[k])
-    return out
-
-
-def route_cascade(
-    bench,
-    router,
-    question: str,
-    context: str,
-    costs: CostConfig,
-    dataset_qid: str | None = None,
-    cache: AgentCache | None = None,
-) -> dict:
-    """Route one query with a fitted post-hoc / cascade router: the main agent answers first
-    (cached for a dataset question, live for new text when it can run), the router reads that
-    answer and its confidence, and picks the agent of least expected cost at ``costs``.
-
-    Returns ``agent_ids``, ``main`` (the main agent's answer, as :func:`answer_with` gives it,
-    with its ``confidence``), ``p_err`` (2, A), ``expected_cost`` (A,), ``chosen`` /
-    ``chosen_index``, ``router_latency_ms`` (features + head) and ``gflops`` (the main agent
-    and helpers, paid on every query). Raises ValueError when the main agent (or a helper)
-    cannot answer this text.
-    """
-    question, context = _require_text(question, context)
-    ids = tuple(bench.pool.agent_ids)
-    if costs.n_experts != len(ids) - 1:
-        raise ValueError(f"costs have {costs.n_experts} experts, pool {bench.pool.name} has {len(ids) - 1}")
-    answers = [
-        answer_with(get_agent(a), question, context, dataset_qid, cache) for a in (ids[0], *router.helpers_)
-    ]
-    for a in answers:
-        if a["answer"] is None:
-            raise ValueError(
-                f"{a['agent']} must answer first but {a['message']}: pick a pool whose main agent runs "
-                "(the live pools, after `python scripts/train_agent.py`) or a dataset question"
-            )
-    rec = QARecord(qid=dataset_qid or "live", title="", context=context, question=question, answers=())
-    t0 = time.perf_counter()
-    p_err = router.route_one(
-        rec, answers[0]["answer"], answers[0]["confidence"], [a["answer"] for a in answers[1:]]
-    )
-    latency_ms = 1000.0 * (time.perf_counter() - t0)
-    expected = expected_costs(p_err[None], costs)[0]
-    j = int(expected.argmin())
-    return {
-        "agent_ids": ids,
-        "main": answers[0],
-        "helpers": answers[1:],
-        "p_err": p_err,
-        "expected_cost": expected,
-        "chosen_index": j,
-        "chosen": ids[j],
-        "router_latency_ms": latency_ms,
-        "gflops": float(sum(a["gflops"] or 0.0 for a in answers)),
-    }
 
 
 # --- answering -------------------------------------------------------------------------------

@@ -8,7 +8,7 @@
 
 from .artifact import ARTIFACT_FORMAT, ArtifactError
 from .deployed import EXPORTABLE, DeployedRouter, deploy, export_problem, load_router
-from .export import export_router
+from .export import export_folder, export_router, serve_commands, zip_folder
 from .signals import QueryError
 
 __all__ = [
@@ -19,6 +19,9 @@ __all__ = [
     "QueryError",
     "deploy",
     "export_problem",
+    "export_folder",
     "export_router",
+    "serve_commands",
+    "zip_folder",
     "load_router",
 ]

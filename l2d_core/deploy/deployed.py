@@ -200,7 +200,8 @@ class DeployedRouter:
 
     def route(self, question: str, context: str, qid: str | None = None) -> dict:
         """The decision for one query (``qid``: a question of the router's dataset, whose cached
-        answers a cascade may read instead of running its main agent)."""
+        answers a cascade reads instead of running its main agent, and whose cached embeddings an
+        ex-ante router reads — the benchmark's own inputs)."""
         return self.route_batch([(question, context)], [qid] if qid is not None else None)[0]
 
     def route_batch(self, queries, qids=None) -> list[dict]:
@@ -213,10 +214,10 @@ class DeployedRouter:
         if self.kind == "fixed":
             choice = np.full(len(records), int(self.manifest["fixed_agent"]))
         elif self.kind == "sdl":
-            scores = self.estimator.scores(query_features(self.inputs, records))
+            scores = self.estimator.scores(query_features(self.inputs, records, cached=qids is not None))
             choice, expected = learned_policy(scores), -scores.sum(axis=1)
         else:
-            F = query_features(self.inputs, records, main)
+            F = query_features(self.inputs, records, main, cached=qids is not None)
             p_err = self.estimator.error_proba(F)
             expected = expected_costs(p_err, self.costs)
             if self.threshold is None:

@@ -3,14 +3,20 @@ fit the router on the training articles (stored heads are reused), freeze it, sa
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
+import re
+import zipfile
 from pathlib import Path
 
 from ..evaluation.benchmark import prepare
 from ..evaluation.registry import make_router, router_class
 from ..method.costs import CostConfig
+from ..paths import cache_dir
 from .deployed import DeployedRouter, deploy
 
-__all__ = ["export_router"]
+__all__ = ["export_router", "export_folder", "zip_folder", "serve_commands"]
 
 
 def export_router(
@@ -40,3 +46,34 @@ def export_router(
     deployed = deploy(router, costs, budget)
     deployed.save(out)
     return deployed
+
+
+def export_folder(pool: str, router_id: str, costs: CostConfig, budget=None) -> Path:
+    """Where a router of ``pool`` at ``costs`` (and ``budget``) is saved by the dashboard:
+    ``<cache>/exports/<pool>-<router>-<hash of the setting>``."""
+    key = json.dumps([pool, router_id, list(costs.alpha), list(costs.beta), budget])
+    safe = re.sub(r"[^A-Za-z0-9._+-]", "_", f"{pool}-{router_id}")
+    return cache_dir() / "exports" / f"{safe}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+
+def zip_folder(folder: str | Path) -> bytes:
+    """An artifact folder as zip bytes (for a download button), paths relative to its parent."""
+    folder = Path(folder)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for f in sorted(folder.rglob("*")):
+            if f.is_file() and not f.name.startswith("."):
+                z.write(f, f.relative_to(folder.parent))
+    return buf.getvalue()
+
+
+CURL_EXAMPLE = {"question": "Who wrote Moby-Dick?", "context": "Moby-Dick is a novel by Herman Melville."}
+
+
+def serve_commands(folder: str | Path, port: int = 8000) -> str:
+    """The shell lines that serve an artifact folder and send it one query."""
+    return (
+        f"python scripts/serve.py --router {folder} --port {port}\n"
+        f"curl -s localhost:{port}/v1/route -H 'content-type: application/json' \\\n"
+        f"  -d '{json.dumps(CURL_EXAMPLE)}'"
+    )

@@ -131,15 +131,16 @@ def main_answers(inputs: RouteInputs, records: list[QARecord], qids=None) -> lis
 
 
 def query_features(
-    inputs: RouteInputs, records: list[QARecord], main: list[dict] | None = None
+    inputs: RouteInputs, records: list[QARecord], main: list[dict] | None = None, cached: bool = False
 ) -> np.ndarray:
-    """The estimator's input for these records (embeddings computed now, or answer features)."""
+    """The estimator's input for these records: answer features, or embeddings — computed now, or
+    read from the embedding cache when ``cached`` (the dataset's questions, as in the benchmark)."""
     if inputs.kind == "posthoc":
         f = inputs.features
         conf = [m["confidence"] for m in main] if f["confidence"] else None
         helpers = [[m["helpers"][h] for h in inputs.helpers] for m in main]
         return posthoc_matrix([m["answer"] for m in main], helpers, records, f["set"], conf)
-    return featurize(inputs._encoder, records, inputs.features["kind"], cached=False)
+    return featurize(inputs._encoder, records, inputs.features["kind"], cached=cached)
 
 
 def answer_chosen(inputs: RouteInputs, routed: dict, question: str, context: str) -> dict:
