@@ -88,6 +88,18 @@ def test_cost_explorer_defaults(explorer):
     }
 
 
+def test_cost_explorer_saves_the_router_for_the_api(explorer):
+    from l2d_core.deploy import load_router
+
+    at = explorer
+    assert at.selectbox(key="deploy_router").value == at.multiselect(key="routers").value[0]
+    ran(at.button(key="deploy_save").click())
+    saved = load_router(next(c.value for c in at.code if "serve.py --router" in c.value).split()[3])
+    assert saved.router_id == at.selectbox(key="deploy_router").value
+    assert saved.costs == at.session_state["costs"]
+    assert "Router folder (zip)" in {b.label for b in at.get("download_button")}
+
+
 @slow
 def test_price_up_lowers_expert_share_and_gflops(real_data):
     at = ran(page("dashboard/cost_explorer.py"))

@@ -176,4 +176,7 @@ def app_from_env() -> FastAPI:
         import torch
 
         torch.set_num_threads(int(os.environ[THREADS_ENV]))
-    return create_app(load_router(path))
+    router = load_router(path)
+    if router.inputs.routes_new_text():
+        router.warm_up()  # models loaded before the first request, not during it
+    return create_app(router)

@@ -164,6 +164,11 @@ class DeployedRouter:
         _write(folder, self.manifest)
         return folder
 
+    def warm_up(self) -> DeployedRouter:
+        """Load what the first query would load (the encoder, the main agent) by routing one."""
+        self.route_batch([("Who wrote it?", "It was written by the router's warm-up.")])
+        return self
+
     def describe(self) -> dict:
         """What this router is, for people and for ``GET /v1/agents``."""
         m = self.manifest
