@@ -54,8 +54,8 @@ def artifact_for(args) -> Path:
                 args.budget_gflops])  # fmt: skip
     out = cache_dir() / "exports" / f"{args.pool}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
     if not (out / "router.json").is_file():
-        ns = argparse.Namespace(**vars(args), router=args.router_id, out=out, seed=0, quiet=False)
-        export_router.export(ns)
+        flags = {**vars(args), "router": args.router_id, "out": out, "seed": 0, "quiet": True}
+        export_router.export(argparse.Namespace(**flags))
     return out
 
 

@@ -33,6 +33,8 @@ __all__ = [
     "model_fingerprint",
     "write_manifest",
     "read_manifest",
+    "check_versions",
+    "now_iso",
 ]
 
 ARTIFACT_FORMAT = 1  # bump when router.json or the estimator folder changes meaning

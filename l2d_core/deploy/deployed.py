@@ -28,9 +28,16 @@ from ..method.costs import CostConfig
 from ..method.policies import expected_costs, learned_policy, plugin_policy
 from ..routers.posthoc import PosthocRejector
 from ..routers.rejector import PluginRejector, SDLRejector
-from .artifact import ESTIMATOR_DIR, ArtifactError, model_fingerprint, now_iso, read_manifest, versions
-from .artifact import write_manifest as _write
-from .signals import QueryError, RouteInputs, answer_chosen, check_query, main_answers, query_features
+from .artifact import (
+    ESTIMATOR_DIR,
+    ArtifactError,
+    model_fingerprint,
+    now_iso,
+    read_manifest,
+    versions,
+    write_manifest,
+)
+from .signals import RouteInputs, answer_chosen, check_query, main_answers, query_features
 
 __all__ = ["EXPORTABLE", "DeployedRouter", "deploy", "load_router", "export_problem"]
 
@@ -161,7 +168,7 @@ class DeployedRouter:
         folder = Path(folder).expanduser()
         if self.estimator is not None:
             self.estimator.save(folder / ESTIMATOR_DIR)
-        _write(folder, self.manifest)
+        write_manifest(folder, self.manifest)
         return folder
 
     def warm_up(self) -> DeployedRouter:
@@ -275,6 +282,3 @@ class DeployedRouter:
         for r in routed:
             r["latency_ms"] = ms / len(routed)
         return routed
-
-
-__all__ += ["QueryError"]
