@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import tempfile
+import tomllib
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -54,6 +55,15 @@ def _package_version(name: str) -> str | None:
         return None
 
 
+def project_version() -> str | None:
+    """This project's version: installed metadata, else the checkout's ``pyproject.toml``."""
+    found = _package_version("l2d-qa-routing")
+    toml = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    if found is None and toml.is_file():
+        found = tomllib.loads(toml.read_text(encoding="utf-8")).get("project", {}).get("version")
+    return found
+
+
 def versions() -> dict:
     """The versions an artifact records: the ones routing depends on (``format``,
     ``features``, ``scoring``) are checked on load; the libraries are informative."""
@@ -61,7 +71,7 @@ def versions() -> dict:
         "format": ARTIFACT_FORMAT,
         "features": FEATURE_FORMAT,
         "scoring": SCORING_VERSION,
-        "l2d_core": _package_version("l2d-qa-routing"),
+        "l2d_core": project_version(),
         "torch": _package_version("torch"),
         "transformers": _package_version("transformers"),
     }
