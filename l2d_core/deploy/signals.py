@@ -102,11 +102,12 @@ def main_answers(inputs: RouteInputs, records: list[QARecord], qids=None) -> lis
     """The main agent's and the helpers' answers to each record: cached answers for dataset
     question ids ``qids``, else run now as one batch (an agent that cannot run raises)."""
     agents = [inputs.pool.main, *inputs.helpers]
+    cache = AgentCache() if qids is not None else None  # one handle for every cached answer
     table = {}
     for a in agents:
         spec = inputs.specs[a]
         if qids is not None:
-            got = [answer_with(spec, r.question, r.context, q, AgentCache()) for r, q in zip(records, qids)]
+            got = [answer_with(spec, r.question, r.context, q, cache) for r, q in zip(records, qids)]
             table[a] = [(g["answer"], g["confidence"], g["latency_ms"], g["message"]) for g in got]
         elif inputs.runs(a):
             preds = runnable_agent(spec).predict(records)
