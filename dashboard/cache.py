@@ -20,11 +20,13 @@ from l2d_core.evaluation.benchmark import Benchmark, embeddings_on_disk, prepare
 from l2d_core.evaluation.registry import make_router, router_class
 from l2d_core.evaluation.results import load_results
 from l2d_core.evaluation.router import Router
+from l2d_core.evaluation.validation import waiting
 
 __all__ = [
     "benchmark",
     "fitted_router",
     "default_router",
+    "routers_waiting",
     "embeddings_ready",
     "agent_cache",
     "agent_summary",
@@ -55,10 +57,21 @@ def fitted_router(dataset: str, pool: str, router_id: str) -> Router:
 
 
 @st.cache_data(show_spinner="Comparing the routers on validation articles (once per pool)…")
-def default_router(dataset: str, pool: str) -> tuple[str, list[tuple[str, float]]]:
-    """The best router by validation AIQ (ranked with the embedding readers only when their
-    embeddings are on disk already, so that the first view never waits for the encoder)."""
-    return pick_default(benchmark(dataset, pool, embeddings_ready(dataset)))
+def default_router(
+    dataset: str, pool: str, waiting: tuple[str, ...] = ()
+) -> tuple[str, list[tuple[str, float]]]:
+    """The best router by validation AIQ among those ready now: the embedding readers only when
+    their embeddings are on disk already, the others once every agent they read is read in, so
+    that the first view never waits for the encoder or for helper agents (``waiting``: the
+    routers still waiting, part of the key)."""
+    return pick_default(benchmark(dataset, pool, embeddings_ready(dataset)), ready_only=True)
+
+
+@st.cache_data(show_spinner=False)
+def routers_waiting(dataset: str, pool: str) -> dict[str, tuple[str, ...]]:
+    """Routers of the ranking that wait for agents' answers to be read in: id → agents
+    (cleared once they are: ``routers_waiting.clear()``)."""
+    return waiting(benchmark(dataset, pool))
 
 
 @st.cache_resource

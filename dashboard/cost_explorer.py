@@ -4,10 +4,12 @@ their metrics and the cost–EM plane."""
 import pandas as pd
 import streamlit as st
 
-from dashboard.cache import benchmark, default_router, fitted_router, sweep, sweep_figures
+from dashboard.cache import benchmark, fitted_router, sweep, sweep_figures
 from dashboard.widgets import (
+    default_choice,
     metric_row,
     previous_metrics,
+    read_in_waiting,
     remember_metrics,
     select_pool,
     select_routers,
@@ -38,9 +40,10 @@ st.caption(
     "mean compute per question."
 )
 dataset, pool = select_pool()
+preparing = st.empty()  # filled at the end of the page when routers wait for agents' answers
 with shown_errors():
     bench = benchmark(dataset, pool)
-    best, ranking = default_router(dataset, pool)
+    best, ranking, pending = default_choice(dataset, pool)
 experts, gflops = bench.pool.experts, bench.expert_gflops
 main_gflops = float(bench.train.agent_gflops[0])
 beta_max = beta_limits(gflops)
@@ -80,7 +83,8 @@ for j, b in enumerate(bench.costs(0.05).beta, start=1):
 
 side = st.sidebar
 chosen = select_routers("routers", default=best)
-side.caption(f"Default: {router_label(best)}, the best on validation articles.")
+ready = f" of those ready now ({', '.join(map(router_label, pending))}: being prepared)" if pending else ""
+side.caption(f"Default: {router_label(best)}, the best on validation articles{ready}.")
 decide_by = side.radio(
     "Decide by", list(DECIDE_BY), key="decide_by", format_func=DECIDE_BY.get, persist_state="session"
 )
@@ -298,3 +302,4 @@ with st.expander("How the routers rank on validation articles"):
         "Area under each router's cost–EM curve on the training articles, each scored by a head that "
         "never saw it; the best one is the default above."
     )
+read_in_waiting(dataset, pool, pending, preparing)

@@ -4,8 +4,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard.cache import benchmark, default_router, fitted_router, pool_answers
-from dashboard.widgets import cost_from_state, select_pool, select_routers, shown_errors
+from dashboard.cache import benchmark, fitted_router, pool_answers
+from dashboard.widgets import cost_from_state, default_choice, select_pool, select_routers, shown_errors
 from l2d_core.app_logic.live import live_pools, main_runs_live
 from l2d_core.deploy import deploy
 from l2d_core.evaluation.registry import router_label
@@ -29,7 +29,7 @@ st.caption(
 dataset, pool = select_pool()
 with shown_errors():
     bench = benchmark(dataset, pool)
-    best, _ = default_router(dataset, pool)
+    best, _, _ = default_choice(dataset, pool)
 costs = cost_from_state(bench.price_costs(0.1))
 st.sidebar.caption(
     "Costs (from the cost explorer): "

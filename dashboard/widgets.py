@@ -3,12 +3,15 @@ error messages instead of tracebacks, metric tiles, and the previous setting's m
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 
 import streamlit as st
 
+from dashboard.cache import benchmark, default_router, routers_waiting
 from l2d_core.agents import get_pool, list_pools
 from l2d_core.data import DATASETS, DataFormatError
+from l2d_core.evaluation.posthoc_inputs import import_helpers
 from l2d_core.evaluation.registry import router_ids, router_label
 from l2d_core.method.costs import CostConfig, InvalidCostError
 
@@ -17,6 +20,8 @@ __all__ = [
     "shown_errors",
     "select_pool",
     "select_routers",
+    "default_choice",
+    "read_in_waiting",
     "cost_from_state",
     "previous_metrics",
     "remember_metrics",
@@ -67,10 +72,48 @@ def select_pool(sidebar: bool = True) -> tuple[str, str]:
     return dataset, pool
 
 
+def default_choice(dataset: str, pool: str) -> tuple[str, list[tuple[str, float]], dict]:
+    """The default router (best on validation articles among those ready now), the ranking,
+    and the routers still waiting for agents' answers (id → agents; see :func:`read_in_waiting`)."""
+    pending = routers_waiting(dataset, pool)
+    best, ranking = default_router(dataset, pool, tuple(sorted(pending)))
+    return best, ranking, pending
+
+
+def read_in_waiting(dataset: str, pool: str, pending: dict, where) -> None:
+    """Read in the answers the waiting routers need, with a progress bar (agents done, time
+    left), then rerun the page so that the ranking includes them. Runs after the page is drawn:
+    its first view never waits for this. Each agent is one transaction, so a page left midway
+    keeps what is done."""
+    if not pending:
+        return
+    agents = sorted({a for todo in pending.values() for a in todo})
+    names = " and ".join(router_label(r) for r in pending)
+    bar = where.progress(0.0, text=f"Preparing {names}: reading the answers of {len(agents)} more agents…")
+    start = time.perf_counter()
+
+    def step(k: int, n: int, agent: str) -> None:
+        left = "" if k == 0 else f"; about {(time.perf_counter() - start) / k * (n - k):.0f} s left"
+        bar.progress(k / n, text=f"Preparing {names}: reading the answers of {agent} ({k + 1}/{n}){left}")
+
+    with shown_errors():
+        import_helpers(benchmark(dataset, pool), agents, step)
+    bar.empty()
+    routers_waiting.clear()
+    st.rerun()
+
+
 def select_routers(key: str, default: str, multiple: bool = True, where=None, ids=None):
-    """The router menu: every router of the registry (or ``ids``), by its human name."""
+    """The router menu: every router of the registry (or ``ids``), by its human name. When the
+    default changes (a better router became ready) and the menu still shows the previous
+    default, it moves to the new one; a choice of the user's own is kept."""
     where = where or st.sidebar
     ids = router_ids() if ids is None else list(ids)
+    auto, shown = f"_{key}_default", st.session_state.get(key)
+    before = st.session_state.get(auto)
+    if before is not None and before != default and shown in ([before], before):
+        st.session_state[key] = [default] if multiple else default
+    st.session_state[auto] = default
     kw = dict(key=key, format_func=router_label, persist_state="session")
     if multiple:
         return where.multiselect("Routers", ids, default=[default], **kw)

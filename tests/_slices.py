@@ -45,5 +45,5 @@ def slice_bench(pool_name: str, n_train: int = 3, n_test: int = 1) -> Benchmark:
         test_records=te,
         encoder_name="bow",
         features="bow",
-        rejector_gflops=0.15,
+        rejector_gflops_known=0.15,
     )

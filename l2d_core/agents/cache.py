@@ -46,6 +46,15 @@ def _check_name(kind: str, name: str) -> str:
     return name
 
 
+def _packed(generation: int, qids: list[str], rows: list[dict]) -> dict:
+    """The packed table of one agent: its question ids and one list per record field."""
+    return {
+        "generation": generation,
+        "qids": qids,
+        "columns": {f: [r.get(f) for r in rows] for f in RECORD_FIELDS},
+    }
+
+
 class AgentCache:
     """Per dataset × agent × question records. Safe to share across processes and sessions."""
 
@@ -80,14 +89,21 @@ class AgentCache:
     def put_many(
         self, dataset: str, agent: str, records: Mapping[str, dict], meta: dict | None = None
     ) -> int:
-        """Write ``{qid: record}`` (and optional agent metadata) in one transaction."""
+        """Write ``{qid: record}`` (and optional agent metadata) in one transaction. The first
+        write of an empty store (an import) also packs its table (see :meth:`table`), so the
+        first read costs one read instead of one per question."""
         c = self._cache(dataset, agent)
         with c.transact():
-            for qid, rec in records.items():
-                c.set(qid, {k: rec.get(k) for k in RECORD_FIELDS})
+            gen = int(c.get(_GEN, default=0))
+            rows = {qid: {k: rec.get(k) for k in RECORD_FIELDS} for qid, rec in records.items()}
+            for qid, row in rows.items():
+                c.set(qid, row)
             if meta is not None:
                 c.set(_META, {**(c.get(_META) or {}), **meta})
-            c.set(_GEN, int(c.get(_GEN, default=0)) + 1)  # JSONDisk: incr() cannot add to JSON
+            c.set(_GEN, gen + 1)  # JSONDisk: incr() cannot add to JSON
+            if gen == 0:  # nothing was written before: the records are the whole table
+                qids = sorted(rows)
+                c.set(_TABLE, _packed(gen + 1, qids, [rows[q] for q in qids]))
         return len(records)
 
     def set_meta(self, dataset: str, agent: str, **meta) -> None:
@@ -145,12 +161,7 @@ class AgentCache:
         packed = c.get(_TABLE)
         if packed is None or packed.get("generation") != gen:
             qids = sorted(self.done_ids(dataset, agent))
-            rows = [c.get(q) for q in qids]
-            packed = {
-                "generation": gen,
-                "qids": qids,
-                "columns": {f: [r.get(f) for r in rows] for f in RECORD_FIELDS},
-            }
+            packed = _packed(gen, qids, [c.get(q) for q in qids])
             c.set(_TABLE, packed)
         df = pd.DataFrame(packed["columns"], index=pd.Index(packed["qids"], name="qid"))
         return df

@@ -17,7 +17,7 @@ from .cache import AgentCache
 from .prediction_file import import_predictions
 from .registry import AgentSpec, PoolSpec, get_agent
 
-__all__ = ["RoutingData", "ensure_cached", "load_routing_data", "AgentNotCachedError"]
+__all__ = ["RoutingData", "needs_import", "ensure_cached", "load_routing_data", "AgentNotCachedError"]
 
 
 class AgentNotCachedError(LookupError):
@@ -87,14 +87,21 @@ class RoutingData:
         return replace(self, gflops=g)
 
 
+def needs_import(dataset: QADataset, spec: AgentSpec, cache: AgentCache) -> bool:
+    """Whether a prediction-file agent's answers must be (re-)imported before use: some are
+    missing, or they were scored by another scoring version."""
+    if spec.kind != "prediction_file":
+        return False
+    missing = set(dataset.qids) - cache.done_ids(dataset.name, spec.id)
+    return bool(missing) or cache.meta(dataset.name, spec.id).get("scoring_version") != SCORING_VERSION
+
+
 def ensure_cached(dataset: QADataset, agents: list[AgentSpec], cache: AgentCache) -> None:
     """Import prediction-file agents that are not cached yet; fail clearly for model agents whose
     answers are missing or were recorded without their confidence (scoring version < 3)."""
     for spec in agents:
         if spec.kind == "prediction_file":
-            missing = set(dataset.qids) - cache.done_ids(dataset.name, spec.id)
-            stale = cache.meta(dataset.name, spec.id).get("scoring_version") != SCORING_VERSION
-            if missing or stale:  # (re-)score the file: cheap, and always current
+            if needs_import(dataset, spec, cache):  # (re-)score the file: cheap, and always current
                 import_predictions(spec, dataset, cache)
             continue
         missing = set(dataset.qids) - cache.ids_with(dataset.name, spec.id, "confidence")

@@ -249,10 +249,12 @@ def untrained_settings(bench: Benchmark, router: Router, rule: str = "gflops", a
     return [b for b in SWEEPS[rule][1] if router.needs_training(bench.rule_costs(rule, b, alpha))]
 
 
-def default_router(bench: Benchmark) -> tuple[str, list[tuple[str, float]]]:
+def default_router(bench: Benchmark, ready_only: bool = False) -> tuple[str, list[tuple[str, float]]]:
     """The router users get by default: the best plug-in router of the registry by validation
-    AIQ (training articles, out of fold), and the whole ranking."""
-    ranking = rank_by_validation(bench)
+    AIQ (training articles, out of fold), and the whole ranking; ``ready_only``: among the
+    routers whose inputs are read in already (a first view need not wait for every helper
+    agent: :func:`~l2d_core.evaluation.validation.waiting` names the others)."""
+    ranking = rank_by_validation(bench, ready_only=ready_only)
     if not ranking:
         raise ValueError(f"no router of the registry can run on pool {bench.pool.name}")
     return ranking[0][0], ranking

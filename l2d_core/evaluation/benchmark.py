@@ -30,7 +30,7 @@ __all__ = [
     "prepare",
     "embeddings_on_disk",
     "encoder_for",
-    "rejector_gflops",
+    "measure_rejector_gflops",
 ]
 
 # BENCHMARK.md sweep points for β₁ (β_j from the GFLOPs rule, α_j = 1) and for the per-TFLOP
@@ -54,9 +54,17 @@ class Benchmark:
     test_records: tuple[QARecord, ...]
     encoder_name: str
     features: str
-    rejector_gflops: float
     val: RoutingData | None = None
     X_val: np.ndarray | None = None
+    rejector_gflops_known: float | None = None  # None: measured when first asked for
+
+    @cached_property
+    def rejector_gflops(self) -> float:
+        """GFLOPs of one ex-ante rejector forward (its encoder at 384 tokens): measured on first
+        use only, so that routers which never run the encoder never load it."""
+        if self.rejector_gflops_known is not None:
+            return float(self.rejector_gflops_known)
+        return measure_rejector_gflops(self.encoder_name)
 
     @property
     def expert_gflops(self) -> np.ndarray:
@@ -129,7 +137,7 @@ def encoder_for(name: str) -> Encoder:
     return load_encoder(name, lazy=True)  # loads the model only on embedding-cache misses
 
 
-def rejector_gflops(encoder_name: str = DEFAULT_ENCODER, length: int = 384) -> float:
+def measure_rejector_gflops(encoder_name: str = DEFAULT_ENCODER, length: int = 384) -> float:
     """Measured GFLOPs of one rejector forward at ``length`` tokens (the encoder; the head is
     negligible). Memoized on disk per encoder."""
     with open_disk_cache(
@@ -208,7 +216,6 @@ def prepare(
         test_records=tuple(ds[q] for q in test.qids),
         encoder_name=encoder,
         features=features,
-        rejector_gflops=rejector_gflops(encoder),
         val=val,
         X_val=embed(val) if val is not None else None,
     )

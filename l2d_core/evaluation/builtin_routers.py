@@ -13,7 +13,7 @@ import numpy as np
 
 from ..method.costs import CostConfig, cost_matrix, query_costs
 from ..method.policies import learned_policy, oracle_policy, random_policy
-from ..method.training import FAST_CONFIG, SDL_FAST_CONFIG
+from ..method.training import FAST_CONFIG, POSTHOC_CONFIG, SDL_FAST_CONFIG
 from ..routers.features import posthoc_matrix
 from ..routers.posthoc import (
     DEFAULT_CALIBRATION,
@@ -28,10 +28,10 @@ from ..routers.posthoc import (
 from ..routers.rejector import FullSDLRejector, PluginRejector, SDLRejector
 from . import metrics as M
 from . import store
-from .benchmark import BETA_POINTS
+from .benchmark import BETA_POINTS, Benchmark
 from .plugin_router import PlugInRouter
 from .points import Decision, make_point
-from .posthoc_inputs import main_has_confidence, posthoc_features
+from .posthoc_inputs import helpers_to_import, main_has_confidence, posthoc_features
 from .router import DENSE_BETAS, Router, best_single_tdl, register
 
 __all__ = [
@@ -155,15 +155,25 @@ class PosthocRouter(PlugInRouter):
         features: str = DEFAULT_FEATURES,
         calibration=DEFAULT_CALIBRATION,
         confidence: bool = True,
+        config=POSTHOC_CONFIG,
     ):
-        super().__init__(helpers=helpers, features=features, calibration=calibration, confidence=confidence)
+        super().__init__(
+            helpers=helpers, features=features, calibration=calibration, confidence=confidence, config=config
+        )
         self.helpers, self.features, self.calibration = helpers, features, calibration
-        self.confidence = confidence
+        self.confidence, self.config = confidence, config
+
+    def helper_ids(self, bench: Benchmark) -> tuple[str, ...]:
+        """The helpers this router reads on ``bench`` (its own, or the default cheap ones)."""
+        default = posthoc_helpers(bench.dataset.name, bench.pool.main)
+        return tuple(default if self.helpers is None else self.helpers)
+
+    def agents_to_import(self, bench: Benchmark) -> tuple[str, ...]:
+        return helpers_to_import(bench, self.helper_ids(bench))
 
     def _fit(self) -> None:
         bench = self.bench_
-        default = posthoc_helpers(bench.dataset.name, bench.pool.main)
-        self.helpers_ = tuple(default if self.helpers is None else self.helpers)
+        self.helpers_ = self.helper_ids(bench)
         self.confidence_ = self.confidence and main_has_confidence(bench)
         super()._fit()
 
@@ -171,7 +181,7 @@ class PosthocRouter(PlugInRouter):
         return posthoc_features(self.bench_, self.helpers_, split, self.features, self.confidence_)
 
     def _new_estimator(self):
-        return PosthocRejector(config=FAST_CONFIG.but(seed=self.seed_), calibration=self.calibration)
+        return PosthocRejector(config=self.config.but(seed=self.seed_), calibration=self.calibration)
 
     def _store_params(self) -> dict:
         return dict(
@@ -216,9 +226,14 @@ class CascadeRouter(PosthocRouter):
     )
 
     def __init__(
-        self, helpers=(), features: str = DEFAULT_FEATURES, calibration=DEFAULT_CALIBRATION, confidence=True
+        self,
+        helpers=(),
+        features: str = DEFAULT_FEATURES,
+        calibration=DEFAULT_CALIBRATION,
+        confidence=True,
+        config=POSTHOC_CONFIG,
     ):
-        super().__init__(helpers, features, calibration, confidence)
+        super().__init__(helpers, features, calibration, confidence, config)
 
 
 @register

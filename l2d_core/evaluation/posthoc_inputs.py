@@ -8,15 +8,23 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..agents.cache import AgentCache
 from ..agents.registry import get_agent
-from ..agents.routing_data import RoutingData, load_routing_data
+from ..agents.routing_data import RoutingData, ensure_cached, load_routing_data, needs_import
 from ..data.records import QADataset
 from ..paths import cache_dir
 from ..qa.squad_eval import normalize_all
 from ..routers.features import posthoc_matrix
 from .benchmark import Benchmark
 
-__all__ = ["agents_outcomes", "posthoc_answers", "main_has_confidence", "posthoc_features"]
+__all__ = [
+    "agents_outcomes",
+    "posthoc_answers",
+    "main_has_confidence",
+    "posthoc_features",
+    "helpers_to_import",
+    "import_helpers",
+]
 
 
 @lru_cache(maxsize=8)
@@ -29,6 +37,24 @@ def agents_outcomes(dataset: QADataset, agent_ids: Sequence[str]) -> RoutingData
     dataset, the agents as registered now, and the cache directory)."""
     ids = tuple(agent_ids)
     return _outcomes(dataset, ids, tuple(repr(get_agent(a)) for a in ids), str(cache_dir()))
+
+
+def helpers_to_import(bench: Benchmark, helpers: Sequence[str]) -> tuple[str, ...]:
+    """The helpers whose prediction files are not read into the agent cache yet (or were
+    scored by another scoring version)."""
+    cache = AgentCache()
+    return tuple(h for h in helpers if needs_import(bench.dataset, get_agent(h), cache))
+
+
+def import_helpers(bench: Benchmark, helpers: Sequence[str], on_agent=None) -> None:
+    """Read the helpers' answers in, one agent at a time (each import is one transaction: an
+    interrupted run keeps the agents already done); ``on_agent(k, n, agent_id)`` before each."""
+    todo = helpers_to_import(bench, helpers)
+    cache = AgentCache()
+    for k, h in enumerate(todo):
+        if on_agent is not None:
+            on_agent(k, len(todo), h)
+        ensure_cached(bench.dataset, [get_agent(h)], cache)
 
 
 def posthoc_answers(bench: Benchmark, helpers: Sequence[str], split: str = "train"):
@@ -67,11 +93,19 @@ def posthoc_features(
 ) -> np.ndarray:
     """Features of the post-hoc router on one split (``train``, ``val`` or ``test``), (N, d),
     in the order of that split (aligned by qid; see :func:`posthoc_answers`); ``confidence``
-    adds the main agent's own confidence signals."""
+    adds the main agent's own confidence signals. Memoized per benchmark object (read-only
+    array): ranking, fitting and scoring a router read the same features."""
+    return _features(bench, tuple(helpers), split, features, bool(confidence))
+
+
+@lru_cache(maxsize=16)
+def _features(bench: Benchmark, helpers: tuple[str, ...], split: str, features: str, confidence: bool):
     main, helper_answers, records = posthoc_answers(bench, helpers, split)
     conf = None
     if confidence:
         recorded = bench.split(split).confidence
         conf = recorded[:, 0] if recorded is not None else [None] * len(records)
     X = {"train": bench.X_train, "val": bench.X_val, "test": bench.X_test}[split]
-    return posthoc_matrix(main, helper_answers, records, features, conf, X)
+    out = posthoc_matrix(main, helper_answers, records, features, conf, X)
+    out.flags.writeable = False
+    return out

@@ -66,6 +66,11 @@ class Router:
     def _fit(self) -> None:
         """Learn what does not depend on the cost setting (``self.bench_``, ``self.seed_``)."""
 
+    def agents_to_import(self, bench: Benchmark) -> tuple[str, ...]:
+        """Agents beyond the pool whose answers this router reads and that are not read in yet
+        (the first fit imports them: seconds each); none by default."""
+        return ()
+
     def decide(self, costs: CostConfig) -> Decision:
         raise NotImplementedError
 

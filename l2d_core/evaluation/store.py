@@ -27,7 +27,7 @@ from .benchmark import Benchmark
 __all__ = ["STORE_FORMAT", "estimator_params", "artifact_key", "is_stored", "fitted", "memo_arrays"]
 
 # Part of every key: bump when a fit or a feature changes what an artifact holds.
-STORE_FORMAT = 4
+STORE_FORMAT = 5  # 5: full-batch heads fitted by scipy's L-BFGS-B
 
 
 def _jsonable(v):

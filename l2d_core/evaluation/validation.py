@@ -20,7 +20,7 @@ from .plugin_router import PlugInRouter
 from .registry import ROUTERS, make_router
 from .router import DENSE_BETAS
 
-__all__ = ["validation_curve", "validation_aiq", "rank_by_validation", "candidates"]
+__all__ = ["validation_curve", "validation_aiq", "rank_by_validation", "candidates", "waiting"]
 
 
 def validation_curve(router: PlugInRouter) -> tuple[np.ndarray, np.ndarray]:
@@ -45,20 +45,32 @@ def validation_aiq(router: PlugInRouter) -> float:
     return M.aiq(cost, em, float(g.min()), float(g.max()))
 
 
-def candidates(bench: Benchmark) -> list[str]:
-    """The registry's plug-in routers that can run on ``bench`` (ex-ante ones need embeddings)."""
+def candidates(bench: Benchmark, ready_only: bool = False) -> list[str]:
+    """The registry's plug-in routers that can run on ``bench`` (ex-ante ones need embeddings);
+    ``ready_only``: only those whose inputs are read in already (see :func:`waiting`)."""
     return [
         rid
         for rid, cls in ROUTERS.items()
-        if issubclass(cls, PlugInRouter) and (bench.has_embeddings or not cls.reads_embeddings)
+        if issubclass(cls, PlugInRouter)
+        and (bench.has_embeddings or not cls.reads_embeddings)
+        and not (ready_only and make_router(rid).agents_to_import(bench))
     ]
 
 
-def rank_by_validation(bench: Benchmark, router_ids: Sequence[str] | None = None) -> list[tuple[str, float]]:
-    """``(router id, validation AIQ)``, best first, for the plug-in routers of the registry;
-    memoized on disk (keyed by the benchmark and every router's settings), so only the first
-    ranking of a pool on a machine fits the out-of-fold heads."""
-    ids = candidates(bench) if router_ids is None else list(router_ids)
+def waiting(bench: Benchmark) -> dict[str, tuple[str, ...]]:
+    """The candidates that read agents whose answers are not read in yet: router id → agents."""
+    todo = {rid: make_router(rid).agents_to_import(bench) for rid in candidates(bench)}
+    return {rid: agents for rid, agents in todo.items() if agents}
+
+
+def rank_by_validation(
+    bench: Benchmark, router_ids: Sequence[str] | None = None, ready_only: bool = False
+) -> list[tuple[str, float]]:
+    """``(router id, validation AIQ)``, best first, for the plug-in routers of the registry (with
+    ``ready_only``: those whose inputs are read in already); memoized on disk (keyed by the
+    benchmark and every router's settings), so only the first ranking of a pool on a machine
+    fits the out-of-fold heads."""
+    ids = candidates(bench, ready_only) if router_ids is None else list(router_ids)
     routers = {rid: make_router(rid) for rid in ids}
     params = {rid: [type(r).__name__, repr(sorted(r.params.items()))] for rid, r in routers.items()}
     compute = lambda: {"aiq": np.array([validation_aiq(r.fit(bench)) for r in routers.values()])}  # noqa: E731

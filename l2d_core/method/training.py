@@ -15,9 +15,9 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..runtime import linear_schedule, set_seed
+from ..runtime import linear_schedule, one_thread, set_seed
 
-__all__ = ["TrainConfig", "PAPER_CONFIG", "FAST_CONFIG", "SDL_FAST_CONFIG", "train_loop"]
+__all__ = ["TrainConfig", "PAPER_CONFIG", "FAST_CONFIG", "SDL_FAST_CONFIG", "POSTHOC_CONFIG", "train_loop"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,13 @@ FAST_CONFIG = TrainConfig()
 # (scripts/bench_engine.py measures both).
 SDL_FAST_CONFIG = TrainConfig(epochs=200, dropout=0.0, hidden=0, weight_decay=1e-3, solver="lbfgs")
 
+# The post-hoc and cascade routers' error estimator: a 32-unit head on their few dozen answer
+# features, fitted full batch with L-BFGS (the same test figures as 15 AdamW epochs of the
+# 64-unit head, in about half the time; scripts/bench_engine.py measures both).
+POSTHOC_CONFIG = TrainConfig(epochs=80, dropout=0.0, hidden=32, weight_decay=1e-2, solver="lbfgs")
+
+SMALL_MODEL_PARAMS = 2_000_000  # a router head on fixed features, not a fine-tuned encoder
+
 
 def train_loop(
     model: torch.nn.Module,
@@ -70,6 +77,13 @@ def train_loop(
     """
     if n_train == 0:
         raise ValueError("cannot train on an empty training split")
+    if sum(p.numel() for p in model.parameters()) <= SMALL_MODEL_PARAMS:  # a head: one thread
+        with one_thread():
+            return _train(model, n_train, batch_loss, config, val_loss, progress, on_epoch)
+    return _train(model, n_train, batch_loss, config, val_loss, progress, on_epoch)
+
+
+def _train(model, n_train, batch_loss, config: TrainConfig, val_loss, progress, on_epoch) -> dict:
     if config.solver == "lbfgs":
         return _full_batch(model, n_train, batch_loss, config, val_loss)
     if config.solver != "adamw":
@@ -121,31 +135,39 @@ def train_loop(
 
 
 def _full_batch(model, n_train: int, batch_loss, config: TrainConfig, val_loss=None) -> dict:
-    """L-BFGS on the whole training set (strong Wolfe line search), the objective plus
-    ``weight_decay``/2 · ‖weights‖² (biases not penalised); at most ``config.epochs`` iterations."""
+    """L-BFGS on the whole training set (scipy's L-BFGS-B, torch computing the objective and its
+    gradient), the objective plus ``weight_decay``/2 · ‖weights‖² (biases not penalised); at
+    most ``config.epochs`` iterations. (scipy's solver, not ``torch.optim``: a first torch
+    optimizer imports torch's compiler, seconds of a dashboard's first view.)"""
+    from scipy.optimize import minimize
+
     idx = slice(None)  # the whole set as a view: no copy of the features per evaluation
-    weights = [p for p in model.parameters() if p.requires_grad and p.ndim > 1]
-    opt = torch.optim.LBFGS(
-        [p for p in model.parameters() if p.requires_grad],
-        lr=1.0,
-        max_iter=config.epochs,
-        history_size=20,
-        tolerance_grad=1e-6,
-        tolerance_change=1e-10,
-        line_search_fn="strong_wolfe",
-    )
+    params = [p for p in model.parameters() if p.requires_grad]
+    weights = [p for p in params if p.ndim > 1]
     model.eval()  # deterministic objective: no dropout
     losses: list[float] = []
 
-    def closure():
-        opt.zero_grad(set_to_none=True)
+    def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
+        torch.nn.utils.vector_to_parameters(torch.from_numpy(x.astype(np.float32)), params)
+        for p in params:
+            p.grad = None
         loss = batch_loss(idx) + 0.5 * config.weight_decay * sum((w**2).sum() for w in weights)
         loss.backward()
         losses.append(float(loss.detach()))
-        return loss
+        grad = torch.cat([p.grad.reshape(-1) for p in params]).numpy().astype(np.float64)
+        return losses[-1], grad
 
-    opt.step(closure)
-    history = {"train": [losses[0], losses[-1]], "val": [], "evaluations": [float(len(losses))]}
+    x0 = torch.nn.utils.parameters_to_vector(params).detach().numpy().astype(np.float64)
+    res = minimize(
+        objective,
+        x0,
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": config.epochs, "maxcor": 20, "gtol": 1e-6, "ftol": 1e-10},
+    )
+    with torch.no_grad():
+        torch.nn.utils.vector_to_parameters(torch.from_numpy(res.x.astype(np.float32)), params)
+    history = {"train": [losses[0], float(res.fun)], "val": [], "evaluations": [float(len(losses))]}
     if val_loss is not None:
         with torch.no_grad():
             history["val"].append(float(val_loss()))

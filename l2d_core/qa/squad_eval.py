@@ -18,6 +18,7 @@ import re
 import string
 from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -35,8 +36,10 @@ _PUNCT = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 
 
+@lru_cache(maxsize=1 << 18)
 def normalize_answer(s: str) -> str:
-    """Lower text and remove punctuation, articles and extra whitespace (official)."""
+    """Lower text and remove punctuation, articles and extra whitespace (official); memoized:
+    the same gold and predicted texts are normalized again for every agent and every pair."""
     s = s.lower()
     s = "".join(ch for ch in s if ch not in _PUNCT)
     s = _ARTICLES.sub(" ", s)
