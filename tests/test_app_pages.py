@@ -274,9 +274,10 @@ def test_decisions_follow_the_cost_setting(real_data):
     at.session_state["costs"] = CostConfig((1.0, 1.0), (5.0, 5.0))  # experts far too dear
     ran(at)
     assert set(at.dataframe[0].value["chosen"]) == {"match-lstm"}
-    at.session_state["costs"] = CostConfig((1.0, 1.0), (0.0, 0.0))  # experts free
+    at.session_state["costs"] = CostConfig((1.0, 1.0), (0.0, 0.0))  # experts free: mostly deferred
     ran(at)
-    assert set(at.dataframe[0].value["chosen"]) >= {"rnet-plus", "bert-ens"}
+    chosen = at.dataframe[0].value["chosen"]
+    assert (chosen != "match-lstm").mean() > 0.5 and set(chosen) & {"rnet-plus", "bert-ens"}
     at.session_state["costs"] = CostConfig.from_beta1(0.05, P3_GFLOPS)  # the explorer's default: trained once
     ran(at.selectbox(key="dec_router").set_value("l2d-sdl"))
     assert len(at.dataframe[0].value) == 2595 and any(

@@ -138,3 +138,26 @@ def test_validation_ranking_is_kept_on_disk(slices, monkeypatch):
     assert rank_by_validation(b, ["l2d-cascade", "l2d-posthoc"]) == first
     with pytest.raises(AssertionError, match="ranked again"):  # other routers: a new ranking
         rank_by_validation(b, ["l2d-cascade"])
+
+
+def test_first_view_ranks_the_routers_ready_now(fresh_cache):
+    """On an empty cache the post-hoc router waits for its helper agents: the first ranking has
+    the routers that read only the pool, and once the helpers are read in, it has them all."""
+    from l2d_core.evaluation.posthoc_inputs import import_helpers
+    from l2d_core.evaluation.validation import candidates, waiting
+    from l2d_core.routers.posthoc import posthoc_helpers
+
+    b = slice_bench("P2", n_train=4, n_test=1)
+    pending = waiting(b)
+    helpers = posthoc_helpers("squad11", "match-lstm")
+    assert helpers and set(pending) == {"l2d-posthoc"} and set(pending["l2d-posthoc"]) == set(helpers)
+    ready = candidates(b, ready_only=True)
+    assert "l2d-cascade" in ready and "l2d-posthoc" not in ready
+    first = [r for r, _ in rank_by_validation(b, ready_only=True)]
+    assert "l2d-cascade" in first and "l2d-posthoc" not in first
+    seen = []
+    import_helpers(b, pending["l2d-posthoc"], lambda k, n, agent: seen.append((k, n, agent)))
+    assert [(k, n) for k, n, _ in seen] == [(k, len(helpers)) for k in range(len(helpers))]
+    assert {a for _, _, a in seen} == set(helpers)
+    assert waiting(b) == {}
+    assert {r for r, _ in rank_by_validation(b, ready_only=True)} == {*first, "l2d-posthoc"}

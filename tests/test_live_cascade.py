@@ -56,7 +56,7 @@ def test_single_query_page_routes_own_text_on_a_live_pool(live_bench, monkeypatc
 
     # the page's benchmark is the slice (the tiny model answered only its questions)
     monkeypatch.setattr(dashboard.cache, "prepare", lambda *args, **kwargs: live_bench)
-    monkeypatch.setattr(dashboard.cache, "pick_default", lambda bench: ("l2d-cascade", []))
+    monkeypatch.setattr(dashboard.cache, "pick_default", lambda bench, **kw: ("l2d-cascade", []))
     page = Path(__file__).resolve().parent.parent / "dashboard" / "single_query.py"
     at = AppTest.from_file(str(page), default_timeout=600)
     at.session_state["dataset"], at.session_state["pool"] = "squad11", "Tiny-live"
