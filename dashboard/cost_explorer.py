@@ -298,6 +298,8 @@ with st.expander("How the routers rank on validation articles"):
         pd.DataFrame([(router_label(r), s) for r, s in ranking], columns=["router", "validation AIQ (EM %)"]),
         hide_index=True,
     )
+    if pending:
+        st.caption(f"Not ranked yet (being prepared): {', '.join(map(router_label, pending))}.")
     st.caption(
         "Area under each router's cost–EM curve on the training articles, each scored by a head that "
         "never saw it; the best one is the default above."

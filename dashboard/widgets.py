@@ -93,11 +93,11 @@ def read_in_waiting(dataset: str, pool: str, pending: dict, where) -> None:
     start = time.perf_counter()
 
     def step(k: int, n: int, agent: str) -> None:
-        left = "" if k == 0 else f"; about {(time.perf_counter() - start) / k * (n - k):.0f} s left"
-        bar.progress(k / n, text=f"Preparing {names}: reading the answers of {agent} ({k + 1}/{n}){left}")
+        left = (time.perf_counter() - start) / k * (n - k)
+        bar.progress(k / n, text=f"Preparing {names}: read {agent} ({k}/{n} agents); about {left:.0f} s left")
 
-    with shown_errors():
-        import_helpers(benchmark(dataset, pool), agents, step)
+    with shown_errors():  # in two child processes: this server keeps serving the page drawn so far
+        import_helpers(benchmark(dataset, pool), agents, step, processes=2)
     bar.empty()
     routers_waiting.clear()
     st.rerun()

@@ -156,8 +156,10 @@ def test_first_view_ranks_the_routers_ready_now(fresh_cache):
     first = [r for r, _ in rank_by_validation(b, ready_only=True)]
     assert "l2d-cascade" in first and "l2d-posthoc" not in first
     seen = []
-    import_helpers(b, pending["l2d-posthoc"], lambda k, n, agent: seen.append((k, n, agent)))
-    assert [(k, n) for k, n, _ in seen] == [(k, len(helpers)) for k in range(len(helpers))]
-    assert {a for _, _, a in seen} == set(helpers)
+    import_helpers(b, pending["l2d-posthoc"][:2], lambda k, n, agent: seen.append((k, n, agent)), processes=2)
+    assert [(k, n) for k, n, _ in seen] == [(1, 2), (2, 2)] and {a for *_, a in seen} == set(helpers[:2])
+    assert set(waiting(b)["l2d-posthoc"]) == set(helpers[2:])  # read in by the child processes
+    import_helpers(b, helpers[2:], lambda k, n, agent: seen.append((k, n, agent)))
+    assert [k for k, *_ in seen[2:]] == list(range(1, len(helpers) - 1))
     assert waiting(b) == {}
     assert {r for r, _ in rank_by_validation(b, ready_only=True)} == {*first, "l2d-posthoc"}

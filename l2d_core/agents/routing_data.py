@@ -6,18 +6,30 @@ works from a clean checkout; live agents must be precomputed (scripts/precompute
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from ..data.records import QADataset
+from ..paths import cache_dir
 from ..qa.scoring import SCORING_VERSION
 from .cache import AgentCache
 from .prediction_file import import_predictions
 from .registry import AgentSpec, PoolSpec, get_agent
 
-__all__ = ["RoutingData", "needs_import", "ensure_cached", "load_routing_data", "AgentNotCachedError"]
+__all__ = [
+    "RoutingData",
+    "needs_import",
+    "ensure_cached",
+    "import_agents",
+    "load_routing_data",
+    "AgentNotCachedError",
+]
 
 
 class AgentNotCachedError(LookupError):
@@ -114,6 +126,36 @@ def ensure_cached(dataset: QADataset, agents: list[AgentSpec], cache: AgentCache
                 f"{len(missing)} of {len(dataset)} questions of {dataset.name}; run `{how}` "
                 "(finished answers are kept; only the missing ones are computed)"
             )
+
+
+def _import_one(dataset_name: str, agent_id: str, cache: str) -> str:
+    """Worker of :func:`import_agents` in a child process, on the parent's cache directory."""
+    os.environ["L2D_CACHE_DIR"] = cache
+    from ..data import load_dataset
+
+    ensure_cached(load_dataset(dataset_name), [get_agent(agent_id)], AgentCache())
+    return agent_id
+
+
+def import_agents(dataset: QADataset, agent_ids: Sequence[str], processes: int = 0, on_done=None) -> None:
+    """Read prediction-file agents in (each agent one transaction: an interrupted run keeps the
+    agents done); ``on_done(k, n, agent_id)`` after each. ``processes`` > 0: in that many child
+    processes, so that the calling process stays responsive (a dashboard keeps serving the page
+    it has drawn); the children read the dataset by its name."""
+    ids = list(agent_ids)
+    if not processes:
+        cache = AgentCache()
+        for k, a in enumerate(ids, start=1):
+            ensure_cached(dataset, [get_agent(a)], cache)
+            if on_done is not None:
+                on_done(k, len(ids), a)
+        return
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_import_one, dataset.name, a, str(cache_dir())) for a in ids]
+        for k, done in enumerate(as_completed(futures), start=1):
+            a = done.result()  # an import's error is raised here, in the caller
+            if on_done is not None:
+                on_done(k, len(ids), a)
 
 
 def load_routing_data(

@@ -17,7 +17,7 @@ from ..evaluation.budget import BudgetResult, budget_decision
 from ..evaluation.points import Decision, evaluate_choice
 from ..evaluation.registry import router_label
 from ..evaluation.router import Router
-from ..evaluation.validation import rank_by_validation
+from ..evaluation.validation import candidates, rank_by_validation
 from ..method.costs import CostConfig, cost_matrix
 from ..method.policies import oracle_policy, random_policy
 
@@ -253,7 +253,10 @@ def default_router(bench: Benchmark, ready_only: bool = False) -> tuple[str, lis
     """The router users get by default: the best plug-in router of the registry by validation
     AIQ (training articles, out of fold), and the whole ranking; ``ready_only``: among the
     routers whose inputs are read in already (a first view need not wait for every helper
-    agent: :func:`~l2d_core.evaluation.validation.waiting` names the others)."""
+    agent: :func:`~l2d_core.evaluation.validation.waiting` names the others; a single router
+    ready is the default without a ranking, its score NaN)."""
+    if ready_only and len(ready := candidates(bench, ready_only=True)) == 1:
+        return ready[0], [(ready[0], float("nan"))]  # one router ready: nothing to compare yet
     ranking = rank_by_validation(bench, ready_only=ready_only)
     if not ranking:
         raise ValueError(f"no router of the registry can run on pool {bench.pool.name}")

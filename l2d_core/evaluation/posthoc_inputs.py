@@ -10,7 +10,7 @@ import numpy as np
 
 from ..agents.cache import AgentCache
 from ..agents.registry import get_agent
-from ..agents.routing_data import RoutingData, ensure_cached, load_routing_data, needs_import
+from ..agents.routing_data import RoutingData, import_agents, load_routing_data, needs_import
 from ..data.records import QADataset
 from ..paths import cache_dir
 from ..qa.squad_eval import normalize_all
@@ -46,15 +46,11 @@ def helpers_to_import(bench: Benchmark, helpers: Sequence[str]) -> tuple[str, ..
     return tuple(h for h in helpers if needs_import(bench.dataset, get_agent(h), cache))
 
 
-def import_helpers(bench: Benchmark, helpers: Sequence[str], on_agent=None) -> None:
-    """Read the helpers' answers in, one agent at a time (each import is one transaction: an
-    interrupted run keeps the agents already done); ``on_agent(k, n, agent_id)`` before each."""
-    todo = helpers_to_import(bench, helpers)
-    cache = AgentCache()
-    for k, h in enumerate(todo):
-        if on_agent is not None:
-            on_agent(k, len(todo), h)
-        ensure_cached(bench.dataset, [get_agent(h)], cache)
+def import_helpers(bench: Benchmark, helpers: Sequence[str], on_done=None, processes: int = 0) -> None:
+    """Read in the helpers' answers that are not read in yet (see
+    :func:`~l2d_core.agents.routing_data.import_agents`: ``on_done(k, n, agent_id)`` after each;
+    ``processes`` > 0 runs them in child processes)."""
+    import_agents(bench.dataset, helpers_to_import(bench, helpers), processes, on_done)
 
 
 def posthoc_answers(bench: Benchmark, helpers: Sequence[str], split: str = "train"):
