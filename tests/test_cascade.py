@@ -163,3 +163,11 @@ def test_first_view_ranks_the_routers_ready_now(fresh_cache):
     assert [k for k, *_ in seen[2:]] == list(range(1, len(helpers) - 1))
     assert waiting(b) == {}
     assert {r for r, _ in rank_by_validation(b, ready_only=True)} == {*first, "l2d-posthoc"}
+
+
+def test_agents_read_in_by_child_processes_fail_with_the_childs_message(fresh_cache):
+    from l2d_core.agents.routing_data import import_agents
+    from l2d_core.data import load_dataset
+
+    with pytest.raises(ValueError, match="reading in the answers of no-such-agent failed: .*no-such-agent"):
+        import_agents(load_dataset("squad11"), ["no-such-agent"], processes=1)

@@ -6,17 +6,18 @@ works from a clean checkout; live agents must be precomputed (scripts/precompute
 
 from __future__ import annotations
 
-import multiprocessing
 import os
+import subprocess
+import sys
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from ..data.records import QADataset
-from ..paths import cache_dir
+from ..paths import PROJECT_ROOT, cache_dir
 from ..qa.scoring import SCORING_VERSION
 from .cache import AgentCache
 from .prediction_file import import_predictions
@@ -26,6 +27,7 @@ __all__ = [
     "RoutingData",
     "needs_import",
     "ensure_cached",
+    "import_agent",
     "import_agents",
     "load_routing_data",
     "AgentNotCachedError",
@@ -128,20 +130,33 @@ def ensure_cached(dataset: QADataset, agents: list[AgentSpec], cache: AgentCache
             )
 
 
-def _import_one(dataset_name: str, agent_id: str, cache: str) -> str:
-    """Worker of :func:`import_agents` in a child process, on the parent's cache directory."""
-    os.environ["L2D_CACHE_DIR"] = cache
+def import_agent(dataset_name: str, agent_id: str) -> None:
+    """Read one prediction-file agent of a dataset in (what each child process of
+    :func:`import_agents` runs)."""
     from ..data import load_dataset
 
     ensure_cached(load_dataset(dataset_name), [get_agent(agent_id)], AgentCache())
+
+
+def _import_in_child(dataset_name: str, agent_id: str) -> str:
+    """:func:`import_agent` in a new Python process on this process's cache directory."""
+    code = f"from {__name__} import import_agent; import_agent({dataset_name!r}, {agent_id!r})"
+    path = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "L2D_CACHE_DIR": str(cache_dir()), "PYTHONPATH": path}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["no message"])[-1]
+        raise ValueError(f"reading in the answers of {agent_id} failed: {last.split(': ', 1)[-1]}")
     return agent_id
 
 
 def import_agents(dataset: QADataset, agent_ids: Sequence[str], processes: int = 0, on_done=None) -> None:
     """Read prediction-file agents in (each agent one transaction: an interrupted run keeps the
-    agents done); ``on_done(k, n, agent_id)`` after each. ``processes`` > 0: in that many child
-    processes, so that the calling process stays responsive (a dashboard keeps serving the page
-    it has drawn); the children read the dataset by its name."""
+    agents done); ``on_done(k, n, agent_id)`` after each. ``processes`` > 0: that many at once,
+    each in a new Python process, so that the calling process stays responsive (a dashboard
+    keeps serving the page it has drawn); those read the dataset by its name."""
     ids = list(agent_ids)
     if not processes:
         cache = AgentCache()
@@ -150,8 +165,8 @@ def import_agents(dataset: QADataset, agent_ids: Sequence[str], processes: int =
             if on_done is not None:
                 on_done(k, len(ids), a)
         return
-    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(_import_one, dataset.name, a, str(cache_dir())) for a in ids]
+    with ThreadPoolExecutor(processes) as pool:  # each thread waits on its child process
+        futures = [pool.submit(_import_in_child, dataset.name, a) for a in ids]
         for k, done in enumerate(as_completed(futures), start=1):
             a = done.result()  # an import's error is raised here, in the caller
             if on_done is not None:
