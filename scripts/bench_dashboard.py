@@ -353,7 +353,7 @@ def first_view_in_browser(runs: int, log_path: Path) -> tuple[list[float], str]:
 
     from playwright.sync_api import sync_playwright
 
-    times = []
+    times, whole, errors = [], [], 0
     for _ in range(runs):
         with tempfile.TemporaryDirectory(prefix="l2d-empty-cache-") as tmp:
             env = dict(os.environ, L2D_CACHE_DIR=tmp)
@@ -364,9 +364,17 @@ def first_view_in_browser(runs: int, log_path: Path) -> tuple[list[float], str]:
                     t = time.perf_counter()
                     open_cost_explorer(page, base)
                     times.append(time.perf_counter() - t)
+                    page.get_by_text("being prepared").first.wait_for(
+                        state="detached", timeout=1000 * FIRST_LOAD_TIMEOUT_S
+                    )
+                    wait_idle(page, FIRST_LOAD_TIMEOUT_S)
+                    whole.append(time.perf_counter() - t)
+                    failed = page.get_by_test_id("stAlert").filter(has_text="failed").count()
+                    errors += page.get_by_test_id("stException").count() + failed
                 finally:
                     browser.close()
-    return times, "a fresh server and an empty cache directory per run"
+    ready = f"every router ranked after a median {_fmt(statistics.median(whole))}" if whole else ""
+    return times, f"a fresh server and an empty cache per run; {ready}; {errors} errors shown"
 
 
 async def _session(browser, base: str, n_moves: int, loads: list, moves: list) -> None:
