@@ -7,10 +7,11 @@ works from a clean checkout; live agents must be precomputed (scripts/precompute
 from __future__ import annotations
 
 import os
+import queue
 import subprocess
 import sys
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -130,33 +131,45 @@ def ensure_cached(dataset: QADataset, agents: list[AgentSpec], cache: AgentCache
             )
 
 
-def import_agent(dataset_name: str, agent_id: str) -> None:
-    """Read one prediction-file agent of a dataset in (what each child process of
-    :func:`import_agents` runs)."""
+def import_agent(dataset_name: str, *agent_ids: str) -> None:
+    """Read prediction-file agents of a dataset in, one after the other, printing each id when
+    it is done (what each child process of :func:`import_agents` runs)."""
     from ..data import load_dataset
 
-    ensure_cached(load_dataset(dataset_name), [get_agent(agent_id)], AgentCache())
+    ds, cache = load_dataset(dataset_name), AgentCache()
+    for a in agent_ids:
+        ensure_cached(ds, [get_agent(a)], cache)
+        print(a, flush=True)
 
 
-def _import_in_child(dataset_name: str, agent_id: str) -> str:
-    """:func:`import_agent` in a new Python process on this process's cache directory."""
-    code = f"from {__name__} import import_agent; import_agent({dataset_name!r}, {agent_id!r})"
+def _import_in_child(dataset_name: str, agent_ids: Sequence[str], on_agent) -> None:
+    """:func:`import_agent` in a new Python process on this process's cache directory;
+    ``on_agent(agent_id)`` as each is done."""
+    args = ", ".join(map(repr, (dataset_name, *agent_ids)))
+    code = f"from {__name__} import import_agent; import_agent({args})"
     path = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "L2D_CACHE_DIR": str(cache_dir()), "PYTHONPATH": path}
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True
-    )
-    if out.returncode != 0:
-        last = (out.stderr.strip().splitlines() or ["no message"])[-1]
-        raise ValueError(f"reading in the answers of {agent_id} failed: {last.split(': ', 1)[-1]}")
-    return agent_id
+    with subprocess.Popen(
+        [sys.executable, "-c", code], cwd=PROJECT_ROOT, env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    ) as proc:  # fmt: skip
+        for line in proc.stdout:
+            if line.strip() in agent_ids:
+                on_agent(line.strip())
+        err = proc.stderr.read()
+    if proc.returncode != 0:
+        last = (err.strip().splitlines() or ["no message"])[-1]
+        raise ValueError(
+            f"reading in the answers of {', '.join(agent_ids)} failed: {last.split(': ', 1)[-1]}"
+        )
 
 
 def import_agents(dataset: QADataset, agent_ids: Sequence[str], processes: int = 0, on_done=None) -> None:
     """Read prediction-file agents in (each agent one transaction: an interrupted run keeps the
-    agents done); ``on_done(k, n, agent_id)`` after each. ``processes`` > 0: that many at once,
-    each in a new Python process, so that the calling process stays responsive (a dashboard
-    keeps serving the page it has drawn); those read the dataset by its name."""
+    agents done); ``on_done(k, n, agent_id)`` after each. ``processes`` > 0: in that many new
+    Python processes at once (the agents shared out among them), so that the calling process
+    stays responsive (a dashboard keeps serving the page it has drawn); those read the dataset
+    by its name."""
     ids = list(agent_ids)
     if not processes:
         cache = AgentCache()
@@ -165,12 +178,24 @@ def import_agents(dataset: QADataset, agent_ids: Sequence[str], processes: int =
             if on_done is not None:
                 on_done(k, len(ids), a)
         return
-    with ThreadPoolExecutor(processes) as pool:  # each thread waits on its child process
-        futures = [pool.submit(_import_in_child, dataset.name, a) for a in ids]
-        for k, done in enumerate(as_completed(futures), start=1):
-            a = done.result()  # an import's error is raised here, in the caller
+    finished: queue.Queue[str] = queue.Queue()  # the children report here; ``on_done`` runs in this thread
+    shares = [ids[k::processes] for k in range(processes) if ids[k::processes]]
+    with ThreadPoolExecutor(max(1, len(shares))) as pool:  # each thread waits on its child process
+        futures = [pool.submit(_import_in_child, dataset.name, share, finished.put) for share in shares]
+        for k in range(1, len(ids) + 1):
+            while True:
+                try:
+                    a = finished.get(timeout=0.2)
+                    break
+                except queue.Empty:
+                    if all(f.done() for f in futures) and finished.empty():
+                        for f in futures:
+                            f.result()  # an import's error is raised here, in the caller
+                        raise RuntimeError("an import process ended without reading every agent in") from None
             if on_done is not None:
                 on_done(k, len(ids), a)
+        for f in futures:
+            f.result()
 
 
 def load_routing_data(
