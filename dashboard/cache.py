@@ -58,11 +58,11 @@ def fitted_router(dataset: str, pool: str, router_id: str) -> Router:
 
 @st.cache_data(show_spinner="Comparing the routers on validation articles (once per pool)…")
 def default_router(
-    dataset: str, pool: str, waiting: tuple[str, ...] = ()
+    dataset: str, pool: str, waiting_ids: tuple[str, ...] = ()
 ) -> tuple[str, list[tuple[str, float]]]:
     """The best router by validation AIQ among those ready now: the embedding readers only when
     their embeddings are on disk already, the others once every agent they read is read in, so
-    that the first view never waits for the encoder or for helper agents (``waiting``: the
+    that the first view never waits for the encoder or for helper agents (``waiting_ids``: the
     routers still waiting, part of the key)."""
     return pick_default(benchmark(dataset, pool, embeddings_ready(dataset)), ready_only=True)
 
