@@ -22,7 +22,7 @@ Measures, each beside its target:
 - **first view in a browser** (``--first-view-only``): a fresh server on an empty cache, time
   to the first EM metric (≤ 15 s).
 
-The server and browser helpers below are shared with ``tests/test_browser.py``.
+The server and browser helpers are in ``scripts/dashboard_driver.py`` (shared with the tests).
 """
 
 from __future__ import annotations
@@ -30,189 +30,39 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import _bootstrap  # noqa: F401
+from dashboard_driver import (
+    CHANGE_TIMEOUT_S,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    FIRST_LOAD_TIMEOUT_S,
+    METRIC_CHANGED_JS,
+    SLIDER_DEFAULT,
+    SLIDER_KEY,
+    SLIDER_LABEL,
+    VIEWPORT,
+    dashboard_server,
+    launch_chromium,
+    metric_value,
+    open_cost_explorer,
+    page_scripts,
+    slider_thumb,
+    wait_idle,
+    wait_metric_change,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"  # Debian packages chromium + chromium-driver; never `playwright install`
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
-VIEWPORT = {"width": 1400, "height": 3000}  # Streamlit scrolls inside its own container: tall viewport
-SLIDER_LABEL, SLIDER_KEY, SLIDER_DEFAULT = "λ · errors per TFLOP", "price", 0.1
-HEALTH_TIMEOUT_S = 90.0
-FIRST_LOAD_TIMEOUT_S = 240.0  # the first visit prepares the benchmark (embeddings from disk or computed)
-CHANGE_TIMEOUT_S = 60.0
 COLD_TIMEOUT_S = 300.0
-
 TARGET_SLIDER_SERVER_S = 0.300
 TARGET_COLD_S = 10.0
 TARGET_FIRST_VIEW_S = 15.0
 TARGET_SLIDER_BROWSER_S = 0.250
 TARGET_SESSIONS_MEDIAN_S, TARGET_SESSIONS_MAX_S, TARGET_SESSIONS_LOAD_S = 0.5, 2.0, 5.0
-
-
-# --------------------------------------------------------------------------- server + browser
-
-
-def page_scripts() -> dict[str, Path]:
-    """Every page of the dashboard: the entry script (Overview) and each file page that
-    app.py's ``st.navigation`` lists."""
-    pages = {"overview (app.py)": ROOT / "app.py"}
-    for rel in re.findall(r"st\.Page\(\s*[\"']([^\"']+\.py)[\"']", (ROOT / "app.py").read_text()):
-        pages[Path(rel).stem] = ROOT / rel
-    return pages
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """Terminate the server's whole process group, then kill it if it lingers."""
-    if proc.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-@contextmanager
-def dashboard_server(log_path: Path, env: dict | None = None) -> Iterator[str]:
-    """``streamlit run app.py`` on a free local port; yields its base URL once healthy.
-
-    The server runs in its own process group, always terminated on exit. Its output goes to
-    ``log_path`` (quoted in the error when it dies or never becomes healthy).
-    """
-    port = free_port()
-    cmd = [
-        sys.executable, "-m", "streamlit", "run", "app.py",
-        "--server.headless", "true",
-        "--server.address", "127.0.0.1",
-        "--server.port", str(port),
-        "--browser.gatherUsageStats", "false",
-    ]  # fmt: skip
-    log_path = Path(log_path)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=dict(os.environ if env is None else env), stdin=subprocess.DEVNULL,
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + HEALTH_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited with {proc.returncode}:\n{_tail(log_path)}")
-            try:
-                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no health response in {HEALTH_TIMEOUT_S:.0f} s:\n{_tail(log_path)}")
-            time.sleep(0.25)
-        yield base
-    finally:
-        _stop(proc)
-
-
-def _tail(path: Path, n: int = 40) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
-
-
-def launch_chromium(playwright):
-    """Headless Debian chromium (the browser playwright downloads is never used)."""
-    if not Path(CHROMIUM).is_file():
-        raise FileNotFoundError(f"{CHROMIUM} not found: apt-get install -y chromium chromium-driver")
-    return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-
-
-def _exact(text: str) -> re.Pattern:
-    return re.compile(rf"^\s*{re.escape(text)}\s*$")
-
-
-def metric_value(page, label: str):
-    """The value element of the ``st.metric`` labelled exactly ``label``."""
-    label_el = page.get_by_test_id("stMetricLabel").filter(has_text=_exact(label))
-    return page.get_by_test_id("stMetric").filter(has=label_el).get_by_test_id("stMetricValue")
-
-
-def slider_thumb(page, label: str):
-    """The thumb (ARIA role slider) of the ``st.slider`` labelled exactly ``label``."""
-    label_el = page.get_by_test_id("stWidgetLabel").filter(has_text=_exact(label))
-    return page.get_by_test_id("stSlider").filter(has=label_el).get_by_role("slider")
-
-
-def slider_value(thumb) -> float:
-    """A slider thumb's value: an ``<input type=range>`` or an ARIA ``role=slider`` element."""
-    return float(thumb.evaluate("el => el.value ?? el.getAttribute('aria-valuenow')"))
-
-
-def number(text: str) -> float:
-    """The first number in a metric's text ("1,234.5 GFLOPs" → 1234.5)."""
-    m = re.search(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", text.replace(",", ""))
-    if m is None:
-        raise ValueError(f"no number in metric text {text!r}")
-    return float(m.group())
-
-
-_METRIC_TEXT_JS = """([label, old]) => {
-    for (const m of document.querySelectorAll('[data-testid="stMetric"]')) {
-        const l = m.querySelector('[data-testid="stMetricLabel"]');
-        const v = m.querySelector('[data-testid="stMetricValue"]');
-        if (l && v && l.textContent.trim() === label) return v.textContent !== old;
-    }
-    return false;
-}"""
-
-
-def wait_metric_change(page, label: str, old: str, timeout_s: float = CHANGE_TIMEOUT_S) -> str:
-    """Wait, checking every animation frame, until the value of the metric labelled ``label``
-    reads other than ``old`` (the element is looked up afresh each frame); returns the text."""
-    page.wait_for_function(_METRIC_TEXT_JS, arg=[label, old], polling="raf", timeout=1000 * timeout_s)
-    return metric_value(page, label).inner_text()
-
-
-def wait_idle(page, timeout_s: float = CHANGE_TIMEOUT_S) -> None:
-    """Wait until the app's "running" indicator is gone (the rerun has finished)."""
-    page.get_by_test_id("stStatusWidget").wait_for(state="hidden", timeout=1000 * timeout_s)
-
-
-def open_cost_explorer(page, base: str):
-    """Open the cost explorer, wait for its EM metric; returns the EM value locator."""
-    page.goto(f"{base}/cost_explorer", timeout=60_000)
-    em = metric_value(page, "EM")
-    em.wait_for(timeout=1000 * FIRST_LOAD_TIMEOUT_S)
-    return em
 
 
 # --------------------------------------------------------------------------- measurements
@@ -399,7 +249,7 @@ async def _session(browser, base: str, n_moves: int, loads: list, moves: list) -
         await page.keyboard.up(key)
         try:
             await page.wait_for_function(
-                _METRIC_TEXT_JS, arg=["EM", old], polling="raf", timeout=1000 * CHANGE_TIMEOUT_S
+                METRIC_CHANGED_JS, arg=["EM", old], polling="raf", timeout=1000 * CHANGE_TIMEOUT_S
             )
             moves.append(time.perf_counter() - t)
         except PlaywrightTimeout:  # this move left EM where it was

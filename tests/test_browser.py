@@ -29,7 +29,8 @@ pytestmark = pytest.mark.slow
 def _bench():
     """Server and browser helpers, shared with scripts/bench_dashboard.py."""
     sys.path.insert(0, str(ROOT / "scripts"))
-    spec = importlib.util.spec_from_file_location("bench_dashboard", ROOT / "scripts" / "bench_dashboard.py")
+    path = ROOT / "scripts" / "dashboard_driver.py"
+    spec = importlib.util.spec_from_file_location("dashboard_driver", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
