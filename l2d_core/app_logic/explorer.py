@@ -255,9 +255,10 @@ def default_router(bench: Benchmark, ready_only: bool = False) -> tuple[str, lis
     routers whose inputs are read in already (a first view need not wait for every helper
     agent: :func:`~l2d_core.evaluation.validation.waiting` names the others; a single router
     ready is the default without a ranking, its score NaN)."""
-    if ready_only and len(ready := candidates(bench, ready_only=True)) == 1:
-        return ready[0], [(ready[0], float("nan"))]  # one router ready: nothing to compare yet
-    ranking = rank_by_validation(bench, ready_only=ready_only)
+    ids = candidates(bench, ready_only)  # (checking what is read in costs a pass over each store)
+    if ready_only and len(ids) == 1:
+        return ids[0], [(ids[0], float("nan"))]  # one router ready: nothing to compare yet
+    ranking = rank_by_validation(bench, ids)
     if not ranking:
         raise ValueError(f"no router of the registry can run on pool {bench.pool.name}")
     return ranking[0][0], ranking
