@@ -44,6 +44,7 @@ from l2d_core.evaluation.benchmark import prepare
 from l2d_core.evaluation.paper import paper_table
 from l2d_core.evaluation.registry import router_ids
 from l2d_core.evaluation.router import AGENT_PREFIX
+from l2d_core.method.training import PAPER_CONFIG
 
 QUICK_SEEDS = (0,)
 QUICK_LIMIT_TRAIN = 1500
@@ -68,6 +69,19 @@ def parse_args(argv):
         help="router ids to run (default: every registered router and agent:<id>; --quick: "
         + ", ".join(QUICK_ROUTERS)
         + " and the agents)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=["fast", "full"],
+        default="fast",
+        help="the paper's rejector (l2d-sdl): a head on frozen embeddings (fast) or the encoder "
+        "fine-tuned at the paper's budget, 6 epochs at 384 tokens (full: hours on a CPU, minutes on a GPU)",
+    )
+    p.add_argument(
+        "--prices",
+        type=float,
+        nargs="*",
+        help="per-TFLOP prices λ evaluated besides the β₁ points (default: BENCHMARK.md's)",
     )
     p.add_argument("--limit-train", type=int, metavar="N", help="sub-sample N training questions (seed 0)")
     p.add_argument("--n-boot", type=int, help="bootstrap resamples (default: the engine's; --quick: 200)")
@@ -114,6 +128,8 @@ def check_inputs(args) -> None:
         raise UsageError("--seeds needs at least one seed")
     if args.limit_train is not None and args.limit_train < 10:
         raise UsageError(f"--limit-train must be at least 10, got {args.limit_train}")
+    if any(not (x >= 0 and x < float("inf")) for x in args.prices or ()):
+        raise UsageError(f"--prices must be finite and >= 0, got {args.prices}")
     if args.n_boot is not None and args.n_boot < 0:
         raise UsageError(f"--n-boot must be >= 0, got {args.n_boot}")
     out = args.out
@@ -204,6 +220,10 @@ def main(argv=None) -> int:
             routers = [r for r in QUICK_ROUTERS if r in router_ids()]
             routers += [AGENT_PREFIX + a for a in bench.test.agent_ids]
         kw = {} if args.n_boot is None else {"n_boot": args.n_boot}
+        if args.prices is not None:
+            kw["prices"] = args.prices
+        if args.mode == "full":  # the paper's budget (training.PAPER_CONFIG), encoder fine-tuned
+            kw["params"] = {"l2d-sdl": {"mode": "full", "config": PAPER_CONFIG}}
         last = {"t": time.perf_counter(), "rid": None}
 
         def progress(line: str) -> None:
@@ -221,7 +241,8 @@ def main(argv=None) -> int:
         if last["rid"] is not None:
             timings[f"router:{last['rid']}"] = time.perf_counter() - last["t"]
         t0 = time.perf_counter()
-        results["paper_table"] = paper_table(bench, results, args.seeds, log)
+        if args.mode == "fast":  # full mode: the extra β₁ of the paper's table is one more fine-tune
+            results["paper_table"] = paper_table(bench, results, args.seeds, log)
         timings["paper_table"] = time.perf_counter() - t0
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -237,6 +258,7 @@ def main(argv=None) -> int:
         "command": "python scripts/benchmark_routers.py "
         + shlex.join(sys.argv[1:] if argv is None else argv),
         "reduced": ", ".join(reduced) or None,
+        "sdl_mode": args.mode,
         "n_train": len(bench.train),
         "timings_s": timings,
         "compute_s": time.perf_counter() - t_start,  # data, routers and the paper table

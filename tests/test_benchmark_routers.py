@@ -39,6 +39,7 @@ def bench_cli():
 def reduced_run(real_data, bench_cli, tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "squad11-P2"
     argv = ["--pool", "P2", "--quick", "--limit-train", "600", "--n-boot", "100", "--png", "--quiet"]
+    argv += ["--prices", "0.05", "0.5"]
     rc = bench_cli.main([*argv, "--routers", *ROUTERS, "--out", str(out)])
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     return rc, out, results, (out / "report.md").read_text(encoding="utf-8")
@@ -159,6 +160,9 @@ def test_bad_inputs_exit_2(bench_cli, tmp_path, capsys):
         (["--routers", "nope"], "unknown router"),
         (["--out", str(a_file)], "is not a folder"),
         (["--seeds"], None),  # argparse: nargs="+" needs one
+        (["--prices", "-1"], "--prices must be finite and >= 0"),
+        (["--prices", "nan"], "--prices must be finite and >= 0"),
+        (["--mode", "huge"], None),
     ]
     for argv, msg in cases:
         try:
@@ -169,6 +173,25 @@ def test_bad_inputs_exit_2(bench_cli, tmp_path, capsys):
         assert rc == 2, argv
         if msg:
             assert msg in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_prices_flag_sets_the_price_points(reduced_run):
+    _, _, results, _ = reduced_run
+    assert results["price_points"] == [0.05, 0.5]
+    assert results["run"]["sdl_mode"] == "fast"
+    prices = [p["price"] for p in results["routers"]["l2d-plugin"]["points"] if "price" in p]
+    assert prices == [0.05, 0.5]
+
+
+def test_router_params_reach_the_router(real_data):
+    """``run_comparison(params=…)`` builds each router with its own parameters (full mode)."""
+    from _slices import slice_bench
+
+    from l2d_core.evaluation.comparison import run_comparison
+
+    with pytest.raises(ValueError, match="mode must be 'fast' or 'full'"):
+        run_comparison(slice_bench("P2"), [0], ["l2d-sdl"], n_boot=0, params={"l2d-sdl": {"mode": "huge"}})
 
 
 def test_matched_share_mixes_the_two_nearest_points():

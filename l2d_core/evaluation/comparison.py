@@ -220,13 +220,15 @@ def run_comparison(
     n_boot: int = N_BOOT,
     boot_seed: int = 0,
     prices: Sequence[float] = PRICE_POINTS,
+    params: dict[str, dict] | None = None,
 ) -> Results:
     """Every router (default: :func:`router_ids`) on ``bench``: summaries per seed, then mean and
     std over ``seeds``; points averaged over seeds; paired bootstrap intervals over the test
     questions (``n_boot`` resamples; 0 skips them). Besides the BENCHMARK.md β₁ points (the
     paper's GFLOPs rule), every router is also evaluated at the per-TFLOP prices ``prices``.
 
-    ``progress`` gets one line per router (the dashboard shows it in a status box).
+    ``progress`` gets one line per router (the dashboard shows it in a status box); ``params``
+    maps a router id to its constructor parameters (e.g. the rejector's full mode).
     """
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
@@ -278,7 +280,7 @@ def run_comparison(
     for rid in routers if routers is not None else router_ids(bench):
         if progress:
             progress(f"{rid}: {len(seeds)} seed(s)")
-        fitted = [make_router(rid).fit(bench, s) for s in seeds]
+        fitted = [make_router(rid, **(params or {}).get(rid, {})).fit(bench, s) for s in seeds]
         runs = [r.points(prices=prices) for r in fitted]
         per_seed = [_curve_summary(bench, pts, lo, hi) for pts in runs]
         points = _mean_points(runs)
