@@ -5,6 +5,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard.cache import benchmark, fitted_router, pool_answers
+from dashboard.live_agent import offer_quick_agent
 from dashboard.widgets import cost_from_state, default_choice, select_pool, select_routers, shown_errors
 from l2d_core.app_logic.live import live_pools, main_runs_live
 from l2d_core.deploy import deploy
@@ -40,14 +41,11 @@ if not live:
     others = live_pools(dataset)
     st.info(
         f"The main agent of {pool} ({bench.pool.main}) is known only by its answers to the dataset: it "
-        "cannot answer your own text, so only dataset questions can be routed through it. "
-        + (
-            f"Pools whose main agent answers new text: {', '.join(others)}."
-            if others
-            else "Train the project's live agent first: `python scripts/train_agent.py` (about 40 minutes "
-            "on 2 CPU cores), then pick the pool P3-live."
-        )
+        "cannot answer your own text, so only dataset questions can be routed through it."
+        + (f" Pools whose main agent answers new text: {', '.join(others)}." if others else "")
     )
+    if not others:
+        offer_quick_agent(dataset)
 
 sources = ("Dataset question", "Your own text") if live else ("Dataset question",)
 source = st.radio("Query", sources, key="sq_source", horizontal=True)

@@ -3,6 +3,7 @@
     python scripts/train_agent.py                         # minilm-qa on squad11, 2 folds
     python scripts/train_agent.py --folds 5 --epochs 3    # more folds / epochs
     python scripts/train_agent.py --device cuda           # on a GPU (default: CUDA when present)
+    python scripts/train_agent.py --profile quick         # minutes: one small model, pool P3-quick
 
 SQuAD v1.1 dev is all the labelled data there is, so the answers are *cross-fitted*: the
 BENCHMARK.md training articles are cut into k folds; for each fold a model is fine-tuned on
@@ -14,6 +15,12 @@ BENCHMARK.md: ``P3-live`` = {the agent (main), rnet-plus, bert-ens} and ``P2-liv
 bert-ens}. Every answer is recorded with the model's confidence in it (span probability, logit
 margins); answers cached without it are answered again from the saved checkpoints.
 
+The quick profile (``--profile quick``: agent ``minilm-qa-quick``, pool ``P3-quick``) answers
+your own text within minutes of a fresh clone: one model fine-tuned for one epoch on a few hundred
+questions of one fold of the training articles answers the other fold's questions (what a cascade
+router learns from: a subset, on purpose) and every test question. Its EM is far below the full
+profile's; the script prints both figures' sources.
+
 Weights are build artefacts under ``<cache>/models/<agent>/`` (git-ignored; re-created by this
 script). Resumable: a finished checkpoint (``l2d_training.json`` present) is not retrained and
 cached answers are not recomputed. Ends with the agent's EM/F1/GFLOPs and the training times.
@@ -23,13 +30,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 
 import _bootstrap  # noqa: F401
 
 from l2d_core.agents import AgentSpec, register_agent, register_pool
 from l2d_core.agents.cache import AgentCache
-from l2d_core.agents.qa_training import MARKER, QATrainConfig, crossfit_folds, is_trained, train_qa_model
+from l2d_core.agents.qa_training import (
+    MARKER,
+    PROFILES,
+    QATrainConfig,
+    crossfit_folds,
+    is_trained,
+    train_qa_model,
+)
 from l2d_core.agents.registry import PoolSpec
 from l2d_core.data import benchmark_split, load_dataset
 from l2d_core.paths import cache_dir
@@ -38,12 +53,19 @@ from l2d_core.paths import cache_dir
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", default="squad11", help="a dataset with the BENCHMARK.md split")
-    p.add_argument("--agent-id", default="minilm-qa")
+    p.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default="full",
+        help="full: cross-fitted models, every question answered (the benchmark's minilm-qa); quick: "
+        "one small model in minutes that answers new text (agent minilm-qa-quick, pool P3-quick)",
+    )
+    p.add_argument("--agent-id", default=None, help="default: the profile's (minilm-qa, minilm-qa-quick)")
     p.add_argument("--base", default="", help="HF encoder path or id (default: packaged all-MiniLM-L6-v2)")
     p.add_argument("--folds", type=int, default=2, help="cross-fitting folds over the training articles")
-    p.add_argument("--epochs", type=int, default=QATrainConfig.epochs)
-    p.add_argument("--batch-size", type=int, default=QATrainConfig.batch_size)
-    p.add_argument("--lr", type=float, default=QATrainConfig.lr)
+    p.add_argument("--epochs", type=int, default=None, help="default: the profile's")
+    p.add_argument("--batch-size", type=int, default=None, help="default: the profile's")
+    p.add_argument("--lr", type=float, default=None, help="default: the profile's")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--precision",
@@ -52,16 +74,28 @@ def parse_args(argv):
         help="auto: bf16 autocast on CUDA and on CPUs with native bf16, else fp32",
     )
     p.add_argument("--device", default=None, help="cuda, cuda:1, cpu (default: CUDA when present)")
-    p.add_argument("--limit", type=int, default=None, help="at most N questions per training/answering step")
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="at most N questions per training/answering step (quick profile: training and the "
+        "held-out fold only; default: the profile's)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument(
         "--pools",
         nargs="*",
-        default=["P3-live=rnet-plus,bert-ens", "P2-live=bert-ens"],
+        default=None,
         metavar="NAME=EXPERT,…",
-        help="pools to register with the agent as main (BENCHMARK.md's live pools by default)",
+        help="pools to register with the agent as main (default: the profile's; full: BENCHMARK.md's "
+        "live pools)",
     )
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    profile = PROFILES[args.profile]
+    for k in ("agent_id", "epochs", "batch_size", "lr", "limit", "pools"):
+        if getattr(args, k) is None:
+            setattr(args, k, getattr(profile, k))
+    return args
 
 
 def _pool_arg(text: str) -> tuple[str, tuple[str, ...]]:
@@ -98,10 +132,15 @@ def main(argv=None) -> int:
         (f"fold{f}", lim(r for r in train if r.title not in held), lim(r for r in train if r.title in held))
         for f, held in enumerate(folds)
     ]
-    jobs.append(("full", lim(train), lim(test)))
+    if not PROFILES[args.profile].crossfit:  # one model: it answers its held-out fold and every test question
+        jobs = [(jobs[0][0], jobs[0][1], jobs[0][2] + list(test))]
+    else:
+        jobs.append(("full", lim(train), lim(test)))
+    live = jobs[-1][0]  # the model registered for live use: trained on no test article
     plan = {
         "config": cfg.but(base=cfg.base_path()).__dict__,
         "limit": args.limit,
+        "profile": args.profile,
         "models": {
             name: {"trained_on": sorted({r.title for r in fit}), "answers": sorted({r.title for r in ans})}
             for name, fit, ans in jobs
@@ -139,21 +178,31 @@ def main(argv=None) -> int:
             agent, ds, args.agent_id, answer_recs, cache, progress=not args.quiet, desc=f"answer {name}"
         )
 
-    full = ExtractiveAgent(str(root / "full"), device=args.device, null_answer=null)
+    full = ExtractiveAgent(str(root / live), device=args.device, null_answer=null)
     spec = AgentSpec(
         id=args.agent_id,
         dataset=ds.name,
         kind="extractive",
         gflops=round(agent_gflops_at(full, 384), 2),
         gflops_source="measured",
-        path=str(root / "full"),
-        name=f"{args.base or 'all-MiniLM-L6-v2'} fine-tuned for extractive QA (cross-fitted)",
+        path=str(root / live),
+        name=f"{args.base or 'all-MiniLM-L6-v2'} fine-tuned for extractive QA "
+        + ("(quick profile)" if args.profile == "quick" else "(cross-fitted)"),
         params=sum(p.numel() for p in full.model.parameters()),
         options={"max_length": 384, "stride": 128, "max_answer_tokens": 30, "null_answer": null},
     )
     register_agent(spec, replace=True)  # a later run of this script replaces its own agent
-    again = f"python scripts/train_agent.py --dataset {ds.name} --agent-id {args.agent_id}"
-    cache.set_meta(ds.name, args.agent_id, gflops_source="measured", training=stats, answered_by=again)
+    again = "python scripts/train_agent.py " + shlex.join(
+        ["--dataset", ds.name, "--profile", args.profile, "--agent-id", args.agent_id]
+    )
+    cache.set_meta(
+        ds.name,
+        args.agent_id,
+        gflops_source="measured",
+        training=stats,
+        answered_by=again,
+        partial=not PROFILES[args.profile].crossfit,  # answered a subset on purpose: pools route on it
+    )
     for pool_name, experts in pools:
         register_pool(
             PoolSpec(pool_name, ds.name, args.agent_id, experts, "live agent as main"), replace=True

@@ -86,3 +86,39 @@ def test_bad_base_model_is_a_clear_error(real_data, fresh_cache, tmp_path, capsy
     assert rc == 2
     err = capsys.readouterr().err
     assert "error:" in err and "nowhere" in err and "Traceback" not in err
+
+
+def test_quick_profile_trains_one_model_and_its_pool_routes_on_what_it_answered(
+    real_data, fresh_cache, bert_path, capsys
+):
+    """``--profile quick``: one model answers its held-out fold and every test question; the pool
+    it registers is routed on exactly the questions its main agent answered (a subset on purpose),
+    while a model agent with gaps and no such mark is refused."""
+    from l2d_core.agents import get_agent, get_pool
+    from l2d_core.agents.cache import AgentCache
+    from l2d_core.agents.routing_data import AgentNotCachedError, load_routing_data
+    from l2d_core.data import BENCHMARK_TEST_ARTICLES, benchmark_split, load_dataset
+
+    argv = ["--profile", "quick", "--base", str(bert_path), "--limit", "6", "--batch-size", "4", "--quiet"]
+    assert train_agent.main(argv) == 0, capsys.readouterr().err
+    root = fresh_cache / "models" / "minilm-qa-quick"
+    plan = json.loads((root / "crossfit.json").read_text())
+    assert list(plan["models"]) == ["fold0"] and plan["profile"] == "quick"
+    m = plan["models"]["fold0"]
+    assert not set(m["trained_on"]) & set(m["answers"]) and set(BENCHMARK_TEST_ARTICLES) <= set(m["answers"])
+    spec = get_agent("minilm-qa-quick")
+    assert Path(spec.path) == root / "fold0" and "quick" in spec.name
+    assert get_pool("P3-quick").agent_ids == ("minilm-qa-quick", "rnet-plus", "bert-ens")
+
+    ds = load_dataset("squad11")
+    _, test = benchmark_split(ds)
+    cache = AgentCache()
+    answered = cache.ids_with("squad11", "minilm-qa-quick", "confidence")
+    assert len(answered) == 6 + len(test) < len(ds)
+    data = load_routing_data(ds, get_pool("P3-quick"), cache)
+    assert set(data.qids) == answered and len(data) == len(answered)
+    assert set(data.titles) == {ds[q].title for q in answered}
+
+    cache.set_meta("squad11", "minilm-qa-quick", partial=False)  # gaps without the mark: refused
+    with pytest.raises(AgentNotCachedError, match="minilm-qa-quick"):
+        load_routing_data(ds, get_pool("P3-quick"), cache)

@@ -31,7 +31,17 @@ from ..data.records import QARecord
 from ..paths import default_encoder_path
 from ..runtime import cpu_has_fast_bf16, linear_schedule, pick_device, set_seed
 
-__all__ = ["QATrainConfig", "crossfit_folds", "train_features", "train_qa_model", "is_trained", "MARKER"]
+__all__ = [
+    "QATrainConfig",
+    "TrainingProfile",
+    "PROFILES",
+    "crossfit_folds",
+    "train_features",
+    "train_qa_model",
+    "time_training_step",
+    "is_trained",
+    "MARKER",
+]
 
 MARKER = "l2d_training.json"  # written last: its presence means the checkpoint is complete
 
@@ -141,6 +151,68 @@ def _collate(collator, feats: dict, idx: list[int], device) -> dict:
 def is_trained(out_dir: str | Path) -> bool:
     """A complete checkpoint: weights saved and the provenance marker written after them."""
     return (Path(out_dir) / MARKER).is_file()
+
+
+@dataclass(frozen=True)
+class TrainingProfile:
+    """What ``scripts/train_agent.py --profile NAME`` trains when the command line leaves it out."""
+
+    agent_id: str
+    epochs: int
+    batch_size: int
+    lr: float
+    limit: int | None  # questions per training / held-out answering step (None: all)
+    pools: tuple[str, ...]  # NAME=EXPERT,EXPERT… registered with the agent as main
+    crossfit: bool  # k fold models + a full model (else one fold model answers the test too)
+
+
+PROFILES = {
+    "full": TrainingProfile(
+        "minilm-qa",
+        QATrainConfig.epochs,
+        QATrainConfig.batch_size,
+        QATrainConfig.lr,
+        None,
+        ("P3-live=rnet-plus,bert-ens", "P2-live=bert-ens"),
+        crossfit=True,
+    ),
+    # minutes on 2 CPU cores: one model, one epoch on a few hundred questions (smaller batches
+    # and a larger step make the most of few steps)
+    "quick": TrainingProfile("minilm-qa-quick", 1, 16, 2e-4, 1200, ("P3-quick=rnet-plus,bert-ens",), False),
+}
+
+
+def time_training_step(
+    config: QATrainConfig = QATrainConfig(), device: str | None = None, batch: int = 16, tokens: int = 192
+) -> dict[str, float]:
+    """Seconds of one training step (forward, backward, AdamW) and of one forward pass of the
+    base model on a batch of ``batch`` windows of ``tokens`` tokens, on ``device`` — what an
+    estimate of a training run's time on this machine is made from."""
+    from transformers import AutoModelForQuestionAnswering
+
+    dev = pick_device(device)
+    bf16 = config.bf16 if config.bf16 is not None else (dev.type == "cuda" or cpu_has_fast_bf16())
+    model = AutoModelForQuestionAnswering.from_pretrained(config.base_path()).to(dev).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=config.lr)
+    ids = torch.randint(1000, 2000, (batch, tokens), device=dev)
+    target = torch.zeros(batch, dtype=torch.long, device=dev)
+    out = {}
+    for name in ("warm-up", "train_step_s", "forward_s"):
+        t0 = time.perf_counter()
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
+            if name == "forward_s":
+                with torch.no_grad():
+                    model.eval()(input_ids=ids)
+            else:
+                model(input_ids=ids, start_positions=target, end_positions=target).loss.backward()
+        if name != "forward_s":
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        out[name] = time.perf_counter() - t0
+    del out["warm-up"]
+    return out
 
 
 def train_qa_model(

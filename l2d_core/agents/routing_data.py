@@ -119,8 +119,9 @@ def ensure_cached(dataset: QADataset, agents: list[AgentSpec], cache: AgentCache
             if needs_import(dataset, spec, cache):  # (re-)score the file: cheap, and always current
                 import_predictions(spec, dataset, cache)
             continue
-        missing = set(dataset.qids) - cache.ids_with(dataset.name, spec.id, "confidence")
-        if missing:
+        done = cache.ids_with(dataset.name, spec.id, "confidence")
+        missing = set(dataset.qids) - done
+        if missing and not (answers_a_subset(dataset, spec, cache) and done & set(dataset.qids)):
             how = cache.meta(dataset.name, spec.id).get("answered_by") or (
                 f"python scripts/precompute_cache.py --dataset {dataset.name} --agents {spec.id}"
             )
@@ -129,6 +130,12 @@ def ensure_cached(dataset: QADataset, agents: list[AgentSpec], cache: AgentCache
                 f"{len(missing)} of {len(dataset)} questions of {dataset.name}; run `{how}` "
                 "(finished answers are kept; only the missing ones are computed)"
             )
+
+
+def answers_a_subset(dataset: QADataset, spec: AgentSpec, cache: AgentCache) -> bool:
+    """Whether a model agent answered only part of the dataset on purpose (``train_agent.py
+    --profile quick``: its meta says ``partial``); a pool with it is routed on those questions."""
+    return spec.kind != "prediction_file" and bool(cache.meta(dataset.name, spec.id).get("partial"))
 
 
 def import_agent(dataset_name: str, *agent_ids: str) -> None:
@@ -204,7 +211,9 @@ def load_routing_data(
     """Arrays for every question of ``dataset`` and every agent of ``pool`` (main first).
 
     A question an agent has no record for counts as wrong for that agent (and is reported
-    by the import); unknown agent ids raise KeyError.
+    by the import), except for an agent that answered a subset on purpose
+    (:func:`answers_a_subset`): then only the questions it answered are kept. Unknown agent ids
+    raise KeyError.
     """
     cache = cache or AgentCache()
     agent_ids = pool.agent_ids if isinstance(pool, PoolSpec) else tuple(pool)
@@ -236,7 +245,7 @@ def load_routing_data(
         conf = t["confidence"] if "confidence" in t else pd.Series(None, index=t.index, dtype=object)
         cols["confidence"].append(np.array([c if isinstance(c, dict) else None for c in conf], dtype=object))
     stack = {k: np.stack(v, axis=1) for k, v in cols.items()}
-    return RoutingData(
+    data = RoutingData(
         dataset=dataset.name,
         agent_ids=agent_ids,
         qids=tuple(qids),
@@ -249,3 +258,8 @@ def load_routing_data(
         answers=stack["answer"],
         confidence=stack["confidence"],
     )
+    keep = np.ones(len(qids), bool)
+    for s in specs:
+        if answers_a_subset(dataset, s, cache):
+            keep &= np.isin(qids, list(cache.ids_with(dataset.name, s.id, "confidence")))
+    return data if keep.all() else data.take(keep)
