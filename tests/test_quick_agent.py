@@ -26,8 +26,9 @@ def test_expected_time_is_the_timed_step_times_the_work(real_data, fresh_cache, 
     assert quick["trained"] == work["trained"] == Q.QUICK.limit  # the limit caps a fold's questions
     assert work["answered"] == Q.QUICK.limit + 2595  # its held-out fold (capped) and every test question
     steps = math.ceil(work["trained"] / Q.QUICK.batch_size) * Q.QUICK.epochs
-    assert quick["train_s"] == pytest.approx(steps * 2.0 * Q.QUICK.batch_size / 16)
-    assert quick["answer_s"] == pytest.approx(work["answered"] / 16 * 0.5)
+    assert quick["train_s"] == pytest.approx(steps * 2.0)
+    assert quick["answer_s"] == pytest.approx(work["answered"] / Q.QUICK.batch_size * 0.5)
+    assert calls == [{"device": "cpu", "batch": Q.QUICK.batch_size}]
     full = Q.expected_seconds("squad11", PROFILES["full"])
     assert full["total_s"] > 5 * quick["total_s"] and full["answered"] == 10570
     assert len(calls) == 1  # measured once, then read from disk

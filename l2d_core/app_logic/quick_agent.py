@@ -65,23 +65,26 @@ def workload(dataset: str, profile: TrainingProfile = QUICK, folds: int = 2) -> 
     return {"trained": lim(len(train) - n_fold), "answered": lim(n_fold) + len(test)}
 
 
-def _step_times(device: str | None) -> dict[str, float]:
-    """One training step and one forward pass of the base model here (measured once, on disk)."""
+def _step_times(device: str | None, batch: int) -> dict[str, float]:
+    """One training step and one forward pass of the base model on ``batch`` windows here
+    (measured once, kept on disk)."""
     dev = "cuda" if (device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cuda") else "cpu"
-    key = f"qa_step|{QATrainConfig().base_path()}|{dev}|{torch.get_num_threads()}|{torch.__version__}"
+    base = QATrainConfig().base_path()
+    key = f"qa_step|{base}|{dev}|{batch}|{torch.get_num_threads()}|{torch.__version__}"
     with open_disk_cache(cache_dir() / "meta", "the measurement cache", "measurements are taken again") as m:
         if key not in m:
-            m[key] = time_training_step(device=dev, batch=16)
+            m[key] = time_training_step(device=dev, batch=batch)
         return dict(m[key])
 
 
 def expected_seconds(dataset: str, profile: TrainingProfile = QUICK, device: str | None = None) -> dict:
     """This machine's expected time for a run of ``profile``: ``train_s``, ``answer_s``,
-    ``total_s``, and the ``trained`` / ``answered`` question counts it is made of."""
-    t, work = _step_times(device), workload(dataset, profile)
+    ``total_s``, and the ``trained`` / ``answered`` question counts it is made of. The step is
+    timed at the quick profile's batch size; another profile's is scaled by its windows."""
+    t, work = _step_times(device, QUICK.batch_size), workload(dataset, profile)
     train_s = math.ceil(work["trained"] / profile.batch_size) * profile.epochs * t["train_step_s"]
-    train_s *= profile.batch_size / 16  # the step was timed on 16 windows
-    answer_s = work["answered"] / 16 * t["forward_s"]
+    train_s *= profile.batch_size / QUICK.batch_size
+    answer_s = work["answered"] / QUICK.batch_size * t["forward_s"]
     return {**work, "train_s": train_s, "answer_s": answer_s, "total_s": train_s + answer_s}
 
 
