@@ -14,7 +14,7 @@ from l2d_core.app_logic.quick_agent import (
     training_status,
 )
 
-__all__ = ["offer_quick_agent"]
+__all__ = ["offer_quick_agent", "switch_pool_button"]
 
 
 def _minutes(seconds: float) -> str:
@@ -42,14 +42,17 @@ def _progress(dataset: str) -> None:
     st.progress(s.done / s.total, text=f"{s.stage.capitalize()}: {s.done:,} of {s.total:,} {unit}{eta}")
 
 
+def switch_pool_button(pool: str) -> None:
+    """A button that picks ``pool`` in the sidebar (set in its callback: before the picker is drawn)."""
+    st.button(f"Switch to {pool}", type="primary", on_click=lambda: st.session_state.update(pool=pool))
+
+
 def offer_quick_agent(dataset: str) -> None:
     """No pool of ``dataset`` answers new text: offer the quick model (or show its run)."""
     status = training_status(dataset)
     if status.state == "done":
         st.success(f"The quick model is trained: the pool {QUICK_POOL} answers your own text.")
-        if st.button(f"Switch to {QUICK_POOL}", type="primary"):
-            st.session_state["pool"] = QUICK_POOL
-            st.rerun()
+        switch_pool_button(QUICK_POOL)
         return
     if status.state == "running":
         st.info(f"Training the quick model for the pool {QUICK_POOL}; you can leave this page meanwhile.")

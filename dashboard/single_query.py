@@ -5,7 +5,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard.cache import benchmark, fitted_router, pool_answers
-from dashboard.live_agent import offer_quick_agent
+from dashboard.live_agent import offer_quick_agent, switch_pool_button
 from dashboard.widgets import cost_from_state, default_choice, select_pool, select_routers, shown_errors
 from l2d_core.app_logic.live import live_pools, main_runs_live
 from l2d_core.deploy import deploy
@@ -44,7 +44,9 @@ if not live:
         "cannot answer your own text, so only dataset questions can be routed through it."
         + (f" Pools whose main agent answers new text: {', '.join(others)}." if others else "")
     )
-    if not others:
+    if others:
+        switch_pool_button(others[0])
+    else:
         offer_quick_agent(dataset)
 
 sources = ("Dataset question", "Your own text") if live else ("Dataset question",)

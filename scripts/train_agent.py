@@ -16,10 +16,10 @@ bert-ens}. Every answer is recorded with the model's confidence in it (span prob
 margins); answers cached without it are answered again from the saved checkpoints.
 
 The quick profile (``--profile quick``: agent ``minilm-qa-quick``, pool ``P3-quick``) answers
-your own text within minutes of a fresh clone: one model fine-tuned for one epoch on a few hundred
-questions of one fold of the training articles answers the other fold's questions (what a cascade
-router learns from: a subset, on purpose) and every test question. Its EM is far below the full
-profile's; the script prints both figures' sources.
+your own text within minutes of a fresh clone: one model fine-tuned for one epoch on 1,200
+questions of one fold of the training articles answers 1,200 of the other fold's questions (what
+a cascade router learns from: a subset, on purpose) and every test question. Its EM is far below
+the full profile's.
 
 Weights are build artefacts under ``<cache>/models/<agent>/`` (git-ignored; re-created by this
 script). Resumable: a finished checkpoint (``l2d_training.json`` present) is not retrained and

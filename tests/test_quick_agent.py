@@ -106,3 +106,29 @@ def test_single_query_page_offers_the_quick_model_then_shows_its_run(real_data, 
     at.run()
     assert any("The last training run stopped" in e.value for e in at.error)
     assert any(b.label == "Train the quick model" for b in at.button)  # and it can be started again
+
+
+def test_once_a_pool_answers_new_text_the_page_switches_to_it(real_data, fresh_cache, bert_path):
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from l2d_core.agents import AgentSpec, register_agent, register_pool
+    from l2d_core.agents.registry import PoolSpec
+
+    spec = AgentSpec(
+        id="minilm-qa-quick", dataset="squad11", kind="extractive", gflops=1.0, gflops_source="measured",
+        path=str(bert_path), name="tiny", params=1, options={"max_length": 64},
+    )  # fmt: skip
+    register_agent(spec, replace=True)
+    register_pool(PoolSpec("P3-quick", "squad11", spec.id, ("rnet-plus", "bert-ens"), "test"), replace=True)
+    assert Q.training_status("squad11").state == "done"
+    root = Path(__file__).resolve().parent.parent
+    at = AppTest.from_file(str(root / "dashboard/single_query.py"), default_timeout=600)
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="pool").value == "P3"
+    assert any("P3-quick" in i.value for i in at.info)
+    next(b for b in at.button if b.label == "Switch to P3-quick").click().run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="pool").value == "P3-quick"
