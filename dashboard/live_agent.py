@@ -64,7 +64,7 @@ def offer_quick_agent(dataset: str) -> None:
         f"on this machine. The quick model is fine-tuned for {QUICK.epochs} pass over "
         f"{quick['trained']:,} training questions, then answers {quick['answered']:,} questions so "
         f"that a router can learn when to trust it: **about {_minutes(quick['total_s'])} here** "
-        "(measured from one timed training step). It is much less accurate than the full model, "
+        "(measured from timed training steps). It is much less accurate than the full model, "
         f"`python scripts/train_agent.py`, which trains three models (about {_minutes(full['total_s'])} "
         f"here). The new pool {QUICK_POOL} routes between it, rnet-plus and bert-ens."
     )

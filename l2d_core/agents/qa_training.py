@@ -165,6 +165,10 @@ class TrainingProfile:
     pools: tuple[str, ...]  # NAME=EXPERT,EXPERT… registered with the agent as main
     crossfit: bool  # k fold models + a full model (else one fold model answers the test too)
 
+    @property
+    def pool_names(self) -> tuple[str, ...]:
+        return tuple(p.split("=", 1)[0] for p in self.pools)
+
 
 PROFILES = {
     "full": TrainingProfile(

@@ -2,8 +2,8 @@
 a background process (it outlives a page's rerun and a closed tab), its progress read back
 from its log, and this machine's expected time for it, measured.
 
-The expected time comes from one timed training step and one timed forward pass of the base
-model on this machine (:func:`~l2d_core.agents.qa_training.time_training_step`, a few seconds,
+The expected time comes from timed training steps and forward passes of the base model on this
+machine (:func:`~l2d_core.agents.qa_training.time_training_step`, a few seconds,
 kept on disk), times the steps and windows of the run.
 """
 
@@ -37,10 +37,9 @@ __all__ = [
 ]
 
 QUICK = PROFILES["quick"]
-QUICK_POOL = QUICK.pools[0].split("=", 1)[0]  # the pool it registers (P3-quick)
-ANSWER_BATCH = 64  # questions per batch when a trained model answers (runners.run_into_cache)
-# a tqdm line of train_agent.py: "train fold0:  40%|████  | 30/75 [01:02<01:33, 2.07s/step]"
+QUICK_POOL = QUICK.pool_names[0]  # the pool it registers (P3-quick)
 _PROCS: dict[str, subprocess.Popen] = {}  # runs this process started (reaped when they end)
+# a tqdm line of train_agent.py: "train fold0:  40%|████  | 30/75 [01:02<01:33, 2.07s/step]"
 _BAR = re.compile(r"(train|answer) (\w+):\s+\d+%\|[^|]*\|\s*(\d+)/(\d+) \[([\d:]+)<([\d:?]+)")
 
 
@@ -133,8 +132,7 @@ def training_status(dataset: str, profile: TrainingProfile = QUICK) -> TrainingS
                 stage = "fine-tuning" if what == "train" else "answering"
                 return TrainingStatus("running", stage, int(done), int(total), _seconds(left), last)
         return TrainingStatus("running", "starting", message=last)
-    pools = {p.split("=", 1)[0] for p in profile.pools}
-    if pools & set(live_pools(dataset)):
+    if set(profile.pool_names) & set(live_pools(dataset)):
         return TrainingStatus("done", message=last)
     if not text:
         return TrainingStatus("idle")
