@@ -63,8 +63,10 @@ def default_router(
     """The best router by validation AIQ among those ready now: the embedding readers only when
     their embeddings are on disk already, the others once every agent they read is read in, so
     that the first view never waits for the encoder or for helper agents (``waiting_ids``: the
-    routers still waiting, part of the key)."""
-    return pick_default(benchmark(dataset, pool, embeddings_ready(dataset)), ready_only=True)
+    routers still waiting, part of the key). The routers it ranks are fitted through
+    :func:`fitted_router`, so the default one is not fitted a second time for the page."""
+    bench = benchmark(dataset, pool, embeddings_ready(dataset))
+    return pick_default(bench, ready_only=True, fitted=lambda rid: fitted_router(dataset, pool, rid))
 
 
 @st.cache_data(show_spinner=False)

@@ -169,3 +169,19 @@ def test_questions_missing_from_the_cache_are_imported(squad11, tmp_path):
         assert all(isinstance(a, str) for a in rd.answers[:, 1])
     finally:
         cache.close()
+
+
+def test_done_ids_follow_every_write_and_a_rebuilt_store(tmp_path):
+    """The remembered question ids move on with each write, from this process or another
+    cache object, and a store deleted and written again is read afresh."""
+    rec = {"answer": "x", "em": 1.0, "f1": 1.0}
+    a, b = AgentCache(tmp_path / "agents"), AgentCache(tmp_path / "agents")
+    assert a.done_ids("squad11", "x") == set()
+    a.put_many("squad11", "x", {"q1": rec, "q2": rec})
+    assert a.done_ids("squad11", "x") == {"q1", "q2"}
+    b.put_many("squad11", "x", {"q3": rec})  # a second generation, written by another object
+    assert a.done_ids("squad11", "x") == {"q1", "q2", "q3"}
+    a.delete("squad11", "x")
+    b.close()
+    AgentCache(tmp_path / "agents").put_many("squad11", "x", {"q9": rec})  # generation 1 again
+    assert a.done_ids("squad11", "x") == {"q9"}

@@ -38,6 +38,7 @@ RECORD_FIELDS = (
 _META = "\x00meta"
 _TABLE = "\x00table"
 _GEN = "\x00generation"
+_DONE: dict[str, tuple] = {}  # store folder → ((file inode, generation), question ids)
 
 
 def _check_name(kind: str, name: str) -> str:
@@ -117,6 +118,7 @@ class AgentCache:
         c = self._open.pop((dataset, agent), None)
         if c is not None:
             c.close()
+        _DONE.pop(str(self.directory / dataset / agent), None)
         shutil.rmtree(self.directory / dataset / agent, ignore_errors=True)
 
     # --- reading -------------------------------------------------------------------------
@@ -139,9 +141,25 @@ class AgentCache:
         return c.get(qid) if c is not None else None
 
     def done_ids(self, dataset: str, agent: str) -> set[str]:
-        """Question ids already cached (what a resumed precompute skips)."""
+        """Question ids already cached (what a resumed precompute skips).
+
+        Remembered per process for the store's file and its current generation of writes (a
+        write by any process moves it on), so asking again costs one small read, not one per
+        question.
+        """
         c = self._cache(dataset, agent, create=False)
-        return {k for k in c.iterkeys() if not k.startswith("\x00")} if c is not None else set()
+        if c is None:
+            return set()
+        folder = self.directory / dataset / agent
+        stamp = ((folder / "cache.db").stat().st_ino, int(c.get(_GEN, default=0)))
+        if _DONE.get(str(folder), (None,))[0] != stamp:
+            packed = c.get(_TABLE)
+            if packed is not None and packed.get("generation") == stamp[1]:
+                ids = frozenset(packed["qids"])
+            else:
+                ids = frozenset(k for k in c.iterkeys() if not k.startswith("\x00"))
+            _DONE[str(folder)] = (stamp, ids)
+        return set(_DONE[str(folder)][1])
 
     def ids_with(self, dataset: str, agent: str, field: str) -> set[str]:
         """Question ids whose record has ``field`` set (e.g. answers recorded with confidence)."""

@@ -5,7 +5,7 @@ and the points of the cost–EM plane. β₁ sweeps are computed here too.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -249,16 +249,19 @@ def untrained_settings(bench: Benchmark, router: Router, rule: str = "gflops", a
     return [b for b in SWEEPS[rule][1] if router.needs_training(bench.rule_costs(rule, b, alpha))]
 
 
-def default_router(bench: Benchmark, ready_only: bool = False) -> tuple[str, list[tuple[str, float]]]:
+def default_router(
+    bench: Benchmark, ready_only: bool = False, fitted: Callable[[str], Router] | None = None
+) -> tuple[str, list[tuple[str, float]]]:
     """The router users get by default: the best plug-in router of the registry by validation
     AIQ (training articles, out of fold), and the whole ranking; ``ready_only``: among the
     routers whose inputs are read in already (a first view need not wait for every helper
     agent: :func:`~l2d_core.evaluation.validation.waiting` names the others; a single router
-    ready is the default without a ranking, its score NaN)."""
+    ready is the default without a ranking, its score NaN). ``fitted``: see
+    :func:`~l2d_core.evaluation.validation.rank_by_validation`."""
     ids = candidates(bench, ready_only)  # (checking what is read in costs a pass over each store)
     if ready_only and len(ids) == 1:
         return ids[0], [(ids[0], float("nan"))]  # one router ready: nothing to compare yet
-    ranking = rank_by_validation(bench, ids)
+    ranking = rank_by_validation(bench, ids, fitted=fitted)
     if not ranking:
         raise ValueError(f"no router of the registry can run on pool {bench.pool.name}")
     return ranking[0][0], ranking

@@ -8,7 +8,7 @@ its validation AIQ is the area under that curve's upper hull over the pool's GFL
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from . import store
 from .benchmark import BETA_POINTS, Benchmark
 from .plugin_router import PlugInRouter
 from .registry import ROUTERS, make_router
-from .router import DENSE_BETAS
+from .router import DENSE_BETAS, Router
 
 __all__ = ["validation_curve", "validation_aiq", "rank_by_validation", "candidates", "waiting"]
 
@@ -64,15 +64,20 @@ def waiting(bench: Benchmark) -> dict[str, tuple[str, ...]]:
 
 
 def rank_by_validation(
-    bench: Benchmark, router_ids: Sequence[str] | None = None, ready_only: bool = False
+    bench: Benchmark,
+    router_ids: Sequence[str] | None = None,
+    ready_only: bool = False,
+    fitted: Callable[[str], Router] | None = None,
 ) -> list[tuple[str, float]]:
     """``(router id, validation AIQ)``, best first, for the plug-in routers of the registry (with
     ``ready_only``: those whose inputs are read in already); memoized on disk (keyed by the
     benchmark and every router's settings), so only the first ranking of a pool on a machine
-    fits the out-of-fold heads."""
+    fits the out-of-fold heads. ``fitted(router id)``: where the fitted routers come from (a
+    caller that keeps them, such as the dashboard, fits each once for the ranking and its use)."""
     ids = candidates(bench, ready_only) if router_ids is None else list(router_ids)
     routers = {rid: make_router(rid) for rid in ids}
     params = {rid: [type(r).__name__, repr(sorted(r.params.items()))] for rid, r in routers.items()}
-    compute = lambda: {"aiq": np.array([validation_aiq(r.fit(bench)) for r in routers.values()])}  # noqa: E731
+    fit = fitted or (lambda rid: routers[rid].fit(bench))
+    compute = lambda: {"aiq": np.array([validation_aiq(fit(rid)) for rid in ids])}  # noqa: E731
     aiq = store.memo_arrays("validation-ranking", bench, params, compute, bench.has_embeddings)["aiq"]
     return sorted(zip(ids, map(float, aiq)), key=lambda s: -s[1])

@@ -21,8 +21,11 @@ Location(start=3, end=4, status='exact')
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import islice, takewhile
 from typing import NamedTuple
 
 from .squad_eval import normalized_words
@@ -69,17 +72,29 @@ class ContextIndex:
                 words.extend(toks)
         return cls(tuple(words), tuple(bounds))
 
+    @cached_property
+    def _token_ends(self) -> list[int]:
+        return [b[1] for b in self.tok_bounds]  # increasing: the tokens are in text order
+
+    @cached_property
+    def _where(self) -> dict[str, list[int]]:
+        where: dict[str, list[int]] = {}
+        for i, w in enumerate(self.words):
+            where.setdefault(w, []).append(i)
+        return where
+
     def char_span_to_words(self, char_start: int, char_end: int) -> tuple[int, int] | None:
         """Word indices of the first and last tokens overlapping ``[char_start, char_end)``."""
-        hits = [b for b in self.tok_bounds if b[1] > char_start and b[0] < char_end]
+        k = bisect_right(self._token_ends, char_start)  # the first token ending after char_start
+        hits = list(takewhile(lambda b: b[0] < char_end, islice(self.tok_bounds, k, None)))
         if not hits:
             return None
         return hits[0][2], hits[-1][3]
 
     def occurrences(self, seq: list[str]) -> list[int]:
-        n, m = len(self.words), len(seq)
-        first = seq[0]
-        return [i for i in range(n - m + 1) if self.words[i] == first and list(self.words[i : i + m]) == seq]
+        """Start indices, in order, where the words ``seq`` occur."""
+        m, target = len(seq), tuple(seq)
+        return [i for i in self._where.get(seq[0], ()) if self.words[i : i + m] == target]
 
 
 def is_no_answer(answer: str | None) -> bool:
