@@ -164,6 +164,38 @@ def wait_metric_change(page, label: str, old: str, timeout_s: float = CHANGE_TIM
     return metric_value(page, label).inner_text()
 
 
+# The page's own clock (performance.now(), ms since the page was opened): every key release and
+# every frame whose EM metric text changed, recorded in the page itself, so that a figure leaves
+# out the driver's round trips (a key sent over the DevTools protocol, the polling of a condition).
+PAGE_CLOCK_JS = """(() => {
+    const clock = window.__l2dClock = {keyup: [], em: [], last: null};
+    document.addEventListener('keyup', () => clock.keyup.push(performance.now()), true);
+    const em = () => {
+        for (const m of document.querySelectorAll('[data-testid="stMetric"]')) {
+            const l = m.querySelector('[data-testid="stMetricLabel"]');
+            const v = m.querySelector('[data-testid="stMetricValue"]');
+            if (l && v && l.textContent.trim() === 'EM') return v.textContent;
+        }
+        return null;
+    };
+    new MutationObserver(() => {
+        const text = em();
+        if (text !== null && text !== clock.last) {
+            clock.last = text;
+            requestAnimationFrame(() => clock.em.push(performance.now()));  // the frame that shows it
+        }
+    }).observe(document, {subtree: true, childList: true, characterData: true});
+})();"""
+# (ms) from the last key release to the first frame showing a new EM text; null if none yet
+PAGE_MOVE_MS_JS = """() => {
+    const c = window.__l2dClock, k = c.keyup[c.keyup.length - 1];
+    const shown = c.em.find(t => t > k);
+    return shown === undefined ? null : shown - k;
+}"""
+# (ms) from opening the page to the first frame showing the EM metric; null if none yet
+PAGE_LOAD_MS_JS = "() => window.__l2dClock.em.length ? window.__l2dClock.em[0] : null"
+
+
 def wait_idle(page, timeout_s: float = CHANGE_TIMEOUT_S) -> None:
     """Wait until the app's "running" indicator is gone (the rerun has finished)."""
     page.get_by_test_id("stStatusWidget").wait_for(state="hidden", timeout=1000 * timeout_s)
