@@ -337,6 +337,7 @@ def main(argv=None) -> int:
     times, note = slider_server_side(args.values, budget=True)
     report("budget slider → metrics, server (AppTest)", times, TARGET_SLIDER_SERVER_S)
     print(f"{'':<44} {note}")
+
     firsts, procs, err = cold_start(page_scripts()["cost_explorer"], args.runs, empty_cache=True)
     report("first view, empty cache: cost_explorer", firsts, TARGET_FIRST_VIEW_S)
     print(f"{'':<44} {'ERROR ' + err if err else 'a new cache directory per run (answers imported again)'}")
