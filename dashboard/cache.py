@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from l2d_core import report
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.registry import get_agent, get_pool
 from l2d_core.app_logic.explorer import default_router as pick_default
@@ -21,6 +20,7 @@ from l2d_core.evaluation.registry import make_router, router_class
 from l2d_core.evaluation.results import load_results
 from l2d_core.evaluation.router import Router
 from l2d_core.evaluation.validation import waiting
+from l2d_core.report import charts
 
 __all__ = [
     "benchmark",
@@ -31,7 +31,7 @@ __all__ = [
     "agent_cache",
     "agent_summary",
     "sweep",
-    "sweep_figures",
+    "sweep_charts",
     "pool_answers",
     "comparison_results",
 ]
@@ -93,9 +93,9 @@ def sweep(dataset: str, pool: str, router_id: str, rule: str, alpha: tuple[float
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
-def sweep_figures(frame, x: str, x_title: str) -> dict:
+def sweep_charts(frame, x: str, x_title: str) -> dict:
     """The sweep charts of a sweep frame, built once; a slider move only moves their marker."""
-    return report.sweep_figures(frame, x=x, x_title=x_title)
+    return charts.sweep_charts(frame, x=x, x_title=x_title)
 
 
 @st.cache_data(show_spinner="Asking the agents…", max_entries=64)

@@ -4,7 +4,7 @@ their metrics and the cost–EM plane."""
 import pandas as pd
 import streamlit as st
 
-from dashboard.cache import benchmark, fitted_router, sweep, sweep_figures
+from dashboard.cache import benchmark, fitted_router, sweep, sweep_charts
 from dashboard.widgets import (
     default_choice,
     metric_row,
@@ -15,12 +15,12 @@ from dashboard.widgets import (
     select_routers,
     shown_errors,
 )
-from l2d_core import report
 from l2d_core.app_logic.cost_settings import beta_limits, cost_from_upload, rule_beta1
 from l2d_core.app_logic.explorer import SWEEPS, explore, untrained_settings
 from l2d_core.deploy import EXPORTABLE, deploy, export_folder, export_problem, serve_commands, zip_folder
 from l2d_core.evaluation.registry import router_label
 from l2d_core.method.costs import CostConfig, InvalidCostError
+from l2d_core.report import charts
 
 SUB = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 ALPHA_MAX = 2.0
@@ -202,10 +202,10 @@ for col, v in zip(st.columns(len(view.views)), view.views):
 st.caption(f"{len(bench.test):,} test questions. Changes: since the previous setting of each router.")
 
 left, right = st.columns(2)
-fig_alloc = report.allocation_bars(view.allocation)
-left.plotly_chart(fig_alloc)
-fig_plane = report.plane_figure(view.plane, log_x=st.session_state.get("plane_log", False))
-right.plotly_chart(fig_plane)
+chart_alloc = charts.allocation_chart(view.allocation)
+left.altair_chart(chart_alloc, width="stretch")
+chart_plane = charts.plane_chart(view.plane, log_x=st.session_state.get("plane_log", False))
+right.altair_chart(chart_plane, width="stretch")
 right.checkbox("log GFLOPs axis", key="plane_log", help="the hull is straight in linear cost only")
 below = [v.label for v in view.views if v.router_id in view.below_zero]
 if below:
@@ -213,7 +213,7 @@ if below:
         f"{', '.join(below)}: below the zero router's line — mixing single agents at random reaches a "
         "better EM for the same compute, so this router does not pay for itself here."
     )
-figures = {"Allocation ratios": fig_alloc, "Cost–EM plane": fig_plane}
+shown = {"Allocation ratios": chart_alloc, "Cost–EM plane": chart_plane}
 
 sweep_rule = "gflops" if rule == "gflops" else "price"
 st.subheader(f"Sweep over {X_TITLES[sweep_rule]}")
@@ -238,13 +238,13 @@ for rid, r in routers.items():
     frames.append(sweep(dataset, pool, rid, sweep_rule, alpha))
 if frames:
     column = SWEEPS[sweep_rule][0]
-    sweep_figs = sweep_figures(pd.concat(frames, ignore_index=True), column, X_TITLES[sweep_rule])
+    sweep_set = sweep_charts(pd.concat(frames, ignore_index=True), column, X_TITLES[sweep_rule])
     current = {"gflops": st.session_state["beta1"], "price": st.session_state["price"]}[sweep_rule]
-    if rule != "hand":  # mark the current setting on copies of the cached charts
-        sweep_figs = report.mark_setting(sweep_figs, current)
-    for col, fig in zip(st.columns(2) * 2, sweep_figs.values()):
-        col.plotly_chart(fig)
-    figures |= sweep_figs
+    if rule != "hand":  # mark the current setting on the cached charts
+        sweep_set = charts.mark_setting(sweep_set, current)
+    for col, chart in zip(st.columns(2) * 2, sweep_set.values()):
+        col.altair_chart(chart, width="stretch")
+    shown |= sweep_set
 
 st.subheader("Export and import")
 c1, c2, c3 = st.columns(3)
@@ -257,13 +257,13 @@ c1.download_button(
     on_click="ignore",
     icon=":material/download:",
 )
-c1.code(costs.to_json(), language="json", wrap_lines=True)
+c1.json(costs.to_json(), expanded=2)  # st.json, not st.code: no 1.5 MB code highlighter to load
 c2.file_uploader("Load a cost setting (JSON)", type=["json"], key="cost_upload", on_change=load_upload)
 if err := st.session_state.pop("cost_upload_error", None):
     c2.error(err)
 c3.download_button(
     "Charts (HTML, works offline)",
-    lambda: report.figures_html(figures, f"Cost explorer — {dataset} {pool}"),
+    lambda: charts.charts_html(shown, f"Cost explorer — {dataset} {pool}"),
     f"cost_explorer_{dataset}_{pool}.html",
     "text/html",
     key="download_html",
@@ -294,10 +294,9 @@ else:
             icon=":material/download:",
         )
 with st.expander("How the routers rank on validation articles"):
-    st.dataframe(
-        pd.DataFrame([(router_label(r), s) for r, s in ranking], columns=["router", "validation AIQ (EM %)"]),
-        hide_index=True,
-    )
+    aiq = "validation AIQ (EM %)"
+    ranks = pd.DataFrame([(router_label(r), s) for r, s in ranking], columns=["router", aiq])
+    st.table(ranks.style.format({aiq: "{:.2f}"}).hide(axis="index"))  # a plain table: no data grid to load
     if pending:
         st.caption(f"Not ranked yet (being prepared): {', '.join(map(router_label, pending))}.")
     st.caption(

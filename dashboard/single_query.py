@@ -1,7 +1,6 @@
 """Single query: route one question (from the test articles, or your own text) and answer it."""
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard.cache import benchmark, fitted_router, pool_answers
@@ -10,6 +9,7 @@ from dashboard.widgets import cost_from_state, default_choice, select_pool, sele
 from l2d_core.app_logic.live import live_pools, main_runs_live
 from l2d_core.deploy import deploy
 from l2d_core.evaluation.registry import router_label
+from l2d_core.report.charts import expected_cost_chart
 
 STATUS = {
     "cached": "cached answer",
@@ -113,21 +113,7 @@ if main.get("confidence") and cascade:
     )
 
 left, right = st.columns(2)
-fig = go.Figure(
-    go.Bar(
-        x=ids,
-        y=expected_cost,
-        text=[f"{v:.3f}" for v in expected_cost],
-        marker_color=["#d62728" if a == r["agent"] else "#9ecae1" for a in ids],
-    )
-)
-fig.update_layout(
-    title="Expected cost per agent (the lowest is chosen)",
-    yaxis_title="expected cost (errors per query)",
-    height=340,
-    margin=dict(t=50, b=30),
-)
-left.plotly_chart(fig, key="sq_cost_chart")
+left.altair_chart(expected_cost_chart(ids, expected_cost, r["agent"]), key="sq_cost_chart", width="stretch")
 p = pd.DataFrame(
     {
         "agent": ids,

@@ -268,33 +268,38 @@ async def _session(browser, base: str, n_moves: int, loads: list, moves: list) -
         except PlaywrightTimeout:  # this move left EM where it was
             pass
         await idle.wait_for(state="hidden", timeout=1000 * CHANGE_TIMEOUT_S)
+    await page.close()
 
 
-def sessions_in_browser(n_sessions: int, n_moves: int, log_path: Path) -> tuple[list, list, str]:
+def sessions_in_browser(n_sessions: int, n_moves: int, log_path: Path) -> tuple[list, list, list, str]:
     """``n_sessions`` browser sessions at once on one server (warmed by one session first):
-    each opens the cost explorer and moves the λ slider; page loads and slider → EM times."""
+    each opens the cost explorer and moves the λ slider; page loads and slider → EM times,
+    and the page loads of three new sessions opened one at a time before them."""
     import asyncio
 
     from playwright.async_api import async_playwright
 
-    async def run(base: str) -> tuple[list, list]:
+    async def run(base: str) -> tuple[list, list, list]:
         async with async_playwright() as pw:
             if not Path(CHROMIUM).is_file():
                 raise FileNotFoundError(f"{CHROMIUM} not found: apt-get install -y chromium chromium-driver")
             browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
             try:
+                alone = []  # a session alone on the warmed server: the page's own weight
                 await _session(browser, base, 1, [], [])  # warm the server's process caches
+                for _ in range(3):
+                    await _session(browser, base, 0, alone, [])
                 loads, moves = [], []
                 await asyncio.gather(
                     *(_session(browser, base, n_moves, loads, moves) for _ in range(n_sessions))
                 )
-                return loads, moves
+                return loads, moves, alone
             finally:
                 await browser.close()
 
     with dashboard_server(log_path) as base:
-        loads, moves = asyncio.run(run(base))
-    return loads, moves, f"{n_sessions} sessions at once, {len(moves)} slider moves changed EM"
+        loads, moves, alone = asyncio.run(run(base))
+    return loads, moves, alone, f"{n_sessions} sessions at once, {len(moves)} slider moves changed EM"
 
 
 def main(argv=None) -> int:
@@ -358,7 +363,8 @@ def browser_figures(args) -> None:
     report("λ slider → EM text, browser (chromium)", times, TARGET_SLIDER_BROWSER_S)
     print(f"{'':<44} {note}")
     if args.sessions:
-        loads, moves, note = sessions_in_browser(args.sessions, args.moves, args.log)
+        loads, moves, alone, note = sessions_in_browser(args.sessions, args.moves, args.log)
+        report("1 new session, warm server: load → EM", alone, None)
         report(f"{args.sessions} sessions: page load → EM", loads, TARGET_SESSIONS_LOAD_S)
         report(f"{args.sessions} sessions: λ slider → EM (median)", moves, TARGET_SESSIONS_MEDIAN_S)
         report(

@@ -81,7 +81,8 @@ def test_cost_explorer_defaults(explorer):
     assert at.session_state["costs"] == p3_price(0.1)
     assert 60.0 < metric(at, "EM") < 95.0
     assert metric(at, "TDL") < metric(at, "TDL random")  # the default beats uniform random
-    assert len(at.get("plotly_chart")) == 6  # allocation, cost–EM plane, four sweep charts
+    assert len(at.get("vega_lite_chart")) == 6  # allocation, cost–EM plane, four sweep charts
+    assert not at.get("plotly_chart")  # Altair only: a new browser session loads no Plotly
     assert {b.label for b in at.get("download_button")} >= {
         "Cost setting (JSON)",
         "Charts (HTML, works offline)",
@@ -216,7 +217,7 @@ def test_cost_file_round_trip(real_data):
     )
     assert at.radio(key="cost_rule").value == "gflops" and at.slider(key="beta1").value == 0.2
     assert at.session_state["costs"] == rule
-    assert json.loads(at.code[0].value) == json.loads(rule.to_json())  # what the download holds
+    assert json.loads(at.json[0].value) == json.loads(rule.to_json())  # what the download holds
 
 
 def test_cost_loader_pure():

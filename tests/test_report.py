@@ -249,23 +249,51 @@ def plane() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["name", "kind", "gflops", "em"])
 
 
-def test_plane_figure(plane):
-    fig = R.plane_figure(plane, log_x=True)
-    by = {t.name: t for t in fig.data}
-    assert list(by) == ["zero router", "small", "big", "oracle", "random", "Plug-in", "SDL"]
-    assert by["zero router"].mode == "lines" and by["zero router"].line.dash == "dot"
-    assert [by[n].marker.symbol for n in ("small", "oracle", "SDL")] == ["circle", "diamond", "star"]
+def _chart_texts(chart) -> list[str]:
+    """Every title a reader sees on a chart: axes, legends, the chart's own, and the names in
+    the legend's domain."""
+    spec, out = chart.to_dict(), []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "title" and isinstance(value, str):
+                    out.append(value)
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk({k: v for k, v in spec.items() if k != "datasets"})
+    return out
+
+
+def _assert_human_chart(chart) -> None:
+    texts = _chart_texts(chart)
+    assert texts
+    for text in texts:  # a column's name is never a title (phrases may use its words)
+        assert not any(raw in text for raw in RAW) and text not in RAW_WORDS, text
+
+
+def test_plane_chart(plane):
+    chart = R.plane_chart(plane, log_x=True)
+    line, dots, above, below = chart.layer
+    assert list(line.data["name"]) == ["zero router"] * 2 and line.mark.strokeDash == [3, 3]
+    shapes = dict(zip(dots.data["name"], dots.data["shape"]))
+    assert shapes["small"] == "circle" and shapes["oracle"] == "diamond" and shapes["SDL"].startswith("M0,-1")
+    assert list(dots.data["name"]) == ["small", "big", "oracle", "random", "Plug-in", "SDL"]
     # text labels on agents and stars only, alternating above / below in GFLOPs order
-    assert by["oracle"].mode == "markers" and by["random"].mode == "markers"
-    order = ["small", "Plug-in", "SDL", "big"]
-    assert [by[n].textposition for n in order] == ["top center", "bottom center"] * 2
-    assert all(list(by[n].text) == [n] for n in order)
-    assert all(by[n].hovertext is not None for n in order + ["oracle"])
-    assert fig.layout.xaxis.type == "log" and R.plane_figure(plane).layout.xaxis.type == "linear"
-    _assert_human(fig)
+    assert list(above.data["name"]) == ["small", "SDL"] and list(below.data["name"]) == ["Plug-in", "big"]
+    assert above.mark.dy < 0 < below.mark.dy
+    spec = chart.to_dict()
+    assert spec["layer"][1]["encoding"]["x"]["scale"]["type"] == "log"
+    assert R.plane_chart(plane).to_dict()["layer"][1]["encoding"]["x"]["scale"]["type"] == "linear"
+    tips = {t.get("title", t["field"]) for t in spec["layer"][1]["encoding"]["tooltip"]}
+    assert tips == {"name", "shown as", "GFLOPs per query", "EM %"}
+    _assert_human_chart(chart)
 
 
-def test_allocation_bars():
+def test_allocation_chart():
     frame = pd.DataFrame(
         {
             "router": ["SDL"] * 2 + ["Plug-in"] * 2,
@@ -273,10 +301,11 @@ def test_allocation_bars():
             "share": [0.7, 0.3, 0.6, 0.4],
         }
     )
-    fig = R.allocation_bars(frame)
-    assert [t.name for t in fig.data] == ["SDL", "Plug-in"] and fig.layout.barmode == "group"
-    assert fig.layout.yaxis.tickformat == ".0%" and list(fig.data[0].x) == ["small", "big"]
-    _assert_human(fig)
+    spec = R.allocation_chart(frame).to_dict()
+    enc = spec["encoding"]
+    assert enc["color"]["sort"] == ["SDL", "Plug-in"] and enc["xOffset"]["field"] == "router"
+    assert enc["x"]["sort"] == ["small", "big"] and enc["y"]["axis"]["format"] == ".0%"
+    _assert_human_chart(R.allocation_chart(frame))
 
 
 def _sweep(router: str, k: float) -> pd.DataFrame:
@@ -296,28 +325,36 @@ def _sweep(router: str, k: float) -> pd.DataFrame:
     )
 
 
-def test_sweep_figures():
+def test_sweep_charts():
     frame = pd.concat([_sweep("SDL", 10), _sweep("Plug-in", 5)], ignore_index=True)
-    figs = R.sweep_figures(frame)
-    assert list(figs) == ["EM vs β₁", "GFLOPs/EM vs β₁", "Allocation vs β₁", "TDL vs random over β₁"]
-    assert [t.name for t in figs["EM vs β₁"].data] == ["SDL", "Plug-in"]
-    assert {t.name.split(", ")[0] for t in figs["Allocation vs β₁"].data} == {"small", "big"}
-    tdl_names = {t.name.split(", ")[0] for t in figs["TDL vs random over β₁"].data}
-    assert tdl_names == {"this router", "random (uniform)", "random (same shares)"}
-    assert not any(f.layout.shapes for f in figs.values())
-    marked = R.sweep_figures(frame, mark=0.1)
-    assert all(len(f.layout.shapes) == 1 and f.layout.shapes[0].x0 == 0.1 for f in marked.values())
-    again = R.mark_setting(figs, 0.5)  # copies: the cached figures stay unmarked
-    assert again["EM vs β₁"].layout.shapes[0].x0 == 0.5 and not figs["EM vs β₁"].layout.shapes
-    for fig in [*figs.values(), *marked.values()]:
-        _assert_human(fig)
-    no_matched = R.sweep_figures(frame.drop(columns="tdl_random_matched"))
-    assert len(no_matched["TDL vs random over β₁"].data) == 4
-    price = R.sweep_figures(frame.rename(columns={"beta1": "price"}), x="price", x_title="λ (errors/TFLOP)")
-    assert (
-        list(price)[0] == "EM vs λ (errors/TFLOP)"
-        and price["EM vs λ (errors/TFLOP)"].layout.xaxis.title.text == "λ (errors/TFLOP)"
-    )
+    charts = R.sweep_charts(frame)
+    assert list(charts) == ["EM vs β₁", "GFLOPs/EM vs β₁", "Allocation vs β₁", "Deferral loss vs random over β₁"]
+    assert set(charts["Allocation vs β₁"].data["agent"]) == {"small", "big"}
+    curves = set(charts["Deferral loss vs random over β₁"].data["curve"])
+    assert curves == {"this router", "random (uniform)", "random (same shares)"}
+    assert all(c.title == name for name, c in charts.items())
+    # two routers: told apart by dashes where colour means something else
+    assert charts["Allocation vs β₁"].to_dict()["encoding"]["strokeDash"]["field"] == "router"
+    marked = R.mark_setting(charts, 0.1)
+    assert all(list(m.layer[1].data["x"]) == [0.1] for m in marked.values())
+    again = R.mark_setting(charts, 0.5)  # the charts given stay unmarked: a cached set is marked again
+    assert list(again["EM vs β₁"].layer[1].data["x"]) == [0.5] and not hasattr(charts["EM vs β₁"], "layer")
+    for chart in [*charts.values(), *marked.values()]:
+        _assert_human_chart(chart)
+    one = R.sweep_charts(_sweep("SDL", 10).drop(columns="tdl_random_matched"))
+    assert set(one["Deferral loss vs random over β₁"].data["curve"]) == {"this router", "random (uniform)"}
+    assert "strokeDash" not in one["Allocation vs β₁"].to_dict()["encoding"]
+    price = R.sweep_charts(frame.rename(columns={"beta1": "price"}), x="price", x_title="λ (errors/TFLOP)")
+    assert list(price)[0] == "EM vs λ (errors/TFLOP)"
+    assert price["EM vs λ (errors/TFLOP)"].to_dict()["encoding"]["x"]["title"] == "λ (errors/TFLOP)"
+
+
+def test_charts_html_works_offline():
+    page = R.charts_html(R.mark_setting(R.sweep_charts(_sweep("SDL", 10)), 0.1), "Sweep <P3>")
+    assert "<h1>Sweep &lt;P3&gt;</h1>" in page and "<title>Sweep &lt;P3&gt;</title>" in page
+    # the Vega scripts are inlined (nothing fetched from a CDN) and every chart is on the page
+    assert "vegaEmbed" in page and "cdn.jsdelivr" not in page and '<script src="http' not in page
+    assert all(name in page or json.dumps(name) in page for name in R.sweep_charts(_sweep("SDL", 10)))
 
 
 # --- tables -------------------------------------------------------------------------------------

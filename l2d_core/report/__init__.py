@@ -10,7 +10,8 @@ table against r_prob / r_deter / r_trans at β₁ ∈ {0, 0.25, 0.5} (Tables 1�
 Modules, imported one way (each only from those above it):
 
 - :mod:`.frames`: the results as long pandas frames, and the shared helpers (``num``, ``fmt``…);
-- :mod:`.plots`: Plotly figures (plotly.express on the frames): the report's and the dashboard's;
+- :mod:`.plots`: Plotly figures (plotly.express on the frames) of the report;
+- :mod:`.charts`: Altair charts of the dashboard's pages (a lighter load in the browser);
 - :mod:`.tables`: markdown tables and :func:`summary_frame`;
 - :mod:`.targets`: the issue's targets (thresholds in ``targets.json``);
 - :mod:`.markdown`: the whole ``report.md``.
@@ -18,6 +19,14 @@ Modules, imported one way (each only from those above it):
 Every public name is re-exported here (``from l2d_core import report as R; R.figures(res)``).
 """
 
+from .charts import (
+    allocation_chart,
+    charts_html,
+    expected_cost_chart,
+    mark_setting,
+    plane_chart,
+    sweep_charts,
+)
 from .frames import (
     AGENT_PREFIX,
     OURS_PREFIX,
@@ -53,16 +62,12 @@ from .frames import (
 )
 from .markdown import report_markdown
 from .plots import (
-    allocation_bars,
     allocation_figure,
     cost_em_figure,
     em_beta_figure,
     figures,
     figures_html,
-    mark_setting,
     pgr_figure,
-    plane_figure,
-    sweep_figures,
     tdl_figure,
 )
 from .tables import (
@@ -111,17 +116,20 @@ __all__ = [
     "routers_of",
     "tdl_below",
     "tdl_frame",
+    # charts (the dashboard's, Altair)
+    "allocation_chart",
+    "charts_html",
+    "expected_cost_chart",
+    "mark_setting",
+    "plane_chart",
+    "sweep_charts",
     # figures
-    "allocation_bars",
     "allocation_figure",
     "cost_em_figure",
     "em_beta_figure",
     "figures",
     "figures_html",
-    "mark_setting",
     "pgr_figure",
-    "plane_figure",
-    "sweep_figures",
     "tdl_figure",
     # tables
     "agents_table",

@@ -1,16 +1,12 @@
-"""Plotly figures of the router benchmark and of the dashboard, drawn with ``plotly.express`` on
-the long frames of :mod:`.frames` (``graph_objects`` only for overlays: hulls, reference lines).
+"""Plotly figures of the router benchmark's report (and of the comparison page), drawn with
+``plotly.express`` on the long frames of :mod:`.frames` (``graph_objects`` only for overlays:
+hulls, reference lines).
 
 From a results dict (the report; the paper's Fig. 2 and 3): :func:`cost_em_figure`,
 :func:`tdl_figure`, :func:`em_beta_figure`, :func:`allocation_figure`, :func:`pgr_figure` and
-:func:`figures`, all of them by file stem. From frames the dashboard computes:
-:func:`plane_figure`, :func:`allocation_bars`, :func:`sweep_figures` (:func:`mark_beta1`).
-Legends show human names (:func:`~.frames.router_label`), never column names.
-
->>> import pandas as pd
->>> fig = allocation_bars(pd.DataFrame({"router": ["SDL", "SDL"], "agent": ["a", "b"], "share": [0.7, 0.3]}))
->>> [t.name for t in fig.data], fig.layout.yaxis.tickformat
-(['SDL'], '.0%')
+:func:`figures`, all of them by file stem, and :func:`figures_html` (one offline page). The
+dashboard's own live charts are Altair (:mod:`.charts`). Legends show human names
+(:func:`~.frames.router_label`), never column names.
 """
 
 from __future__ import annotations
@@ -39,7 +35,7 @@ from .frames import (
 # fmt: off
 __all__ = [
     "cost_em_figure", "tdl_figure", "em_beta_figure", "allocation_figure", "pgr_figure", "figures",
-    "plane_figure", "allocation_bars", "sweep_figures", "mark_setting", "figures_html",
+    "figures_html",
 ]
 # fmt: on
 
@@ -232,114 +228,6 @@ def figures(results: dict) -> dict[str, go.Figure]:
     pgr = pgr_figure(results)
     if pgr is not None:
         out["pgr_vs_share"] = pgr
-    return out
-
-
-# --- the dashboard's figures (from frames) -------------------------------------------------------
-
-_PLANE_MARKERS = {"agent": ("circle", 10), "baseline": ("diamond", 11), "router": ("star", 18)}
-
-
-def plane_figure(points: pd.DataFrame, log_x: bool = False) -> go.Figure:
-    """The cost–EM plane of a frame with columns name, kind (agent, hull, baseline, router),
-    gflops, em: agents as circles, the hull (the zero router) as a dotted line, baselines as
-    diamonds, the current operating points as stars. Names show on hover; text labels only on
-    agents and stars, alternately above and below (by GFLOPs) so that neighbours do not overlap.
-
-    >>> pts = pd.DataFrame({"name": ["a", "b", "zero router", "zero router", "oracle", "SDL"],
-    ...     "kind": ["agent", "agent", "hull", "hull", "baseline", "router"],
-    ...     "gflops": [1.0, 10.0, 1.0, 10.0, 3.0, 4.0], "em": [60.0, 80.0, 60.0, 80.0, 85.0, 75.0]})
-    >>> [(t.name, t.marker.symbol, t.textposition) for t in plane_figure(pts).data]
-    [('zero router', None, None), ('a', 'circle', 'top center'), ('b', 'circle', 'top center'), \
-('oracle', 'diamond', None), ('SDL', 'star', 'bottom center')]
-    """
-    hull = points[points["kind"] == "hull"].sort_values("gflops")
-    marks = points[points["kind"].isin(list(_PLANE_MARKERS))].reset_index(drop=True)
-    texted = list(marks[marks["kind"] != "baseline"].sort_values("gflops", kind="stable").index)
-    fig = go.Figure()  # graph_objects on this hot path: a slider move redraws it (px is ~7× slower)
-    if len(hull):
-        name = hull["name"].iloc[0]
-        fig.add_scatter(
-            x=hull["gflops"], y=hull["em"], mode="lines", name=name, line=dict(dash="dot", color="gray")
-        )
-    for k, row in marks.iterrows():
-        symbol, size = _PLANE_MARKERS[row["kind"]]
-        labelled = k in texted
-        fig.add_scatter(
-            x=[row["gflops"]],
-            y=[row["em"]],
-            name=row["name"],
-            mode="markers+text" if labelled else "markers",
-            text=[row["name"]] if labelled else None,
-            textposition=("top center", "bottom center")[texted.index(k) % 2] if labelled else None,
-            marker=dict(symbol=symbol, size=size),
-            cliponaxis=False,
-            hovertext=[row["name"]],
-            hovertemplate="<b>%{hovertext}</b><br>" + row["kind"] + "<br>GFLOPs/query %{x:.2f}<br>EM %{y:.2f}"
-            "<extra></extra>",
-        )
-    return fig.update_layout(
-        title="Cost–EM plane",
-        xaxis_title="GFLOPs/query" + (" (log)" if log_x else ""),
-        yaxis_title="EM %",
-        xaxis_type="log" if log_x else "linear",
-        legend_title_text="",
-    )
-
-
-def allocation_bars(frame: pd.DataFrame) -> go.Figure:
-    """Grouped bars of allocation ratios from a long frame with columns router, agent, share (y
-    in %), one colour per router."""
-    kw = dict(barmode="group", text_auto=".1%", title="Allocation ratios", labels=_LABELS)
-    return px.bar(frame, x="agent", y="share", color="router", **kw).update_yaxes(tickformat=".0%")
-
-
-_SWEEP_CURVES = {"tdl": TDL_CURVES["router"], "tdl_random": TDL_CURVES["uniform"]}
-_SWEEP_CURVES["tdl_random_matched"] = TDL_CURVES["matched"]
-
-
-def sweep_figures(
-    frame: pd.DataFrame, mark: float | None = None, x: str = "beta1", x_title: str = "β₁"
-) -> dict[str, go.Figure]:
-    """EM, GFLOPs/EM, allocation and TDL-vs-random charts over a cost setting from sweep frames
-    of one or more routers (columns ``x`` — β₁ by default, or the per-TFLOP price — router, em,
-    gflops_per_em, tdl, tdl_random, tdl_random_matched and ``share <agent>``), by title; a
-    dashed line marks ``mark`` when given (:func:`mark_setting`: to move it, build once and mark
-    copies).
-
-    >>> f = pd.DataFrame({"beta1": [0.0, 0.5], "router": "SDL", "em": [80.0, 70.0],
-    ...     "gflops_per_em": [1.0, 0.5], "tdl": [0.3, 0.4], "tdl_random": [0.5, 0.6],
-    ...     "tdl_random_matched": [0.4, 0.5], "share a": [0.2, 0.9], "share b": [0.8, 0.1]})
-    >>> figs = sweep_figures(f, mark=0.25)
-    >>> list(figs), [t.name for t in figs["TDL vs random over β₁"].data]
-    (['EM vs β₁', 'GFLOPs/EM vs β₁', 'Allocation vs β₁', 'TDL vs random over β₁'], \
-['this router, SDL', 'random (uniform), SDL', 'random (same shares), SDL'])
-    """
-    share_cols = [c for c in frame.columns if c.startswith("share ")]
-    shares = frame.melt([x, "router"], share_cols, "agent", "share")
-    shares["agent"] = shares["agent"].str.removeprefix("share ")
-    tdl_cols = [c for c in _SWEEP_CURVES if c in frame.columns]
-    losses = frame.melt([x, "router"], tdl_cols, "curve", "loss")
-    losses["curve"] = losses["curve"].map(_SWEEP_CURVES)
-    line = dict(x=x, markers=True, labels={**_LABELS, x: x_title})
-    figs = {
-        f"EM vs {x_title}": px.line(frame, y="em", color="router", **line),
-        f"GFLOPs/EM vs {x_title}": px.line(frame, y="gflops_per_em", color="router", **line),
-        f"Allocation vs {x_title}": px.line(shares, y="share", color="agent", line_dash="router", **line),
-        f"TDL vs random over {x_title}": px.line(losses, y="loss", color="curve", line_dash="router", **line),
-    }
-    for name, fig in figs.items():
-        fig.update_layout(title=name, xaxis_title=x_title)
-    figs[f"Allocation vs {x_title}"].update_yaxes(tickformat=".0%")
-    return figs if mark is None else mark_setting(figs, mark)
-
-
-def mark_setting(figs: dict[str, go.Figure], x: float) -> dict[str, go.Figure]:
-    """Copies of ``figs`` with a dashed grey vertical line at ``x`` (the figures given are left
-    as they are, so a cached set can be marked again)."""
-    out = {name: go.Figure(fig) for name, fig in figs.items()}
-    for fig in out.values():
-        fig.add_vline(x=x, line_dash="dash", line_color="gray")
     return out
 
 
