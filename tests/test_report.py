@@ -328,7 +328,8 @@ def _sweep(router: str, k: float) -> pd.DataFrame:
 def test_sweep_charts():
     frame = pd.concat([_sweep("SDL", 10), _sweep("Plug-in", 5)], ignore_index=True)
     charts = R.sweep_charts(frame)
-    assert list(charts) == ["EM vs β₁", "GFLOPs/EM vs β₁", "Allocation vs β₁", "Deferral loss vs random over β₁"]
+    names = ["EM vs β₁", "GFLOPs/EM vs β₁", "Allocation vs β₁", "Deferral loss vs random over β₁"]
+    assert list(charts) == names
     assert set(charts["Allocation vs β₁"].data["agent"]) == {"small", "big"}
     curves = set(charts["Deferral loss vs random over β₁"].data["curve"])
     assert curves == {"this router", "random (uniform)", "random (same shares)"}
