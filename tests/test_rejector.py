@@ -28,10 +28,10 @@ from l2d_core.agents.routing_data import RoutingData
 from l2d_core.data.records import QARecord
 from l2d_core.method.costs import CostConfig
 from l2d_core.method.policies import bayes_policy, learned_policy
-from l2d_core.method.training import PAPER_CONFIG, TrainConfig, train_loop
+from l2d_core.method.training import PAPER_CONFIG, SDL_FAST_CONFIG, TrainConfig, train_loop
 from l2d_core.routers.encoder import Encoder, embedding_key, load_encoder, pool
 from l2d_core.routers.features import featurize
-from l2d_core.routers.head import MLPHead, load_head_state
+from l2d_core.routers.head import MLPHead, Projection, load_head_state
 from l2d_core.routers.rejector import FullSDLRejector, PluginRejector, SDLRejector
 from l2d_core.runtime import pick_device
 
@@ -415,6 +415,34 @@ def test_sdl_rejector_follows_costs(sdl_est, features, problem):
     everything = SDLRejector(config=HEAD_CONFIG, costs=huge).fit(features, data).predict(features)
     assert (everything == 0).all()
     assert (base == 0).mean() < 0.5
+
+
+def test_reduced_rank_sdl_head(features, problem, tmp_path):
+    """``TrainConfig.rank``: the linear head is fitted in the features' top principal directions
+    and folded back into a head over all of them (what the dashboard's l2d-sdl fits per setting)."""
+    records, data, cls = problem
+    k = 32  # of 128 features
+    cfg = SDL_FAST_CONFIG.but(rank=k)
+    est = SDLRejector(config=cfg, costs=COSTS).fit(features, data)
+    proj = Projection.fit(features, k)
+    W = est.head_.net[-1].weight.detach().numpy()
+    assert W.shape == (6, features.shape[1])  # a full head: loads and serves like any other
+    np.testing.assert_allclose(W - (W @ proj.basis) @ proj.basis.T, 0.0, atol=1e-5)  # in the span
+    assert (est.predict(features) == _bayes(data, COSTS)).mean() >= 0.9  # still learns the pattern
+    # convex: a warm start from another setting, with the projection fitted before, ends at the same head
+    other = SDLRejector(config=cfg, costs=CostConfig(alpha=[1.0, 1.0], beta=[0.1, 10.0])).fit(features, data)
+    warm = SDLRejector(config=cfg, costs=COSTS).fit(
+        features, data, init=other.head_.state_dict(), projection=proj
+    )
+    np.testing.assert_array_equal(warm.predict(features), est.predict(features))
+    np.testing.assert_allclose(warm.scores(features), est.scores(features), atol=0.05)
+    back = SDLRejector.load(est.save(tmp_path / "rank"))
+    assert back.config.rank == k
+    np.testing.assert_allclose(back.scores(features), est.scores(features), atol=1e-6)
+    with pytest.raises(ValueError, match="linear head"):
+        SDLRejector(config=HEAD_CONFIG.but(rank=k), costs=COSTS).fit(features, data)
+    with pytest.raises(ValueError, match=f"rank {k}"):
+        SDLRejector(config=cfg, costs=COSTS).fit(features, data, projection=Projection.fit(features, k + 1))
 
 
 # ----------------------------------------------------------------------------- (4) plug-in

@@ -15,6 +15,7 @@ from ..method.costs import CostConfig, cost_matrix, query_costs
 from ..method.policies import learned_policy, oracle_policy, random_policy
 from ..method.training import FAST_CONFIG, POSTHOC_CONFIG, SDL_FAST_CONFIG
 from ..routers.features import posthoc_matrix
+from ..routers.head import Projection
 from ..routers.posthoc import (
     DEFAULT_CALIBRATION,
     DEFAULT_FEATURES,
@@ -63,7 +64,7 @@ class SDLRouter(Router):
         self.config, self.mode = config, mode
 
     def _fit(self) -> None:
-        self.memo_, self.heads_ = {}, {}
+        self.memo_, self.heads_, self.projection_ = {}, {}, None
 
     def _estimator(self, costs: CostConfig):
         cfg = self.config.but(seed=self.seed_)
@@ -89,9 +90,16 @@ class SDLRouter(Router):
         if self.config.solver == "lbfgs" and self.heads_:
             gap = lambda c: float(np.abs(np.subtract((*c.alpha, *c.beta), (*costs.alpha, *costs.beta))).sum())  # noqa: E731
             init = self.heads_[min(self.heads_, key=gap)].head_.state_dict()
-        fit = lambda e: e.fit(bench.X_train, bench.train, bench.X_val, bench.val, init=init)  # noqa: E731
-        self.heads_[costs] = store.fitted("sdl-fast", bench, est, fit)
+        self.heads_[costs] = store.fitted("sdl-fast", bench, est, lambda e: self._fit_fast(e, init))
         return self.heads_[costs]
+
+    def _fit_fast(self, est: SDLRejector, init: dict | None) -> SDLRejector:
+        """Fit a fast head; a reduced-rank config fits the features' projection once per benchmark."""
+        bench = self.bench_
+        if self.config.rank and self.projection_ is None:
+            self.projection_ = Projection.fit(bench.X_train, self.config.rank)
+        val = (bench.X_val, bench.val)
+        return est.fit(bench.X_train, bench.train, *val, init=init, projection=self.projection_)
 
     def decide(self, costs: CostConfig) -> Decision:
         if costs not in self.memo_:

@@ -2,6 +2,8 @@
 
 - :class:`MLPHead`: ``(B, d) → (B, *out_shape)``, one hidden layer (the rejector's head, SPEC §6);
 - :func:`fit_scaler`: scikit-learn's per-feature standardisation fitted on the training rows;
+- :class:`Projection`: standardisation and the top principal directions of the features (a
+  linear head fitted in them costs a fraction of a full one per step: ``TrainConfig.rank``);
 - :class:`HeadEstimator`: the scikit-learn-style base of every head-based router — it scales
   the features, builds the head, trains it with Algorithm 1's loop (:func:`train_loop`) on a
   loss the subclass defines, and saves / loads a checkpoint (safetensors + ``config.json``,
@@ -16,12 +18,14 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from safetensors.torch import load_file
 from sklearn.base import BaseEstimator
+from sklearn.decomposition import PCA
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 from torch import nn
@@ -33,6 +37,7 @@ from ..stores import atomic_save_file
 __all__ = [
     "MLPHead",
     "fit_scaler",
+    "Projection",
     "scaler_state",
     "scaler_from_state",
     "HeadEstimator",
@@ -66,6 +71,30 @@ def fit_scaler(X: np.ndarray) -> StandardScaler:
     [[0.0, 0.0]]
     """
     return StandardScaler().fit(np.asarray(X, np.float32))
+
+
+@dataclass(frozen=True)
+class Projection:
+    """What a rank-k linear head reads: features standardized by ``scaler`` (:func:`fit_scaler`),
+    then projected on ``basis``, their top k principal directions ((d, k), orthonormal columns).
+    Fitted once per feature matrix, it serves every cost setting's fit (``TrainConfig.rank``).
+
+    >>> rng = np.random.default_rng(0)
+    >>> P = Projection.fit(rng.normal(size=(50, 6)), 2).basis
+    >>> P.shape, bool(np.allclose(P.T @ P, np.eye(2), atol=1e-5))
+    ((6, 2), True)
+    """
+
+    scaler: StandardScaler
+    basis: np.ndarray
+
+    @classmethod
+    def fit(cls, X: np.ndarray, rank: int) -> Projection:
+        """scikit-learn's PCA on the d × d covariance of the standardized rows (one pass over them)."""
+        scaler = fit_scaler(X)
+        x = scaler.transform(np.asarray(X, np.float32))
+        pca = PCA(n_components=rank, svd_solver="covariance_eigh", random_state=0).fit(x)
+        return cls(scaler, pca.components_.T.astype(np.float32))
 
 
 def scaler_state(scaler: StandardScaler) -> dict[str, torch.Tensor]:
@@ -126,31 +155,68 @@ class HeadEstimator(BaseEstimator):
         return torch.from_numpy(self.scaler_.transform(np.asarray(X, np.float32)).astype(np.float32))
 
     def _fit_head(
-        self, X: np.ndarray, Y: np.ndarray, X_val=None, Y_val=None, init: dict | None = None
+        self,
+        X: np.ndarray,
+        Y: np.ndarray,
+        X_val=None,
+        Y_val=None,
+        init: dict | None = None,
+        projection: Projection | None = None,
     ) -> None:
         if len(X) != len(Y):
             raise ValueError(f"{len(X)} feature rows for {len(Y)} queries")
         if len(X) == 0:
             raise ValueError("cannot fit a router on an empty training split")
-        self.scaler_ = fit_scaler(X)
-        x, y = self._x(X), torch.from_numpy(np.asarray(Y, np.float32))
         cfg = self.config
+        projection = self._projection(X, projection)
+        P = None if projection is None else torch.from_numpy(projection.basis)
+        self.scaler_ = fit_scaler(X) if projection is None else projection.scaler
+        x, y = self._x(X), torch.from_numpy(np.asarray(Y, np.float32))
         set_seed(cfg.seed)
         self.head_ = MLPHead(x.shape[1], tuple(y.shape[1:]), cfg.hidden, cfg.dropout)
         if init is not None:  # a warm start (the same shapes)
             self.head_.load_state_dict(init)
+        model = self.head_ if P is None else self._reduced(P)
+        x = x if P is None else x @ P
         val = None
         if X_val is not None and Y_val is not None and len(Y_val):
             xv, yv = self._x(X_val), torch.from_numpy(np.asarray(Y_val, np.float32))
-            val = lambda: self._loss(self.head_(xv), yv)
+            xv = xv if P is None else xv @ P
+            val = lambda: self._loss(model(xv), yv)
         self.history_ = train_loop(
-            self.head_,
+            model,
             len(x),
-            lambda idx: self._loss(self.head_(x[idx]), y[idx]),
+            lambda idx: self._loss(model(x[idx]), y[idx]),
             cfg,
             val_loss=val,
             progress=self.progress,
         )
+        if P is not None:  # fold the projection into the full head: W = W_k Pᵀ
+            with torch.no_grad():
+                self.head_.net[-1].weight.copy_(model.net[-1].weight @ P.T)
+                self.head_.net[-1].bias.copy_(model.net[-1].bias)
+            self.head_.eval()
+
+    def _projection(self, X: np.ndarray, given: Projection | None) -> Projection | None:
+        """What a rank-k linear head is fitted in (``given``, when fitted before), or None."""
+        k, d = self.config.rank, X.shape[1]
+        if not k or k >= d:
+            return None
+        if self.config.hidden:
+            raise ValueError(f"rank={k} fits a linear head only; this config has hidden={self.config.hidden}")
+        projection = given or Projection.fit(X, k)
+        if projection.basis.shape != (d, k):
+            raise ValueError(f"a projection of shape {projection.basis.shape} for {d} features at rank {k}")
+        return projection
+
+    def _reduced(self, P: torch.Tensor) -> MLPHead:
+        """A linear head on the k projected features, starting where the full head stands."""
+        out = self.head_.out_shape
+        model = MLPHead(P.shape[1], out, 0, self.config.dropout)
+        with torch.no_grad():
+            model.net[-1].weight.copy_(self.head_.net[-1].weight @ P)
+            model.net[-1].bias.copy_(self.head_.net[-1].bias)
+        return model
 
     def raw_scores(self, X: np.ndarray) -> np.ndarray:
         """The head's outputs (logits or scores), (N, *out_shape), float32."""

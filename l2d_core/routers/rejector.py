@@ -50,14 +50,16 @@ class _AgentHead(HeadEstimator):
         X_val: np.ndarray | None = None,
         data_val: RoutingData | None = None,
         init: dict | None = None,
+        projection=None,
     ):
         """Fit on features ``X`` and the pool's outcomes ``data``; ``init``: a head's weights to
-        start from (a warm start; the full-batch solver converges to the same head)."""
+        start from (a warm start; the full-batch solver converges to the same head); ``projection``:
+        the :class:`~.head.Projection` of ``X`` at the config's rank, when already fitted."""
         if len(X) != len(data):
             raise ValueError(f"{len(X)} feature rows for {len(data)} queries")
         self.agent_ids_ = data.agent_ids
         val = (X_val, self._targets(data_val)) if X_val is not None and data_val is not None else (None, None)
-        self._fit_head(X, self._targets(data), *val, init=init)
+        self._fit_head(X, self._targets(data), *val, init=init, projection=projection)
         return self
 
     def checkpoint_config(self) -> dict:
