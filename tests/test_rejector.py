@@ -441,6 +441,10 @@ def test_reduced_rank_sdl_head(features, problem, tmp_path):
     np.testing.assert_allclose(back.scores(features), est.scores(features), atol=1e-6)
     with pytest.raises(ValueError, match="linear head"):
         SDLRejector(config=HEAD_CONFIG.but(rank=k), costs=COSTS).fit(features, data)
+    # fewer rows than the rank (a tiny slice): the head reads every feature
+    few = SDLRejector(config=SDL_FAST_CONFIG.but(rank=64), costs=COSTS)
+    few.fit(features[:20], data.take(np.arange(20)))
+    assert not Projection.applies(64, features[:20]) and few.scores(features).shape == (len(data), 2, 3)
     with pytest.raises(ValueError, match=f"rank {k}"):
         SDLRejector(config=cfg, costs=COSTS).fit(features, data, projection=Projection.fit(features, k + 1))
 

@@ -96,7 +96,7 @@ class SDLRouter(Router):
     def _fit_fast(self, est: SDLRejector, init: dict | None) -> SDLRejector:
         """Fit a fast head; a reduced-rank config fits the features' projection once per benchmark."""
         bench = self.bench_
-        if self.config.rank and self.projection_ is None:
+        if self.projection_ is None and Projection.applies(self.config.rank, bench.X_train):
             self.projection_ = Projection.fit(bench.X_train, self.config.rank)
         val = (bench.X_val, bench.val)
         return est.fit(bench.X_train, bench.train, *val, init=init, projection=self.projection_)

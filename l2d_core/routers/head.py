@@ -88,6 +88,12 @@ class Projection:
     scaler: StandardScaler
     basis: np.ndarray
 
+    @staticmethod
+    def applies(rank: int, X: np.ndarray) -> bool:
+        """Whether a rank-``rank`` head on ``X`` is fitted in a projection: 0 < rank < min(N, d)
+        (fewer rows or features than that: the head reads every feature)."""
+        return 0 < rank < min(np.shape(X))
+
     @classmethod
     def fit(cls, X: np.ndarray, rank: int) -> Projection:
         """scikit-learn's PCA on the d × d covariance of the standardized rows (one pass over them)."""
@@ -200,7 +206,7 @@ class HeadEstimator(BaseEstimator):
     def _projection(self, X: np.ndarray, given: Projection | None) -> Projection | None:
         """What a rank-k linear head is fitted in (``given``, when fitted before), or None."""
         k, d = self.config.rank, X.shape[1]
-        if not k or k >= d:
+        if not Projection.applies(k, X):
             return None
         if self.config.hidden:
             raise ValueError(f"rank={k} fits a linear head only; this config has hidden={self.config.hidden}")
