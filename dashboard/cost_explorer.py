@@ -174,7 +174,7 @@ if not chosen:
 with shown_errors():
     routers = {rid: fitted_router(dataset, pool, rid) for rid in chosen}
     if any(r.needs_training(costs) for r in routers.values()):
-        with st.spinner("Training the rejector for this cost setting (a few seconds; kept on disk)…"):
+        with st.spinner("Training the rejector for this cost setting (about a second; kept on disk)…"):
             for r in routers.values():
                 r.decide(costs)
     slots = {rid: f"{dataset}/{pool}/{rid}" for rid in chosen}
@@ -224,7 +224,7 @@ for rid, r in routers.items():
     done = st.session_state.setdefault("_trained_sweeps", set())
     if needs and (dataset, pool, rid, sweep_rule, alpha) not in done:
         if not st.button(f"Train the sweep of {r.label} ({len(needs)} settings)", key=f"sweep_{rid}"):
-            st.info(f"{r.label} trains one head per setting (seconds each, kept on disk).")
+            st.info(f"{r.label} trains one head per setting (about a second each, kept on disk).")
             continue
         bar = st.progress(0.0)
         with shown_errors():

@@ -33,7 +33,7 @@ router_id = select_routers("dec_router", best, multiple=False, where=st)
 with shown_errors():
     router = fitted_router(dataset, pool, router_id)
     if router.needs_training(costs):
-        with st.spinner("Training the rejector for this cost setting (a few seconds; kept on disk)…"):
+        with st.spinner("Training the rejector for this cost setting (about a second; kept on disk)…"):
             router.decide(costs)
     view = router_view(bench, router, costs)
     df = decisions_frame(bench, view)

@@ -51,7 +51,7 @@ class SDLRouter(Router):
     label = "L2D rejector (retrained per cost)"
     description = (
         "The paper's rejector: reads the question and context, trained with the surrogate deferral "
-        "loss for each cost setting (a new setting trains a new head: seconds)."
+        "loss for each cost setting (a new setting trains a new head: about a second on a CPU)."
     )
     family = "l2d"
     reads_embeddings = True
