@@ -47,6 +47,11 @@ _SWEEP_CURVES = {
 }
 
 
+def _order(values) -> list:
+    """Distinct values in the order they first appear (legend and axis order = the frame's)."""
+    return list(dict.fromkeys(values))
+
+
 def plane_chart(points: pd.DataFrame, log_x: bool = False) -> alt.LayerChart:
     """The cost–EM plane of a frame with columns name, kind (agent, hull, baseline, router),
     gflops, em: the hull (the zero router: mixing single agents at random) as a dotted line,
@@ -105,8 +110,8 @@ def plane_chart(points: pd.DataFrame, log_x: bool = False) -> alt.LayerChart:
 def allocation_chart(frame: pd.DataFrame) -> alt.Chart:
     """Grouped bars of allocation ratios from a long frame with columns router, agent, share
     (a fraction; shown in %), one colour per router, agents in the frame's order."""
-    agents = list(dict.fromkeys(frame["agent"]))
-    routers = list(dict.fromkeys(frame["router"]))
+    agents = _order(frame["agent"])
+    routers = _order(frame["router"])
     return (
         alt.Chart(frame)
         .mark_bar()
@@ -138,7 +143,7 @@ def sweep_charts(frame: pd.DataFrame, x: str = "beta1", x_title: str = "β₁") 
     shares["agent"] = shares["agent"].str.removeprefix("share ")
     losses = frame.melt([x, "router"], [c for c in _SWEEP_CURVES if c in frame.columns], "curve", "loss")
     losses["curve"] = losses["curve"].map(_SWEEP_CURVES)
-    routers = list(dict.fromkeys(frame["router"]))
+    routers = _order(frame["router"])
     by_router = alt.StrokeDash("router:N", sort=routers) if len(routers) > 1 else alt.Undefined
 
     def lines(data: pd.DataFrame, y: alt.Y, color: alt.Color, dash=alt.Undefined) -> alt.Chart:
@@ -157,7 +162,7 @@ def sweep_charts(frame: pd.DataFrame, x: str = "beta1", x_title: str = "β₁") 
         f"Allocation vs {x_title}": lines(
             shares,
             alt.Y("share:Q", title="share of questions", axis=alt.Axis(format=".0%")),
-            alt.Color("agent:N", title="answered by", sort=list(dict.fromkeys(shares["agent"]))),
+            alt.Color("agent:N", title="answered by", sort=_order(shares["agent"])),
             by_router,
         ),
         f"Deferral loss vs random over {x_title}": lines(
