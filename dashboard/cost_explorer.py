@@ -81,218 +81,235 @@ for j, b in enumerate(bench.costs(0.05).beta, start=1):
     if st.session_state[f"beta_{j}"] > beta_max[j - 1]:  # left over from another pool
         st.session_state[f"beta_{j}"] = beta_max[j - 1]
 
-side = st.sidebar
 chosen = select_routers("routers", default=best)
 ready = f" of those ready now ({', '.join(map(router_label, pending))}: being prepared)" if pending else ""
-side.caption(f"Default: {router_label(best)}, the best on validation articles{ready}.")
-decide_by = side.radio(
-    "Decide by", list(DECIDE_BY), key="decide_by", format_func=DECIDE_BY.get, persist_state="session"
-)
-side.markdown("**α** — weight of each expert's mistakes")
-alpha = tuple(
-    side.slider(
-        f"α{str(j).translate(SUB)} · {a}",
-        0.0,
-        ALPHA_MAX,
-        step=0.05,
-        key=f"alpha_{j}",
-        persist_state="session",
-    )
-    for j, a in enumerate(experts, start=1)
-)
-rule = side.radio(
-    "β from",
-    list(RULES),
-    key="cost_rule",
-    format_func=RULES.get,
-    on_change=seed_betas,
-    persist_state="session",
-)
-with shown_errors():
-    if rule == "price":
-        lam = side.slider(
-            "λ · errors per TFLOP",
-            0.0,
-            2.0,
-            step=0.01,
-            key="price",
-            persist_state="session",
-            help=f"each expert costs λ × its extra compute over {bench.pool.main}, in TFLOPs per query",
-        )
-        costs = bench.price_costs(lam, alpha)
-    elif rule == "gflops":
-        beta1 = side.slider(
-            "β₁",
-            0.0,
-            1.0,
-            step=0.005,
-            format="%.3f",
-            key="beta1",
-            persist_state="session",
-            help=f"what asking {experts[0]} costs, in errors per answer endpoint; the others follow "
-            "from their compute relative to it (the paper's rule)",
-        )
-        costs = CostConfig.from_beta1(beta1, gflops, alpha)
-    else:
-        hand = tuple(
-            side.slider(
-                f"β{str(j).translate(SUB)} · {a}",
-                0.0,
-                beta_max[j - 1],
-                step=0.001,
-                format="%.4f",
-                key=f"beta_{j}",
-                persist_state="session",
-            )
-            for j, a in enumerate(experts, start=1)
-        )
-        costs = CostConfig(alpha, hand)
-    if rule != "hand":
-        side.caption(" · ".join(f"β = {b:.4f} for {a}" for a, b in zip(experts, costs.beta)))
-budget = None
-if decide_by == "share":
-    share = side.slider(
-        "Share of questions sent to an expert", 0.0, 1.0, 0.2, 0.01, key="budget_share", format="%.2f"
-    )
-    budget = ("share", share)
-elif decide_by == "gflops":
-    top = float(bench.train.agent_gflops.max())
-    spend = side.slider(
-        "Mean GFLOPs per question",
-        main_gflops,
-        top,
-        min(top, main_gflops + 0.2 * (top - main_gflops)),
-        key="budget_gflops",
-        format="%.1f",
-    )
-    budget = ("gflops", spend)
-st.session_state["costs"] = costs
+st.sidebar.caption(f"Default: {router_label(best)}, the best on validation articles{ready}.")
 if not chosen:
     st.info("Pick at least one router in the sidebar.")
     st.stop()
-
 with shown_errors():
     routers = {rid: fitted_router(dataset, pool, rid) for rid in chosen}
-    if any(r.needs_training(costs) for r in routers.values()):
-        with st.spinner("Training the rejector for this cost setting (about a second; kept on disk)…"):
-            for r in routers.values():
-                r.decide(costs)
-    slots = {rid: f"{dataset}/{pool}/{rid}" for rid in chosen}
-    setting = (costs, budget)
-    previous = {rid: previous_metrics(s, setting) for rid, s in slots.items()}
-    view = explore(bench, routers, costs, previous, budget)
-for col, v in zip(st.columns(len(view.views)), view.views):
-    with col:
-        st.subheader(v.label)
-        metric_row(view.tiles[v.router_id], per_row=5 if len(view.views) == 1 else 3)
-        if v.budget is not None:
-            b = v.budget
-            unit = "{:.1%}" if b.kind == "share" else "{:.1f} GFLOPs"
-            got = b.test_share if b.kind == "share" else b.test_gflops
-            lo, hi = b.test_share_ci if b.kind == "share" else b.test_gflops_ci
-            val = b.validation_share if b.kind == "share" else b.validation_gflops
-            st.caption(
-                f"Budget {unit.format(b.target)}: {unit.format(val)} on the validation articles it was "
-                f"calibrated on; {unit.format(got)} on the test articles (95% interval "
-                f"{unit.format(lo)} – {unit.format(hi)})."
-            )
-        elif budget is not None:
-            st.caption("This router has no error estimates to calibrate a budget on: shown at the costs.")
-    remember_metrics(slots[v.router_id], setting, v.metrics)
-st.caption(f"{len(bench.test):,} test questions. Changes: since the previous setting of each router.")
 
-left, right = st.columns(2)
-chart_alloc = charts.allocation_chart(view.allocation)
-left.altair_chart(chart_alloc, width="stretch")
-chart_plane = charts.plane_chart(view.plane, log_x=st.session_state.get("plane_log", False))
-right.altair_chart(chart_plane, width="stretch")
-right.checkbox("log GFLOPs axis", key="plane_log", help="the hull is straight in linear cost only")
-below = [v.label for v in view.views if v.router_id in view.below_zero]
-if below:
-    right.warning(
-        f"{', '.join(below)}: below the zero router's line — mixing single agents at random reaches a "
-        "better EM for the same compute, so this router does not pay for itself here."
+
+def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[float, ...]]:
+    """The controls above the results: decide by costs or a budget, β's rule and value, α per
+    expert. Returns the cost setting, the budget (or None), the rule and the α's."""
+    decide_col, beta_col, alpha_col = st.container(border=True).columns([1, 1.3, 1.2])
+    decide_by = decide_col.radio(
+        "Decide by", list(DECIDE_BY), key="decide_by", format_func=DECIDE_BY.get, persist_state="session"
     )
-shown = {"Allocation ratios": chart_alloc, "Cost–EM plane": chart_plane}
-
-sweep_rule = "gflops" if rule == "gflops" else "price"
-st.subheader(f"Sweep over {X_TITLES[sweep_rule]}")
-st.caption("The benchmark's points of the rule, α as set in the sidebar.")
-frames = []
-for rid, r in routers.items():
-    needs = untrained_settings(bench, r, sweep_rule, alpha)
-    done = st.session_state.setdefault("_trained_sweeps", set())
-    if needs and (dataset, pool, rid, sweep_rule, alpha) not in done:
-        if not st.button(f"Train the sweep of {r.label} ({len(needs)} settings)", key=f"sweep_{rid}"):
-            st.info(f"{r.label} trains one head per setting (about a second each, kept on disk).")
-            continue
-        bar = st.progress(0.0)
-        with shown_errors():
-            for k, b in enumerate(needs):
-                bar.progress(
-                    k / len(needs), text=f"{r.label} at {X_TITLES[sweep_rule]} = {b} ({k + 1}/{len(needs)})…"
-                )
-                r.decide(bench.rule_costs(sweep_rule, b, alpha))
-        bar.empty()
-        done.add((dataset, pool, rid, sweep_rule, alpha))
-    frames.append(sweep(dataset, pool, rid, sweep_rule, alpha))
-if frames:
-    column = SWEEPS[sweep_rule][0]
-    sweep_set = sweep_charts(pd.concat(frames, ignore_index=True), column, X_TITLES[sweep_rule])
-    current = {"gflops": st.session_state["beta1"], "price": st.session_state["price"]}[sweep_rule]
-    if rule != "hand":  # mark the current setting on the cached charts
-        sweep_set = charts.mark_setting(sweep_set, current)
-    for col, chart in zip(st.columns(2) * 2, sweep_set.values()):
-        col.altair_chart(chart, width="stretch")
-    shown |= sweep_set
-
-st.subheader("Export and import")
-c1, c2, c3 = st.columns(3)
-c1.download_button(
-    "Cost setting (JSON)",
-    costs.to_json(),
-    f"costs_{pool}.json",
-    "application/json",
-    key="download_costs",
-    on_click="ignore",
-    icon=":material/download:",
-)
-c1.json(costs.to_json(), expanded=2)  # st.json, not st.code: no 1.5 MB code highlighter to load
-c2.file_uploader("Load a cost setting (JSON)", type=["json"], key="cost_upload", on_change=load_upload)
-if err := st.session_state.pop("cost_upload_error", None):
-    c2.error(err)
-c3.download_button(
-    "Charts (HTML, works offline)",
-    lambda: charts.charts_html(shown, f"Cost explorer — {dataset} {pool}"),
-    f"cost_explorer_{dataset}_{pool}.html",
-    "text/html",
-    key="download_html",
-    on_click="ignore",
-    icon=":material/download:",
-)
-st.subheader("Deploy this router")
-deployable = [rid for rid in chosen if export_problem(routers[rid]) is None]
-if not deployable:
-    st.caption("None of the routers shown can route a new query on its own: " + EXPORTABLE + " can.")
-else:
-    d1, d2 = st.columns([1, 2])
-    rid = d1.selectbox("Router to save", deployable, format_func=router_label, key="deploy_router")
-    folder = export_folder(pool, rid, costs, budget)
-    if d1.button("Save for the routing API", key="deploy_save", icon=":material/save:"):
-        with shown_errors(), st.spinner("Saving the router…"):
-            deploy(routers[rid], costs, budget).save(folder)
-    if (folder / "router.json").is_file():
-        d2.markdown(f"Saved to `{folder}`. Serve it with the routing API, then send it queries:")
-        d2.code(serve_commands(folder), language="bash")
-        d2.download_button(
-            "Router folder (zip)",
-            zip_folder(folder),
-            f"{folder.name}.zip",
-            "application/zip",
-            key="deploy_zip",
-            on_click="ignore",
-            icon=":material/download:",
+    budget = None
+    if decide_by == "share":
+        share = decide_col.slider(
+            "Share of questions sent to an expert", 0.0, 1.0, 0.2, 0.01, key="budget_share", format="%.2f"
         )
+        budget = ("share", share)
+    elif decide_by == "gflops":
+        top = float(bench.train.agent_gflops.max())
+        spend = decide_col.slider(
+            "Mean GFLOPs per question",
+            main_gflops,
+            top,
+            min(top, main_gflops + 0.2 * (top - main_gflops)),
+            key="budget_gflops",
+            format="%.1f",
+        )
+        budget = ("gflops", spend)
+    alpha_col.markdown("**α** — weight of each expert's mistakes")
+    alpha = tuple(
+        alpha_col.slider(
+            f"α{str(j).translate(SUB)} · {a}",
+            0.0,
+            ALPHA_MAX,
+            step=0.05,
+            key=f"alpha_{j}",
+            persist_state="session",
+        )
+        for j, a in enumerate(experts, start=1)
+    )
+    rule = beta_col.radio(
+        "β from",
+        list(RULES),
+        key="cost_rule",
+        format_func=RULES.get,
+        on_change=seed_betas,
+        persist_state="session",
+        horizontal=True,
+    )
+    with shown_errors():
+        if rule == "price":
+            lam = beta_col.slider(
+                "λ · errors per TFLOP",
+                0.0,
+                2.0,
+                step=0.01,
+                key="price",
+                persist_state="session",
+                help=f"each expert costs λ × its extra compute over {bench.pool.main}, in TFLOPs per query",
+            )
+            costs = bench.price_costs(lam, alpha)
+        elif rule == "gflops":
+            beta1 = beta_col.slider(
+                "β₁",
+                0.0,
+                1.0,
+                step=0.005,
+                format="%.3f",
+                key="beta1",
+                persist_state="session",
+                help=f"what asking {experts[0]} costs, in errors per answer endpoint; the others follow "
+                "from their compute relative to it (the paper's rule)",
+            )
+            costs = CostConfig.from_beta1(beta1, gflops, alpha)
+        else:
+            hand = tuple(
+                beta_col.slider(
+                    f"β{str(j).translate(SUB)} · {a}",
+                    0.0,
+                    beta_max[j - 1],
+                    step=0.001,
+                    format="%.4f",
+                    key=f"beta_{j}",
+                    persist_state="session",
+                )
+                for j, a in enumerate(experts, start=1)
+            )
+            costs = CostConfig(alpha, hand)
+        if rule != "hand":
+            beta_col.caption(" · ".join(f"β = {b:.4f} for {a}" for a, b in zip(experts, costs.beta)))
+    return costs, budget, rule, alpha
+
+
+@st.fragment  # a cost move re-runs only this: the controls and what depends on the cost setting
+def results() -> None:
+    costs, budget, rule, alpha = cost_controls()
+    st.session_state["costs"] = costs
+    with shown_errors():
+        if any(r.needs_training(costs) for r in routers.values()):
+            with st.spinner("Training the rejector for this cost setting (about a second; kept on disk)…"):
+                for r in routers.values():
+                    r.decide(costs)
+        slots = {rid: f"{dataset}/{pool}/{rid}" for rid in chosen}
+        setting = (costs, budget)
+        previous = {rid: previous_metrics(s, setting) for rid, s in slots.items()}
+        view = explore(bench, routers, costs, previous, budget)
+    for col, v in zip(st.columns(len(view.views)), view.views):
+        with col:
+            st.subheader(v.label)
+            metric_row(view.tiles[v.router_id], per_row=5 if len(view.views) == 1 else 3)
+            if v.budget is not None:
+                b = v.budget
+                unit = "{:.1%}" if b.kind == "share" else "{:.1f} GFLOPs"
+                got = b.test_share if b.kind == "share" else b.test_gflops
+                lo, hi = b.test_share_ci if b.kind == "share" else b.test_gflops_ci
+                val = b.validation_share if b.kind == "share" else b.validation_gflops
+                st.caption(
+                    f"Budget {unit.format(b.target)}: {unit.format(val)} on the validation articles it was "
+                    f"calibrated on; {unit.format(got)} on the test articles (95% interval "
+                    f"{unit.format(lo)} – {unit.format(hi)})."
+                )
+            elif budget is not None:
+                st.caption("This router has no error estimates to calibrate a budget on: shown at the costs.")
+        remember_metrics(slots[v.router_id], setting, v.metrics)
+    st.caption(f"{len(bench.test):,} test questions. Changes: since the previous setting of each router.")
+
+    left, right = st.columns(2)
+    chart_alloc = charts.allocation_chart(view.allocation)
+    left.altair_chart(chart_alloc, width="stretch")
+    chart_plane = charts.plane_chart(view.plane, log_x=st.session_state.get("plane_log", False))
+    right.altair_chart(chart_plane, width="stretch")
+    right.checkbox("log GFLOPs axis", key="plane_log", help="the hull is straight in linear cost only")
+    below = [v.label for v in view.views if v.router_id in view.below_zero]
+    if below:
+        right.warning(
+            f"{', '.join(below)}: below the zero router's line — mixing single agents at random reaches a "
+            "better EM for the same compute, so this router does not pay for itself here."
+        )
+    shown = {"Allocation ratios": chart_alloc, "Cost–EM plane": chart_plane}
+
+    sweep_rule = "gflops" if rule == "gflops" else "price"
+    st.subheader(f"Sweep over {X_TITLES[sweep_rule]}")
+    st.caption("The benchmark's points of the rule, α as set above.")
+    frames = []
+    for rid, r in routers.items():
+        needs = untrained_settings(bench, r, sweep_rule, alpha)
+        done = st.session_state.setdefault("_trained_sweeps", set())
+        if needs and (dataset, pool, rid, sweep_rule, alpha) not in done:
+            if not st.button(f"Train the sweep of {r.label} ({len(needs)} settings)", key=f"sweep_{rid}"):
+                st.info(f"{r.label} trains one head per setting (about a second each, kept on disk).")
+                continue
+            bar = st.progress(0.0)
+            with shown_errors():
+                for k, b in enumerate(needs):
+                    step = f"{r.label} at {X_TITLES[sweep_rule]} = {b} ({k + 1}/{len(needs)})…"
+                    bar.progress(k / len(needs), text=step)
+                    r.decide(bench.rule_costs(sweep_rule, b, alpha))
+            bar.empty()
+            done.add((dataset, pool, rid, sweep_rule, alpha))
+        frames.append(sweep(dataset, pool, rid, sweep_rule, alpha))
+    if frames:
+        column = SWEEPS[sweep_rule][0]
+        sweep_set = sweep_charts(pd.concat(frames, ignore_index=True), column, X_TITLES[sweep_rule])
+        current = {"gflops": st.session_state["beta1"], "price": st.session_state["price"]}[sweep_rule]
+        if rule != "hand":  # mark the current setting on the cached charts
+            sweep_set = charts.mark_setting(sweep_set, current)
+        for col, chart in zip(st.columns(2) * 2, sweep_set.values()):
+            col.altair_chart(chart, width="stretch")
+        shown |= sweep_set
+
+    st.subheader("Export and import")
+    c1, c2, c3 = st.columns(3)
+    c1.download_button(
+        "Cost setting (JSON)",
+        costs.to_json(),
+        f"costs_{pool}.json",
+        "application/json",
+        key="download_costs",
+        on_click="ignore",
+        icon=":material/download:",
+    )
+    c1.json(costs.to_json(), expanded=2)  # st.json, not st.code: no 1.5 MB code highlighter to load
+    c2.file_uploader("Load a cost setting (JSON)", type=["json"], key="cost_upload", on_change=load_upload)
+    if err := st.session_state.pop("cost_upload_error", None):
+        c2.error(err)
+    c3.download_button(
+        "Charts (HTML, works offline)",
+        lambda: charts.charts_html(shown, f"Cost explorer — {dataset} {pool}"),
+        f"cost_explorer_{dataset}_{pool}.html",
+        "text/html",
+        key="download_html",
+        on_click="ignore",
+        icon=":material/download:",
+    )
+    st.subheader("Deploy this router")
+    problems = {rid: export_problem(routers[rid]) for rid in chosen}
+    deployable = [rid for rid, problem in problems.items() if problem is None]
+    for problem in filter(None, problems.values()):
+        st.caption(f"Not offered: {problem}.")
+    if not deployable:
+        st.caption("None of the routers shown can route a new query on its own: " + EXPORTABLE + " can.")
+    else:
+        d1, d2 = st.columns([1, 2])
+        rid = d1.selectbox("Router to save", deployable, format_func=router_label, key="deploy_router")
+        folder = export_folder(pool, rid, costs, budget)
+        if d1.button("Save for the routing API", key="deploy_save", icon=":material/save:"):
+            with shown_errors(), st.spinner("Saving the router…"):
+                deploy(routers[rid], costs, budget).save(folder)
+        if (folder / "router.json").is_file():
+            d2.markdown(f"Saved to `{folder}`. Serve it with the routing API, then send it queries:")
+            d2.code(serve_commands(folder), language="bash")
+            d2.download_button(
+                "Router folder (zip)",
+                zip_folder(folder),
+                f"{folder.name}.zip",
+                "application/zip",
+                key="deploy_zip",
+                on_click="ignore",
+                icon=":material/download:",
+            )
+
+
+results()
 with st.expander("How the routers rank on validation articles"):
     aiq = "validation AIQ (EM %)"
     ranks = pd.DataFrame([(router_label(r), s) for r, s in ranking], columns=["router", aiq])

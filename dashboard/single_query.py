@@ -53,6 +53,11 @@ sources = ("Dataset question", "Your own text") if live else ("Dataset question"
 source = st.radio("Query", sources, key="sq_source", horizontal=True)
 default = best if best in ROUTABLE else "l2d-cascade"
 router_id = select_routers("sq_router", default, multiple=False, where=st, ids=ROUTABLE)
+if best not in ROUTABLE:
+    st.caption(
+        f"The best router of {pool} on validation articles, {router_label(best)}, routes the dataset's "
+        "questions on the other pages; this page routes one query at a time with the routers above."
+    )
 qid, expected = None, None
 if source == "Dataset question":
     recs = bench.test_records

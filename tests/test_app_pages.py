@@ -77,7 +77,7 @@ def test_cost_explorer_defaults(explorer):
     assert menu.options == [router_label(r) for r in router_ids()]
     best, ranking = default_router(prepare("squad11", "P3", features_needed=embeddings_on_disk("squad11")))
     assert menu.value == [best] and ranking[0][0] == best  # the best on validation articles
-    assert best in ("l2d-cascade", "l2d-posthoc", "l2d-plugin")
+    assert best in ("l2d-cascade", "l2d-posthoc", "l2d-plugin", "l2d-staged")
     assert at.session_state["costs"] == p3_price(0.1)
     assert 60.0 < metric(at, "EM") < 95.0
     assert metric(at, "TDL") < metric(at, "TDL random")  # the default beats uniform random
@@ -93,7 +93,12 @@ def test_cost_explorer_saves_the_router_for_the_api(explorer):
     from l2d_core.deploy import load_router
 
     at = explorer
-    assert at.selectbox(key="deploy_router").value == at.multiselect(key="routers").value[0]
+    shown = at.multiselect(key="routers").value
+    if "l2d-staged" in shown:  # two decisions per query: not for the API, and the page says why
+        assert any("l2d-staged decides twice per query" in c.value for c in at.caption)
+        ran(at.multiselect(key="routers").set_value([*shown, "l2d-cascade"]))
+    want = next(r for r in at.multiselect(key="routers").value if r != "l2d-staged")
+    assert at.selectbox(key="deploy_router").value == want
     ran(at.button(key="deploy_save").click())
     saved = load_router(next(c.value for c in at.code if "serve.py --router" in c.value).split()[3])
     assert saved.router_id == at.selectbox(key="deploy_router").value
@@ -104,6 +109,7 @@ def test_cost_explorer_saves_the_router_for_the_api(explorer):
 @slow
 def test_price_up_lowers_expert_share_and_gflops(real_data):
     at = ran(page("dashboard/cost_explorer.py"))
+    ran(at.multiselect(key="routers").set_value(["l2d-cascade"]))  # a plug-in-family router
     seen = []
     for lam in (0.0, 0.1, 0.5, 2.0):
         ran(at.slider(key="price").set_value(lam))
@@ -123,6 +129,7 @@ def test_alpha_up_never_defers_more(real_data):
     """Raising the weight of every expert's error raises every expert's expected cost, so a
     plug-in-family router can only move queries back to the main model."""
     at = ran(page("dashboard/cost_explorer.py"))
+    ran(at.multiselect(key="routers").set_value(["l2d-cascade"]))
     deferred = []
     for a in (0.0, 0.5, 1.0, 2.0):
         for j in (1, 2):
@@ -138,11 +145,11 @@ def test_alpha_up_never_defers_more(real_data):
 def test_hand_set_betas(real_data):
     at = ran(page("dashboard/cost_explorer.py"))
     ran(at.radio(key="cost_rule").set_value("hand"))
-    assert [s.label for s in at.slider] == [
-        "α₁ · rnet-plus",
-        "α₂ · bert-ens",
+    assert [s.label for s in at.slider] == [  # β's column, then α's
         "β₁ · rnet-plus",
         "β₂ · bert-ens",
+        "α₁ · rnet-plus",
+        "α₂ · bert-ens",
     ]
     assert at.slider(key="beta_2").value == pytest.approx(p3_price(0.1).beta[1])  # seeded by the rule
     at.slider(key="beta_1").set_value(1.0)

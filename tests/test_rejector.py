@@ -435,7 +435,8 @@ def test_reduced_rank_sdl_head(features, problem, tmp_path):
         features, data, init=other.head_.state_dict(), projection=proj
     )
     np.testing.assert_array_equal(warm.predict(features), est.predict(features))
-    np.testing.assert_allclose(warm.scores(features), est.scores(features), atol=0.05)
+    # same head up to L-BFGS tolerance (a score of ~3 may differ by ~2%)
+    np.testing.assert_allclose(warm.scores(features), est.scores(features), rtol=0.02, atol=0.05)
     back = SDLRejector.load(est.save(tmp_path / "rank"))
     assert back.config.rank == k
     np.testing.assert_allclose(back.scores(features), est.scores(features), atol=1e-6)

@@ -243,6 +243,7 @@ def test_run_comparison_on_p2(p2, p2_results, tmp_path):
         "l2d-plugin",
         "l2d-posthoc",
         "l2d-cascade",
+        "l2d-staged",
         "random",
         "zero",
         "oracle",

@@ -37,6 +37,8 @@ def decisions_frame(bench: Benchmark, view: RouterView) -> pd.DataFrame:
     d = view.decision
     if d.scores is not None and d.score_label == "chance wrong":  # the router's estimate that the
         df["main chance wrong"] = d.scores[:, :, 0].mean(axis=1)  # main answer is wrong (mean of its ends)
+    if "asked" in d.extra:  # a two-stage cascade: where it asked its first expert
+        df[f"asked {d.extra['asked']}"] = d.per_query["share"] > 0
     if test.confidence is not None:
         probs = [(c or {}).get("span_prob") for c in test.confidence[:, 0]]
         if any(p is not None for p in probs):

@@ -14,7 +14,7 @@ import pandas as pd
 from ..evaluation import metrics as M
 from ..evaluation.benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
 from ..evaluation.budget import BudgetResult, budget_decision
-from ..evaluation.points import Decision, evaluate_choice
+from ..evaluation.points import Decision, decision_metrics
 from ..evaluation.registry import router_label
 from ..evaluation.router import Router
 from ..evaluation.validation import candidates, rank_by_validation
@@ -92,7 +92,7 @@ def router_view(
         d, result = budget_decision(router, costs, *budget)
     else:
         d = router.decide(costs)
-    m = evaluate_choice(d.choice, d.on(bench.test), costs, d.overhead_gflops)
+    m, _ = decision_metrics(bench, d, costs)
     return RouterView(router.id, router_label(router.id), costs, d, m, result)
 
 
@@ -148,8 +148,8 @@ def metric_tiles(current: dict, previous: dict | None) -> list[dict]:
     True
     """
 
-    def extended(m: dict) -> dict:
-        return dict(m, deferred=sum(list(m["allocation"].values())[1:]))
+    def extended(m: dict) -> dict:  # the decision's own share of expert calls, else its allocation's
+        return {"deferred": sum(list(m["allocation"].values())[1:]), **m}
 
     cur = extended(current)
     prev = None if previous is None else extended(previous)

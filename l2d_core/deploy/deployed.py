@@ -24,6 +24,7 @@ from ..evaluation.budget import budget_decision, defer_margin
 from ..evaluation.builtin_routers import PluginRouter, PosthocRouter, SDLRouter, ZeroRouter
 from ..evaluation.registry import router_label
 from ..evaluation.router import AgentRouter, Router
+from ..evaluation.staged_router import StagedRouter
 from ..method.costs import CostConfig
 from ..method.policies import expected_costs, learned_policy, plugin_policy
 from ..routers.posthoc import PosthocRejector
@@ -54,6 +55,11 @@ def export_problem(router: Router) -> str | None:
         return "l2d-sdl in full mode fine-tunes its own encoder: only the fast mode (a head) is exported"
     if isinstance(router, PosthocRouter) and router.features.endswith("+emb"):
         return f"{router.id} with features {router.features!r} reads embeddings besides the answer"
+    if isinstance(router, StagedRouter):
+        return (
+            f"{router.id} decides twice per query (before and after asking an expert): the routing API "
+            f"makes one decision per query; exportable: {EXPORTABLE}"
+        )
     if isinstance(router, PosthocRouter | PluginRouter | SDLRouter | ZeroRouter | AgentRouter):
         return None
     return f"{router.id} cannot route a new query on its own; exportable: {EXPORTABLE}"

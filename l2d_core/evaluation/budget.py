@@ -16,10 +16,17 @@ import numpy as np
 from ..method.costs import CostConfig
 from ..method.policies import expected_costs
 from . import metrics as M
-from .plugin_router import PlugInRouter
 from .points import Decision
+from .router import Calibrated, Router
 
-__all__ = ["BUDGET_KINDS", "BudgetResult", "defer_margin", "calibrate_threshold", "budget_decision"]
+__all__ = [
+    "BUDGET_KINDS",
+    "BudgetResult",
+    "defer_margin",
+    "calibrate_threshold",
+    "budget_decision",
+    "plugin_budget",
+]
 
 BUDGET_KINDS = ("share", "gflops")  # share of queries sent to an expert; mean GFLOPs per query
 
@@ -96,12 +103,38 @@ class BudgetResult:
 
 
 def budget_decision(
-    router: PlugInRouter, costs: CostConfig, kind: str, target: float, n_boot: int = 1000
+    router: Router, costs: CostConfig, kind: str, target: float, n_boot: int = 1000
 ) -> tuple[Decision, BudgetResult]:
     """The router's decision on the test articles under a budget, calibrated on its out-of-fold
-    estimates of the training articles at ``costs`` (α weighs the experts' errors; β orders them)."""
+    estimates of the training articles at ``costs`` (α weighs the experts' errors; β orders them;
+    see the router's ``calibrate_budget``), with what it spends on validation and on test."""
     if not getattr(router, "supports_budget", False):
         raise ValueError(f"router {router.id} has no error estimates to calibrate a budget on")
+    d, tau, val_share, val_gflops = router.calibrate_budget(costs, kind, target)
+    test = d.on(router.bench_.test)
+    choice = np.asarray(d.choice, dtype=int)
+    pq = d.per_query or {}
+    shares = pq.get("share", (choice != 0).astype(float))
+    gflops = pq.get("gflops", d.overhead_gflops + test.gflops[np.arange(len(choice)), choice])
+    weights = M.bootstrap_weights(len(choice), n_boot, seed=0)
+    result = BudgetResult(
+        kind=kind,
+        target=float(target),
+        threshold=tau,
+        validation_share=val_share,
+        validation_gflops=val_gflops,
+        test_share=float(shares.mean()),
+        test_share_ci=M.percentile_interval(M.resample_means(shares, weights)),
+        test_gflops=float(gflops.mean()),
+        test_gflops_ci=M.percentile_interval(M.resample_means(gflops, weights)),
+    )
+    return d, result
+
+
+def plugin_budget(router, costs: CostConfig, kind: str, target: float) -> Calibrated:
+    """A plug-in router under a budget: ``(decision, τ, validation share, validation GFLOPs)``,
+    deferring where the expected-cost margin exceeds τ, calibrated on the router's out-of-fold
+    estimates of the training articles."""
     bench = router.bench_
     val, val_overhead = router.accounting(bench.train)
     m_val, best_val = defer_margin(router.oof_error_proba(), costs)
@@ -111,25 +144,15 @@ def budget_decision(
     tau = calibrate_threshold(m_val, kind, target, extra, base)
     choice_val = _choice(m_val, best_val, tau)
     m_test, best_test = defer_margin(router.p_err_, costs)
-    choice = _choice(m_test, best_test, tau)
     d = router.decision(router.p_err_, costs)
     d = Decision(
-        choice, d.overhead_gflops, d.data, d.expected, d.scores, d.score_label, extra={"budget": target}
+        _choice(m_test, best_test, tau),
+        d.overhead_gflops,
+        d.data,
+        d.expected,
+        d.scores,
+        d.score_label,
+        extra={"budget": target},
     )
-    test = d.on(bench.test)
-    ar = np.arange(len(choice))
-    weights = M.bootstrap_weights(len(choice), n_boot, seed=0)
-    shares = (choice != 0).astype(float)
-    gflops = d.overhead_gflops + test.gflops[ar, choice]
-    result = BudgetResult(
-        kind=kind,
-        target=float(target),
-        threshold=tau,
-        validation_share=float((choice_val != 0).mean()),
-        validation_gflops=float(val_overhead + val.gflops[ar_val, choice_val].mean()),
-        test_share=float(shares.mean()),
-        test_share_ci=M.percentile_interval(M.resample_means(shares, weights)),
-        test_gflops=float(gflops.mean()),
-        test_gflops_ci=M.percentile_interval(M.resample_means(gflops, weights)),
-    )
-    return d, result
+    val_gflops = float(val_overhead + val.gflops[ar_val, choice_val].mean())
+    return d, tau, float((choice_val != 0).mean()), val_gflops

@@ -40,7 +40,7 @@ from ..method.costs import CostConfig, cost_matrix, query_costs
 from . import metrics as M
 from .benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
 from .budget import budget_decision
-from .points import evaluate_choice
+from .points import decision_metrics
 from .registry import make_router, router_ids
 from .results import SCHEMA_VERSION, Point, Results, expert_share
 from .router import DENSE_BETAS, TARGET_SHARES, Router, beta_key
@@ -69,7 +69,7 @@ def evaluate_router(
         extra = {"budget": asdict(result)}
     else:
         d = router.decide(costs)
-    out = evaluate_choice(d.choice, d.on(bench.test), costs, d.overhead_gflops)
+    out, _ = decision_metrics(bench, d, costs)
     out.update(
         router=router.id, alpha=list(costs.alpha), beta=list(costs.beta), overhead_gflops=d.overhead_gflops
     )

@@ -19,8 +19,9 @@ from ..agents.routing_data import RoutingData
 from ..method.costs import CostConfig
 from ..method.policies import expected_costs, plugin_policy
 from . import store
+from .budget import plugin_budget
 from .points import Decision
-from .router import Router
+from .router import Calibrated, Router
 
 __all__ = ["PlugInRouter", "VALIDATION_FOLDS", "article_folds"]
 
@@ -43,6 +44,7 @@ class PlugInRouter(Router):
     """A router whose decision at any cost setting is the plug-in rule on error estimates p̂."""
 
     supports_budget: ClassVar[bool] = True
+    validated: ClassVar[bool] = True
     kind: ClassVar[str] = ""  # names its stored heads
 
     def _features(self, split: str) -> np.ndarray:
@@ -100,6 +102,16 @@ class PlugInRouter(Router):
 
     def decide(self, costs: CostConfig) -> Decision:
         return self.decision(self.p_err_, costs)
+
+    def calibrate_budget(self, costs: CostConfig, kind: str, target: float) -> Calibrated:
+        """See :func:`~l2d_core.evaluation.budget.plugin_budget`."""
+        return plugin_budget(self, costs, kind, target)
+
+    def oof_outcome(self, costs: CostConfig) -> tuple[np.ndarray, np.ndarray]:
+        data, overhead = self.accounting(self.bench_.train)
+        choice = plugin_policy(self.oof_error_proba(), costs)
+        ar = np.arange(len(choice))
+        return overhead + data.gflops[ar, choice], data.em[ar, choice]
 
     def oof_error_proba(self, folds: int = VALIDATION_FOLDS) -> np.ndarray:
         """p̂ on every training question from a head trained on the other folds of articles,

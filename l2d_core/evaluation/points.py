@@ -1,5 +1,6 @@
 """What a router decided, and how it scores: :class:`Decision` (one allocation of the test
 questions at one operating setting) → :func:`evaluate_choice` (every SPEC §7 metric) and
+:func:`decision_metrics` (the same with the decision's own per-question vectors) and
 :func:`make_point` (one point of a cost–EM curve, with per-question vectors for the bootstrap).
 """
 
@@ -14,7 +15,7 @@ from ..method.costs import CostConfig, cost_matrix, query_costs
 from . import metrics as M
 from .benchmark import Benchmark
 
-__all__ = ["Decision", "evaluate_choice", "make_point", "TDL_FIELDS"]
+__all__ = ["Decision", "evaluate_choice", "decision_metrics", "make_point", "TDL_FIELDS"]
 
 TDL_FIELDS = ("tdl", "tdl_random", "tdl_random_std", "tdl_random_matched")
 
@@ -73,22 +74,15 @@ def evaluate_choice(
     }
 
 
-def make_point(
-    bench: Benchmark, decision: Decision, beta1: float | None, costs: CostConfig | None = None, **extra
-) -> dict:
-    """One operating point of a router on the test articles: the metrics of ``decision`` at the
-    BENCHMARK.md cost setting of ``beta1``, or at ``costs`` when given (the TDL fields are
-    ``None`` when neither is), under ``gflops`` the mean GFLOPs per query, ``share_strong`` the
-    share of questions sent to a non-main agent, and under ``_q`` the per-question vectors
-    (dropped from saved results)."""
+def decision_metrics(bench: Benchmark, decision: Decision, costs: CostConfig) -> tuple[dict, dict]:
+    """Every SPEC §7 metric of ``decision`` at ``costs`` on the test articles (as
+    :func:`evaluate_choice`, with the decision's ``per_query`` vectors and its ``allocation``, if
+    it gives one, in place of what its choice implies), and the per-question vectors behind them."""
     data = decision.on(bench.test)
     choice = np.asarray(decision.choice, dtype=int)
     ar = np.arange(len(choice))
-    has_costs = beta1 is not None or costs is not None
-    costs = costs or bench.costs(0.05 if beta1 is None else beta1)
     overhead = decision.overhead_gflops
     m = evaluate_choice(choice, data, costs, overhead)
-    m.pop("n")
     q = {
         "em": data.em[ar, choice].astype(float),
         "f1": data.f1[ar, choice].astype(float),
@@ -101,6 +95,24 @@ def make_point(
     m.update(em=100 * float(q["em"].mean()), f1=100 * float(q["f1"].mean()), gflops_per_query=gq)
     m["gflops_per_em"] = M.gflops_per_em(gq, m["em"])
     m["tdl"] = float(q["tdl"].mean())
+    if "allocation" in decision.extra:
+        m["allocation"] = dict(decision.extra["allocation"])
+    if decision.per_query is not None and "share" in decision.per_query:  # who called an expert
+        m["deferred"] = float(q["share"].mean())
+    return m, q
+
+
+def make_point(
+    bench: Benchmark, decision: Decision, beta1: float | None, costs: CostConfig | None = None, **extra
+) -> dict:
+    """One operating point of a router on the test articles: the metrics of ``decision`` at the
+    BENCHMARK.md cost setting of ``beta1``, or at ``costs`` when given (the TDL fields are
+    ``None`` when neither is), under ``gflops`` the mean GFLOPs per query, ``share_strong`` the
+    share of questions sent to a non-main agent, and under ``_q`` the per-question vectors
+    (dropped from saved results)."""
+    has_costs = beta1 is not None or costs is not None
+    m, q = decision_metrics(bench, decision, costs or bench.costs(0.05 if beta1 is None else beta1))
+    m.pop("n")
     if not has_costs:
         m.update(dict.fromkeys(TDL_FIELDS))
         del q["tdl"]

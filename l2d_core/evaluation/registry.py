@@ -19,6 +19,7 @@ from __future__ import annotations
 # isort: off
 # registration order is the menus' order: the L2D routers and references, then the baselines
 from . import builtin_routers  # noqa: F401
+from . import staged_router  # noqa: F401
 from . import baseline_routers  # noqa: F401
 
 # isort: on

@@ -15,6 +15,7 @@ from .points import Decision, make_point
 
 __all__ = [
     "AGENT_PREFIX",
+    "Calibrated",
     "OURS_PREFIX",
     "DENSE_BETAS",
     "TARGET_SHARES",
@@ -31,6 +32,10 @@ OURS_PREFIX = "l2d-"
 # Dense sweeps of the instant routers: β₁ on a grid, and target shares of expert calls.
 DENSE_BETAS: tuple[float, ...] = tuple(float(b) for b in np.linspace(0.0, 2.0, 40))
 TARGET_SHARES: tuple[float, ...] = tuple(float(s) for s in np.linspace(0.0, 1.0, 21))
+
+
+# a decision under a budget: (decision on test, threshold, validation share, validation GFLOPs)
+Calibrated = tuple[Decision, float, float, float]
 
 
 def beta_key(beta1: float) -> str:
@@ -52,6 +57,8 @@ class Router:
     family: ClassVar[str] = "baseline"  # l2d | baseline | reference | agent
     reads_embeddings: ClassVar[bool] = False  # needs the benchmark's question/context embeddings
     instant: ClassVar[bool] = True  # a new cost setting needs no training
+    validated: ClassVar[bool] = False  # ranked on the training articles (``oof_outcome``)
+    supports_budget: ClassVar[bool] = False  # meets a share / GFLOPs budget (``calibrate_budget``)
 
     def __init__(self, **params):
         self.params = params
@@ -73,6 +80,17 @@ class Router:
 
     def decide(self, costs: CostConfig) -> Decision:
         raise NotImplementedError
+
+    def oof_outcome(self, costs: CostConfig) -> tuple[np.ndarray, np.ndarray]:
+        """(GFLOPs, EM) per training question at ``costs``, each routed by what never saw its
+        article (out-of-fold): what the validation ranking reads (routers with ``validated``)."""
+        raise NotImplementedError(f"{self.id} is not ranked on validation")
+
+    def calibrate_budget(self, costs: CostConfig, kind: str, target: float) -> Calibrated:
+        """``(decision on test, threshold, validation share, validation GFLOPs)`` under a budget
+        (``kind`` ``share`` or ``gflops``) calibrated on the training articles (routers with
+        ``supports_budget``; :func:`~l2d_core.evaluation.budget.budget_decision` reads it)."""
+        raise ValueError(f"router {self.id} has no error estimates to calibrate a budget on")
 
     def needs_training(self, costs: CostConfig) -> bool:
         """Whether :meth:`decide` at ``costs`` will train something (seconds) first."""

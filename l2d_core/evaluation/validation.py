@@ -1,9 +1,10 @@
 """Routers compared on validation articles only — the training articles, each scored out of fold
 — so that the one users get by default is chosen without looking at the test articles.
 
-Each plug-in router's cost–EM curve is traced on the training articles from its out-of-fold
-error estimates (the BENCHMARK.md β₁ points and a dense β₁ grid, with its own cost accounting);
-its validation AIQ is the area under that curve's upper hull over the pool's GFLOPs range.
+Each ranked router's cost–EM curve (the plug-in routers', the two-stage cascade's) is traced on
+the training articles from its out-of-fold error estimates (the BENCHMARK.md β₁ points and a
+dense β₁ grid, with its own cost accounting); its validation AIQ is the area under that
+curve's upper hull over the pool's GFLOPs range.
 """
 
 from __future__ import annotations
@@ -12,33 +13,28 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..method.policies import plugin_policy
 from . import metrics as M
 from . import store
 from .benchmark import BETA_POINTS, Benchmark
-from .plugin_router import PlugInRouter
 from .registry import ROUTERS, make_router
 from .router import DENSE_BETAS, Router
 
 __all__ = ["validation_curve", "validation_aiq", "rank_by_validation", "candidates", "waiting"]
 
 
-def validation_curve(router: PlugInRouter) -> tuple[np.ndarray, np.ndarray]:
-    """(mean GFLOPs per query, EM %) of a fitted plug-in router on the training articles, one
-    point per β₁ (benchmark points and the dense grid), from its out-of-fold estimates."""
+def validation_curve(router: Router) -> tuple[np.ndarray, np.ndarray]:
+    """(mean GFLOPs per query, EM %) of a fitted router (``validated``) on the training articles,
+    one point per β₁ (benchmark points and the dense grid), from its out-of-fold estimates."""
     bench = router.bench_
-    data, overhead = router.accounting(bench.train)
-    p_err = router.oof_error_proba()
-    ar = np.arange(len(data))
     cost, em = [], []
     for b in (*BETA_POINTS, *DENSE_BETAS):
-        choice = plugin_policy(p_err, bench.costs(b))
-        cost.append(overhead + float(data.gflops[ar, choice].mean()))
-        em.append(100 * float(data.em[ar, choice].mean()))
+        g, ok = router.oof_outcome(bench.costs(b))
+        cost.append(float(g.mean()))
+        em.append(100 * float(ok.mean()))
     return np.array(cost), np.array(em)
 
 
-def validation_aiq(router: PlugInRouter) -> float:
+def validation_aiq(router: Router) -> float:
     """AIQ of :func:`validation_curve` over the GFLOPs range of the pool's agents."""
     g = router.bench_.train.agent_gflops
     cost, em = validation_curve(router)
@@ -46,12 +42,13 @@ def validation_aiq(router: PlugInRouter) -> float:
 
 
 def candidates(bench: Benchmark, ready_only: bool = False) -> list[str]:
-    """The registry's plug-in routers that can run on ``bench`` (ex-ante ones need embeddings);
+    """The registry's routers ranked on validation (``validated``: the plug-in routers and the
+    two-stage cascade) that can run on ``bench`` (ex-ante ones need embeddings);
     ``ready_only``: only those whose inputs are read in already (see :func:`waiting`)."""
     return [
         rid
         for rid, cls in ROUTERS.items()
-        if issubclass(cls, PlugInRouter)
+        if cls.validated
         and (bench.has_embeddings or not cls.reads_embeddings)
         and not (ready_only and make_router(rid).agents_to_import(bench))
     ]

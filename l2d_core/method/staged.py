@@ -1,0 +1,89 @@
+"""A two-stage cascade (SPEC §5's plug-in rule, applied twice). The main agent answers; where a
+first estimate says its answer is likely wrong (``score`` above a threshold), one expert is
+*asked* too — the pool's cheapest — and a second estimate, which has seen both answers, picks
+the answer by the plug-in rule: the main agent's, the asked expert's, or a dearer expert's. The
+asked expert's consultation cost β is paid wherever it was asked, whichever answer is kept.
+
+Arrays: ``errors`` and ``p_err`` are (N, 2, A) as in :mod:`~l2d_core.method.costs`; ``ask``
+(N,) bool; ``final`` (N,) the agent whose answer is kept; ``asked`` the asked expert's index.
+
+>>> costs = CostConfig(alpha=[1, 1], beta=[0.05, 0.3])
+>>> errors = np.array([[[1, 0, 0], [1, 0, 0]],      # main wrong, asked expert right
+...                    [[0, 1, 0], [0, 1, 0]],      # main right
+...                    [[1, 1, 0], [1, 1, 0]]], bool)  # only the dear expert is right
+>>> staged_query_costs(errors, costs, np.array([True, False, True]), np.array([1, 0, 2])).round(2)
+array([0.1, 0. , 0.7])
+>>> score = np.array([0.9, 0.1, 0.8])
+>>> ask_threshold(score, errors, errors.astype(float), costs)   # ask the two doubtful ones
+0.45
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .costs import CostConfig, cost_matrix, query_costs
+from .policies import plugin_policy
+
+__all__ = ["second_stage_choice", "staged_choice", "staged_query_costs", "ask_threshold"]
+
+
+def _asked_paid(costs: CostConfig, asked: int) -> CostConfig:
+    beta = list(costs.beta)
+    beta[asked - 1] = 0.0
+    return CostConfig(costs.alpha, tuple(beta))
+
+
+def second_stage_choice(p_err: np.ndarray, costs: CostConfig, asked: int = 1) -> np.ndarray:
+    """The plug-in choice once expert ``asked`` has answered: its β is already paid (0 here).
+
+    >>> p = np.array([[[0.6, 0.2, 0.1], [0.6, 0.2, 0.1]]])
+    >>> second_stage_choice(p, CostConfig(alpha=[1, 1], beta=[0.5, 0.5])).tolist()  # [2] if β₁ were due
+    [1]
+    """
+    return plugin_policy(p_err, _asked_paid(costs, asked))
+
+
+def staged_choice(
+    score: np.ndarray, threshold: float, p_err: np.ndarray, costs: CostConfig, asked: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(ask, final)``: ask where ``score > threshold``, then the second stage's choice (from
+    ``p_err``, the estimates that have seen the asked expert's answer); elsewhere the main agent."""
+    ask = np.asarray(score) > threshold
+    return ask, np.where(ask, second_stage_choice(p_err, costs, asked), 0)
+
+
+def staged_query_costs(
+    errors: np.ndarray, costs: CostConfig, ask: np.ndarray, final: np.ndarray, asked: int = 1
+) -> np.ndarray:
+    """Per-question TDL (N,): the kept answer's Σ_i (α error + β), plus the asked expert's β on
+    both endpoints where it was asked and its answer was not kept."""
+    qc = query_costs(cost_matrix(errors, costs))
+    final = np.asarray(final, dtype=int)
+    unused = np.asarray(ask, dtype=bool) & (final != asked)
+    return qc[np.arange(len(qc)), final] + 2.0 * costs.beta[asked - 1] * unused
+
+
+def ask_threshold(
+    score: np.ndarray, errors: np.ndarray, p_err: np.ndarray, costs: CostConfig, asked: int = 1
+) -> float:
+    """The threshold on ``score`` of least total TDL on labelled questions (``errors``), asking
+    where ``score`` exceeds it; ``inf`` asks none, ``-inf`` asks all. ``p_err`` are the second
+    stage's estimates on the same questions (out of fold, so the choice is not fitted to them)."""
+    score = np.asarray(score, dtype=float)
+    n = len(score)
+    if n == 0:
+        raise ValueError("ask_threshold needs labelled questions, got none")
+    never = staged_query_costs(errors, costs, np.zeros(n, bool), np.zeros(n, int), asked)
+    kept = second_stage_choice(p_err, costs, asked)
+    always = staged_query_costs(errors, costs, np.ones(n, bool), kept, asked)
+    order = np.argsort(-score, kind="stable")
+    total = np.concatenate([[0.0], np.cumsum((always - never)[order])])  # asking the k most doubtful
+    s = score[order]
+    total[1:-1][s[:-1] == s[1:]] = np.inf  # a threshold cannot split equal scores
+    k = int(np.argmin(total))
+    if k == 0:
+        return float("inf")
+    if k == n:
+        return float("-inf")
+    return float((s[k - 1] + s[k]) / 2)
