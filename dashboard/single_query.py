@@ -19,7 +19,8 @@ STATUS = {
 }
 # routers that route a single query with error estimates: the cascade family reads the main
 # agent's answer, the plug-in router reads the question and context
-ROUTABLE = ("l2d-cascade", "l2d-posthoc", "l2d-plugin")
+CASCADES = ("l2d-staged", "l2d-cascade", "l2d-posthoc")
+ROUTABLE = (*CASCADES, "l2d-plugin")
 
 st.title("Single query")
 st.caption(
@@ -104,10 +105,18 @@ c3.metric(
 c4.metric(
     "GFLOPs of this query",
     f"{r['gflops']['total']:.2f}",
-    help="what is paid always, plus the expert if asked",
+    help="what is paid always, plus the expert asked for a second opinion, plus the expert kept",
 )
-cascade = router_id in ("l2d-cascade", "l2d-posthoc")
-if main.get("confidence") and cascade:
+asked = r["signals"].get("asked")
+if asked:
+    verdict = "asked" if asked["asked"] else "did not ask"
+    st.caption(
+        f"First stage: the router's doubt in the main answer (its estimated chance of a wrong start "
+        f"plus a wrong end) is {asked['doubt']:.3f}; above {asked['threshold']:.3f} it asks "
+        f"{asked['agent']} for a second opinion, so it {verdict} {asked['agent']}"
+        + (f", whose answer was “{asked['answer']}”." if asked["answer"] is not None else ".")
+    )
+if main.get("confidence") and router_id in CASCADES:
     conf = main["confidence"]
     shown = {
         k: conf[k] for k in ("span_prob", "margin", "null_margin", "mean_logprob", "abstained") if k in conf
@@ -136,6 +145,9 @@ right.dataframe(
 st.subheader("Answer")
 if chosen["answer"] is not None:
     st.success(f"**{r['agent']}**: {chosen['answer'] or '(no answer)'}")
+elif asked and asked["note"]:
+    main_answer = main["answer"] if main["answer"] is not None else "(none)"
+    st.warning(f"{asked['note'][:1].upper()}{asked['note'][1:]}. The main agent's answer: {main_answer}.")
 elif chosen["status"] == "cannot_answer":
     st.warning(
         f"Would defer to **{r['agent']}**, which {chosen['message']}. "

@@ -94,11 +94,9 @@ def test_cost_explorer_saves_the_router_for_the_api(explorer):
 
     at = explorer
     shown = at.multiselect(key="routers").value
-    if "l2d-staged" in shown:  # two decisions per query: not for the API, and the page says why
-        assert any("l2d-staged decides twice per query" in c.value for c in at.caption)
-        ran(at.multiselect(key="routers").set_value([*shown, "l2d-cascade"]))
-    want = next(r for r in at.multiselect(key="routers").value if r != "l2d-staged")
-    assert at.selectbox(key="deploy_router").value == want
+    # every L2D router saves, the two-stage cascade too
+    assert at.selectbox(key="deploy_router").options == [router_label(r) for r in shown]
+    assert not any(c.value.startswith("Not offered") for c in at.caption)
     ran(at.button(key="deploy_save").click())
     saved = load_router(next(c.value for c in at.code if "serve.py --router" in c.value).split()[3])
     assert saved.router_id == at.selectbox(key="deploy_router").value

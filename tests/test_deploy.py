@@ -158,3 +158,43 @@ def test_a_retrained_main_agent_is_refused(cascade, tmp_path):
     d.manifest["features"]["main_fingerprint"] = "0" * 16
     with pytest.raises(ArtifactError, match="not the model this router was calibrated on"):
         load_router(d.save(tmp_path / "a"))
+
+
+@pytest.fixture(scope="module")
+def staged(live_bench):
+    return make_router("l2d-staged").fit(live_bench)
+
+
+def test_saved_two_stage_cascade_reproduces_the_benchmark_decisions(live_bench, staged, tmp_path):
+    costs = CostConfig((1.0,), (0.1,))
+    _, disk = saved(staged, costs, tmp_path)
+    assert disk.threshold == staged.threshold(costs) and disk.manifest["features"]["asked"] == "bert-ens"
+    recs = live_bench.test_records
+    routed = disk.route_batch([(r.question, r.context) for r in recs], [r.qid for r in recs])
+    d = staged.decide(costs)
+    assert [r["agent_index"] for r in routed] == d.choice.tolist()
+    asked = np.array([r["signals"]["asked"]["asked"] for r in routed])
+    np.testing.assert_array_equal(asked, d.per_query["share"].astype(bool))
+    np.testing.assert_allclose([r["gflops"]["total"] for r in routed], d.per_query["gflops"], rtol=1e-6)
+    np.testing.assert_allclose(
+        [[r["chance_wrong"][a]["start"] for a in disk.agent_ids] for r in routed], d.scores[:, 0], atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("share", [0.0, 1.0])
+def test_two_stage_cascade_on_new_text_names_the_expert_it_would_ask(live_bench, staged, share, tmp_path):
+    """Under a budget that asks nobody the main answer is kept; one that asks everybody asks
+    bert-ens, which cannot answer new text: the decision says so and stops there."""
+    _, disk = saved(staged, live_bench.costs(0.05), tmp_path, budget=("share", share))
+    r = disk.answer("Who wrote Moby-Dick?", CONTEXT)
+    asked = r["signals"]["asked"]
+    assert asked["agent"] == "bert-ens" and asked["asked"] == (share == 1.0)
+    assert (asked["doubt"] > asked["threshold"]) == asked["asked"]
+    bert = disk.specs["bert-ens"].gflops
+    if share == 0.0:
+        assert r["agent"] == "tiny-live" and r["answer"]["status"] == "ran" and asked["note"] is None
+        assert r["gflops"]["asked"] == 0.0 and r["gflops"]["total"] == pytest.approx(r["gflops"]["router"])
+    else:
+        assert r["agent"] == "bert-ens" and r["answer"]["status"] == "cannot_answer"
+        assert "would ask bert-ens" in asked["note"] and "prediction file" in asked["note"]
+        assert r["gflops"]["asked"] == pytest.approx(bert) and r["gflops"]["chosen_agent"] == 0.0

@@ -74,3 +74,33 @@ def test_single_query_page_routes_own_text_on_a_live_pool(live_bench, monkeypatc
     status = dict(zip(at.dataframe[1].value["agent"], at.dataframe[1].value["status"]))
     assert status == {"tiny-live": "ran now", "bert-ens": "cannot answer new text"}
     assert any("confidence in its answer" in c.value for c in at.caption)
+
+
+def test_single_query_page_two_stage_cascade_names_the_expert_it_would_ask(live_bench, monkeypatch):
+    """Own text through l2d-staged: where it doubts the main answer it would ask bert-ens, which
+    cannot answer new text; the page says so (and shows the doubt and the threshold)."""
+    from pathlib import Path
+
+    import numpy as np
+    from streamlit.testing.v1 import AppTest
+
+    import dashboard.cache
+    from l2d_core.evaluation.staged_router import StagedRouter
+
+    monkeypatch.setattr(dashboard.cache, "prepare", lambda *args, **kwargs: live_bench)
+    monkeypatch.setattr(dashboard.cache, "pick_default", lambda bench, **kw: ("l2d-staged", []))
+    monkeypatch.setattr(StagedRouter, "threshold", lambda self, costs: -np.inf)  # it always doubts
+    dashboard.cache.default_router.clear()  # an earlier test cached another default for this pool
+    page = Path(__file__).resolve().parent.parent / "dashboard" / "single_query.py"
+    at = AppTest.from_file(str(page), default_timeout=600)
+    at.session_state["dataset"], at.session_state["pool"] = "squad11", "Tiny-live"
+    at.run()
+    assert at.selectbox(key="sq_router").value == "l2d-staged"
+    at.radio(key="sq_source").set_value("Your own text").run()
+    at.text_input(key="sq_question").input("Who wrote Moby-Dick?")
+    at.text_area(key="sq_context").input(CONTEXT)
+    at.run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    assert at.metric[0].value == "bert-ens"
+    assert any("would ask bert-ens" in w.value and "prediction file" in w.value for w in at.warning)
+    assert any("so it asked bert-ens" in c.value for c in at.caption)

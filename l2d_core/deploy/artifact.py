@@ -128,7 +128,7 @@ def check_versions(manifest: dict, where: Path | str) -> None:
     """Refuse an artifact whose format, answer features or agent scoring differ from this code's."""
     got, now = manifest["versions"], versions()
     checks = [("format", "artifact format")]
-    if manifest.get("router", {}).get("kind") == "posthoc":
+    if manifest.get("router", {}).get("kind") in ("posthoc", "staged"):
         # the cascade reads the main agent's answer features and confidence records
         checks += [("features", "answer-feature format"), ("scoring", "agent scoring (confidence) version")]
     bad = [

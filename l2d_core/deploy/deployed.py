@@ -3,8 +3,9 @@ registry at one cost setting (or budget), :meth:`DeployedRouter.save` writes it 
 (:mod:`~l2d_core.deploy.artifact`), :func:`load_router` reads it back.
 
 ``route(question, context)`` gives the decision — the chosen agent, every agent's expected cost,
-the signals behind it (the main agent's answer and confidence for a cascade; the query's
-embeddings for an ex-ante router), and the GFLOPs it pays. ``answer(question, context)`` also
+the signals behind it (the main agent's answer and confidence for a cascade, and for the
+two-stage cascade whether it asked its cheapest expert; the query's embeddings for an ex-ante
+router), and the GFLOPs it pays. ``answer(question, context)`` also
 runs the chosen agent when it can run; an agent known only by its prediction file is reported
 as unable to answer new text, never faked.
 """
@@ -39,13 +40,21 @@ from .artifact import (
     write_manifest,
 )
 from .signals import RouteInputs, answer_chosen, check_query, main_answers, query_features
+from .staged import StagedHeads, route_staged
 
 __all__ = ["EXPORTABLE", "DeployedRouter", "deploy", "load_router", "export_problem"]
 
 # what each kind of saved router keeps: its estimator class (None: a fixed agent)
-ESTIMATORS = {"plugin": PluginRejector, "sdl": SDLRejector, "posthoc": PosthocRejector, "fixed": None}
+ESTIMATORS = {
+    "plugin": PluginRejector,
+    "sdl": SDLRejector,
+    "posthoc": PosthocRejector,
+    "staged": StagedHeads,
+    "fixed": None,
+}
 EXPORTABLE = (
-    "the L2D routers (l2d-plugin, l2d-sdl, l2d-posthoc, l2d-cascade), the zero router and single agents"
+    "the L2D routers (l2d-plugin, l2d-sdl, l2d-posthoc, l2d-cascade, l2d-staged), the zero router "
+    "and single agents"
 )
 
 
@@ -55,12 +64,7 @@ def export_problem(router: Router) -> str | None:
         return "l2d-sdl in full mode fine-tunes its own encoder: only the fast mode (a head) is exported"
     if isinstance(router, PosthocRouter) and router.features.endswith("+emb"):
         return f"{router.id} with features {router.features!r} reads embeddings besides the answer"
-    if isinstance(router, StagedRouter):
-        return (
-            f"{router.id} decides twice per query (before and after asking an expert): the routing API "
-            f"makes one decision per query; exportable: {EXPORTABLE}"
-        )
-    if isinstance(router, PosthocRouter | PluginRouter | SDLRouter | ZeroRouter | AgentRouter):
+    if isinstance(router, PosthocRouter | StagedRouter | PluginRouter | SDLRouter | ZeroRouter | AgentRouter):
         return None
     return f"{router.id} cannot route a new query on its own; exportable: {EXPORTABLE}"
 
@@ -79,16 +83,22 @@ def deploy(router: Router, costs: CostConfig, budget: tuple[str, float] | None =
     features: dict = {}
     fixed, estimator, threshold, budget_info = None, None, None, None
     overhead = float(bench.rejector_gflops)
-    if isinstance(router, PosthocRouter):
-        kind, estimator = "posthoc", router.estimator_
-        specs.update({h: get_agent(h) for h in router.helpers_})
+    if isinstance(router, PosthocRouter | StagedRouter):
+        posthoc = router if isinstance(router, PosthocRouter) else router.first_
+        specs.update({h: get_agent(h) for h in posthoc.helpers_})
         features = {
-            "set": router.features,
-            "helpers": list(router.helpers_),
-            "confidence": bool(router.confidence_),
+            "set": posthoc.features,
+            "helpers": list(posthoc.helpers_),
+            "confidence": bool(posthoc.confidence_),
             "main_fingerprint": model_fingerprint(str(specs[ids[0]].path)),
         }
-        overhead = float(router.overhead_)
+        overhead = float(posthoc.overhead_)
+        if posthoc is router:
+            kind, estimator = "posthoc", router.estimator_
+        else:
+            kind, estimator = "staged", StagedHeads(router.first_.estimator_, router.second_.estimator_)
+            features["asked"] = ids[router.asked_]
+            threshold = router.threshold(costs)
     elif isinstance(router, PluginRouter | SDLRouter):
         kind = "plugin" if isinstance(router, PluginRouter) else "sdl"
         estimator = router.estimator_ if kind == "plugin" else router.estimator(costs)
@@ -105,7 +115,7 @@ def deploy(router: Router, costs: CostConfig, budget: tuple[str, float] | None =
         kind, overhead = "fixed", 0.0
         fixed = int(router.decide(costs).choice[0])
     if budget is not None:
-        if kind not in ("plugin", "posthoc"):
+        if kind not in ("plugin", "posthoc", "staged"):
             raise ValueError(f"{router.id} has no error estimates: a budget needs l2d-plugin or a cascade")
         _, result = budget_decision(router, costs, *budget)
         threshold, budget_info = result.threshold, asdict(result)
@@ -226,14 +236,20 @@ class DeployedRouter:
         """The decisions for a list of ``(question, context)`` (featurized and scored as one batch)."""
         records = [check_query(q, c, i) for i, (q, c) in enumerate(queries)]
         t0 = time.perf_counter()
-        main = main_answers(self.inputs, records, qids) if self.kind == "posthoc" else None
+        main = main_answers(self.inputs, records, qids) if self.inputs.reads_answers else None
         ids = self.agent_ids
-        scores = p_err = expected = None
+        scores = p_err = expected = staged = None
         if self.kind == "fixed":
             choice = np.full(len(records), int(self.manifest["fixed_agent"]))
         elif self.kind == "sdl":
             scores = self.estimator.scores(query_features(self.inputs, records, cached=qids is not None))
             choice, expected = learned_policy(scores), -scores.sum(axis=1)
+        elif self.kind == "staged":
+            staged = route_staged(
+                self.inputs, self.estimator, self.threshold, self.costs, records, main, qids
+            )
+            choice, p_err = staged.choice, staged.p_err
+            expected = expected_costs(p_err, self.costs)
         else:
             F = query_features(self.inputs, records, main, cached=qids is not None)
             p_err = self.estimator.error_proba(F)
@@ -255,6 +271,7 @@ class DeployedRouter:
                 "expected_costs_are": {
                     "plugin": "expected",
                     "posthoc": "expected",
+                    "staged": "expected",
                     "sdl": "negative score",
                 }.get(self.kind),
                 "chance_wrong": None
@@ -267,13 +284,26 @@ class DeployedRouter:
                 "gflops": self._gflops(ids[j]),
                 "latency_ms": ms / len(records),
             }
+            if staged is not None:
+                asked = staged.signals(n, self.manifest["features"]["asked"], self.threshold)
+                r["signals"]["asked"] = asked
+                if asked["answer"] is not None:
+                    r["signals"]["helper_answers"] = {
+                        **r["signals"]["helper_answers"],
+                        asked["agent"]: asked["answer"],
+                    }
+                r["gflops"] = self._gflops(ids[j], asked["agent"] if asked["asked"] else None)
             out.append(r)
         return out
 
-    def _gflops(self, chosen: str) -> dict:
+    def _gflops(self, chosen: str, asked: str | None = None) -> dict:
+        """What the router pays on every query, what a two-stage cascade paid for the expert it
+        ``asked`` (staged routers only), and what the chosen agent adds when it has not run yet."""
         paid = float(self.manifest["overhead_gflops"])
-        again = 0.0 if self.inputs.already_ran(chosen) else float(self.specs[chosen].gflops)
-        return {"router": paid, "chosen_agent": again, "total": paid + again}
+        extra = {} if self.kind != "staged" else {"asked": float(self.specs[asked].gflops) if asked else 0.0}
+        ran = self.inputs.already_ran(chosen) or chosen == asked
+        again = 0.0 if ran else float(self.specs[chosen].gflops)
+        return {"router": paid, **extra, "chosen_agent": again, "total": paid + sum(extra.values()) + again}
 
     def answer(self, question: str, context: str) -> dict:
         """:meth:`route`, then the chosen agent's answer (run now when it can run)."""

@@ -16,7 +16,17 @@ from ..routers.encoder import load_encoder
 from ..routers.features import featurize, posthoc_matrix
 from .artifact import ArtifactError, model_fingerprint
 
-__all__ = ["QueryError", "RouteInputs", "check_query", "main_answers", "query_features", "answer_chosen"]
+__all__ = [
+    "QueryError",
+    "RouteInputs",
+    "check_query",
+    "agent_answers",
+    "main_answers",
+    "query_features",
+    "answer_chosen",
+]
+
+ANSWER_KINDS = ("posthoc", "staged")  # routers that read the main agent's (and helpers') answers
 
 
 class QueryError(ValueError):
@@ -46,26 +56,31 @@ class RouteInputs:
     _encoder: object = field(default=None, repr=False)
 
     @property
+    def reads_answers(self) -> bool:
+        return self.kind in ANSWER_KINDS
+
+    @property
     def helpers(self) -> list[str]:
-        return list(self.features.get("helpers", [])) if self.kind == "posthoc" else []
+        return list(self.features.get("helpers", [])) if self.reads_answers else []
 
     def runs(self, agent: str) -> bool:
         return self.specs[agent].kind in RUNNABLE_KINDS
 
     def routes_new_text(self) -> bool:
         """Whether every agent read before deciding can run on new text (a cascade whose main agent
-        or helpers are prediction files routes only the dataset's questions, by id)."""
-        return self.kind != "posthoc" or all(self.runs(a) for a in (self.pool.main, *self.helpers))
+        or helpers are prediction files routes only the dataset's questions, by id; the expert a
+        two-stage cascade asks is named where it cannot answer)."""
+        return not self.reads_answers or all(self.runs(a) for a in (self.pool.main, *self.helpers))
 
     def already_ran(self, agent: str) -> bool:
         """Whether routing to ``agent`` costs nothing more (a cascade's main agent and helpers ran)."""
-        return self.kind == "posthoc" and (agent == self.pool.main or agent in self.helpers)
+        return self.reads_answers and (agent == self.pool.main or agent in self.helpers)
 
     def check(self) -> None:
         """The models this router reads are the ones it was trained with (compared by content
         fingerprint); the encoder is loaded lazily, on the first query."""
         f = self.features
-        if self.kind == "posthoc" and self.runs(self.pool.main):
+        if self.reads_answers and self.runs(self.pool.main):
             spec = self.specs[self.pool.main]
             got = model_fingerprint(str(spec.path))
             if got != f["main_fingerprint"]:
@@ -86,7 +101,7 @@ class RouteInputs:
 
     def signals(self, main: dict | None) -> dict:
         """What the decision read, for the response."""
-        if self.kind == "posthoc":
+        if self.reads_answers:
             return {
                 "main_answer": main["answer"],
                 "main_confidence": main["confidence"],
@@ -98,28 +113,34 @@ class RouteInputs:
         return {}
 
 
+def agent_answers(inputs: RouteInputs, agent: str, records: list[QARecord], qids=None) -> list[tuple]:
+    """``(answer, confidence, latency ms, why none)`` of ``agent`` for each record: its cached
+    answers for dataset question ids ``qids``, else run now as one batch; an agent that cannot
+    answer new text gives ``None`` with the reason (never a made-up answer)."""
+    spec = inputs.specs[agent]
+    if qids is not None:
+        cache = AgentCache()  # one handle for every cached answer
+        got = [answer_with(spec, r.question, r.context, q, cache) for r, q in zip(records, qids)]
+        return [(g["answer"], g["confidence"], g["latency_ms"], g["message"]) for g in got]
+    if inputs.runs(agent):
+        preds = runnable_agent(spec).predict(records)
+        return [(p.answer, p.extra.get("confidence"), p.latency_ms, p.extra.get("error")) for p in preds]
+    why = "is known only by its prediction file and cannot answer new text"
+    return [(None, None, None, why)] * len(records)
+
+
 def main_answers(inputs: RouteInputs, records: list[QARecord], qids=None) -> list[dict]:
-    """The main agent's and the helpers' answers to each record: cached answers for dataset
-    question ids ``qids``, else run now as one batch (an agent that cannot run raises)."""
-    agents = [inputs.pool.main, *inputs.helpers]
-    cache = AgentCache() if qids is not None else None  # one handle for every cached answer
+    """The main agent's and the helpers' answers to each record (:func:`agent_answers`); an
+    agent without an answer raises."""
     table = {}
-    for a in agents:
-        spec = inputs.specs[a]
-        if qids is not None:
-            got = [answer_with(spec, r.question, r.context, q, cache) for r, q in zip(records, qids)]
-            table[a] = [(g["answer"], g["confidence"], g["latency_ms"], g["message"]) for g in got]
-        elif inputs.runs(a):
-            preds = runnable_agent(spec).predict(records)
-            table[a] = [
-                (p.answer, p.extra.get("confidence"), p.latency_ms, p.extra.get("error")) for p in preds
-            ]
-        else:
+    for a in [inputs.pool.main, *inputs.helpers]:
+        if qids is None and not inputs.runs(a):
             raise QueryError(
                 f"this router reads the answer of {a}, which is known only by its prediction file and "
                 "cannot answer new text: deploy a pool whose main agent runs (e.g. P3-live)",
                 "context",
             )
+        table[a] = agent_answers(inputs, a, records, qids)
         for (ans, *_rest, why), r in zip(table[a], records):
             if ans is None:
                 raise QueryError(f"{a} gave no answer to {r.qid}: {why}", "context")
@@ -132,14 +153,20 @@ def main_answers(inputs: RouteInputs, records: list[QARecord], qids=None) -> lis
 
 
 def query_features(
-    inputs: RouteInputs, records: list[QARecord], main: list[dict] | None = None, cached: bool = False
+    inputs: RouteInputs,
+    records: list[QARecord],
+    main: list[dict] | None = None,
+    cached: bool = False,
+    helpers: list[str] | None = None,
 ) -> np.ndarray:
-    """The estimator's input for these records: answer features, or embeddings — computed now, or
-    read from the embedding cache when ``cached`` (the dataset's questions, as in the benchmark)."""
-    if inputs.kind == "posthoc":
+    """The estimator's input for these records: answer features (of ``helpers``, default the
+    router's), or embeddings — computed now, or read from the embedding cache when ``cached``
+    (the dataset's questions, as in the benchmark)."""
+    if inputs.reads_answers:
         f = inputs.features
         conf = [m["confidence"] for m in main] if f["confidence"] else None
-        helpers = [[m["helpers"][h] for h in inputs.helpers] for m in main]
+        read = inputs.helpers if helpers is None else helpers
+        helpers = [[m["helpers"][h] for h in read] for m in main]
         return posthoc_matrix([m["answer"] for m in main], helpers, records, f["set"], conf)
     return featurize(inputs._encoder, records, inputs.features["kind"], cached=cached)
 
@@ -148,11 +175,17 @@ def answer_chosen(inputs: RouteInputs, routed: dict, question: str, context: str
     """The chosen agent's answer: reused when it already ran (a cascade's main agent), run now
     when it can run, else ``status: cannot_answer`` with the reason (never made up)."""
     agent = routed["agent"]
-    if inputs.kind == "posthoc" and agent == inputs.pool.main:
+    if inputs.reads_answers:
         s = routed["signals"]
-        return {"agent": agent, "status": "ran", "text": s["main_answer"], "latency_ms": s["main_latency_ms"]}
-    if inputs.kind == "posthoc" and agent in inputs.helpers:
-        return {"agent": agent, "status": "ran", "text": routed["signals"]["helper_answers"][agent]}
+        if agent == inputs.pool.main:
+            return {
+                "agent": agent,
+                "status": "ran",
+                "text": s["main_answer"],
+                "latency_ms": s["main_latency_ms"],
+            }
+        if s["helper_answers"].get(agent) is not None:  # a helper, or the expert a staged router asked
+            return {"agent": agent, "status": "ran", "text": s["helper_answers"][agent]}
     got = answer_with(inputs.specs[agent], question, context)
     status = "ran" if got["status"] == "live" else got["status"]
     return {"agent": agent, "status": status, "text": got["answer"], "latency_ms": got["latency_ms"]} | (
