@@ -18,7 +18,7 @@ import numpy as np
 
 from ..data.records import QARecord
 from ..method.costs import CostConfig
-from ..method.staged import second_stage_choice
+from ..method.staged import main_doubt, second_stage_choice
 from ..routers.posthoc import PosthocRejector
 from .signals import RouteInputs, agent_answers, query_features
 
@@ -82,7 +82,7 @@ def route_staged(
     k = inputs.pool.agent_ids.index(asked)
     cached = qids is not None
     p = heads.first.error_proba(query_features(inputs, records, main, cached=cached))
-    doubt = p[:, :, 0].sum(axis=1)
+    doubt = main_doubt(p)
     ask = doubt > threshold
     n = len(records)
     choice, answers, notes = np.zeros(n, dtype=int), [None] * n, [None] * n

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..method.costs import CostConfig
 from ..method.policies import expected_costs
-from ..method.staged import ask_threshold, second_stage_choice, staged_choice, staged_query_costs
+from ..method.staged import ask_threshold, main_doubt, second_stage_choice, staged_choice, staged_query_costs
 from ..method.training import POSTHOC_CONFIG
 from ..routers.posthoc import DEFAULT_CALIBRATION, DEFAULT_FEATURES, GFLOPS_SWEEP, gflops_costs
 from .benchmark import Benchmark
@@ -29,11 +29,6 @@ from .posthoc_inputs import helpers_to_import
 from .router import DENSE_BETAS, Calibrated, Router, register
 
 __all__ = ["StagedRouter"]
-
-
-def _doubt(p_err: np.ndarray) -> np.ndarray:
-    """The first stage's doubt in the main answer: its estimated chance of being wrong, both ends."""
-    return p_err[:, :, 0].sum(axis=1)
 
 
 def _paid(gflops: np.ndarray, overhead: float, ask: np.ndarray, final: np.ndarray, asked: int) -> np.ndarray:
@@ -87,7 +82,7 @@ class StagedRouter(Router):
 
     def _oof(self) -> tuple[np.ndarray, np.ndarray]:
         """Out-of-fold (doubt, second-stage estimates) on the training articles."""
-        return _doubt(self.first_.oof_error_proba()), self.second_.oof_error_proba()
+        return main_doubt(self.first_.oof_error_proba()), self.second_.oof_error_proba()
 
     def threshold(self, costs: CostConfig) -> float:
         """The doubt above which the cheapest expert is asked at ``costs`` (from the training
@@ -102,7 +97,7 @@ class StagedRouter(Router):
 
     def _decision(self, costs: CostConfig, threshold: float, **extra) -> Decision:
         first, second, test = self.first_, self.second_, self.bench_.test
-        ask, final = staged_choice(_doubt(first.p_err_), threshold, second.p_err_, costs, self.asked_)
+        ask, final = staged_choice(main_doubt(first.p_err_), threshold, second.p_err_, costs, self.asked_)
         p = np.where(ask[:, None, None], second.p_err_, first.p_err_)
         return Decision(
             final,

@@ -25,13 +25,23 @@ import numpy as np
 from .costs import CostConfig, cost_matrix, query_costs
 from .policies import plugin_policy
 
-__all__ = ["second_stage_choice", "staged_choice", "staged_query_costs", "ask_threshold"]
+__all__ = ["main_doubt", "second_stage_choice", "staged_choice", "staged_query_costs", "ask_threshold"]
 
 
 def _asked_paid(costs: CostConfig, asked: int) -> CostConfig:
     beta = list(costs.beta)
     beta[asked - 1] = 0.0
     return CostConfig(costs.alpha, tuple(beta))
+
+
+def main_doubt(p_err: np.ndarray) -> np.ndarray:
+    """The first stage's doubt in the main answer (N,): its estimated chance of a wrong start plus
+    a wrong end.
+
+    >>> main_doubt(np.array([[[0.3, 0.1], [0.2, 0.1]]])).round(2).tolist()
+    [0.5]
+    """
+    return p_err[:, :, 0].sum(axis=1)
 
 
 def second_stage_choice(p_err: np.ndarray, costs: CostConfig, asked: int = 1) -> np.ndarray:
