@@ -109,11 +109,17 @@ c4.metric(
 )
 asked = r["signals"].get("asked")
 if asked:
+    tau, who = asked["threshold"], asked["agent"]
+    if tau == float("-inf"):
+        rule = f"at these costs it asks {who} for a second opinion on every query"
+    elif tau == float("inf"):
+        rule = f"at these costs it never asks {who}"
+    else:
+        rule = f"above {tau:.3f} it asks {who} for a second opinion"
     verdict = "asked" if asked["asked"] else "did not ask"
     st.caption(
         f"First stage: the router's doubt in the main answer (its estimated chance of a wrong start "
-        f"plus a wrong end) is {asked['doubt']:.3f}; above {asked['threshold']:.3f} it asks "
-        f"{asked['agent']} for a second opinion, so it {verdict} {asked['agent']}"
+        f"plus a wrong end) is {asked['doubt']:.3f}; {rule}, so it {verdict} {who}"
         + (f", whose answer was “{asked['answer']}”." if asked["answer"] is not None else ".")
     )
 if main.get("confidence") and router_id in CASCADES:
