@@ -7,6 +7,8 @@ process with ``st.cache_resource``; tables and figures are ``st.cache_data`` /
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from l2d_core.agents.cache import AgentCache
@@ -20,6 +22,7 @@ from l2d_core.evaluation.registry import make_router, router_class
 from l2d_core.evaluation.results import load_results
 from l2d_core.evaluation.router import Router
 from l2d_core.evaluation.validation import waiting
+from l2d_core.paths import cache_dir
 from l2d_core.report import charts
 
 __all__ = [
@@ -76,9 +79,14 @@ def routers_waiting(dataset: str, pool: str) -> dict[str, tuple[str, ...]]:
     return waiting(benchmark(dataset, pool))
 
 
-@st.cache_resource
 def agent_cache() -> AgentCache:
-    return AgentCache()
+    """The process's agent store, one per cache directory (``L2D_CACHE_DIR`` may change)."""
+    return _agent_cache_at(str(cache_dir()))
+
+
+@st.cache_resource
+def _agent_cache_at(directory: str) -> AgentCache:
+    return AgentCache(Path(directory) / "agents")
 
 
 @st.cache_data(show_spinner=False)

@@ -5,6 +5,7 @@ the dataset is named as the agent it would defer to — never run, never faked."
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from l2d_core.agents import PoolSpec, get_agent
 from l2d_core.agents.cache import AgentCache
@@ -14,6 +15,19 @@ from l2d_core.evaluation.registry import make_router
 from l2d_core.method.costs import CostConfig
 
 CONTEXT = "Moby-Dick is an 1851 novel by American writer Herman Melville about the whale."
+
+
+@pytest.fixture(autouse=True)
+def _forget_the_pages_caches():
+    """The page tests here hand the dashboard a slice benchmark and a fixed default router; what
+    the pages cached from them must not reach the next test (nor the other modules' page tests)."""
+    import streamlit as st
+
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield
+    st.cache_data.clear()
+    st.cache_resource.clear()
 
 
 def test_the_live_pool_is_offered_for_new_text(live_bench):
@@ -90,7 +104,6 @@ def test_single_query_page_two_stage_cascade_names_the_expert_it_would_ask(live_
     monkeypatch.setattr(dashboard.cache, "prepare", lambda *args, **kwargs: live_bench)
     monkeypatch.setattr(dashboard.cache, "pick_default", lambda bench, **kw: ("l2d-staged", []))
     monkeypatch.setattr(StagedRouter, "threshold", lambda self, costs: -np.inf)  # it always doubts
-    dashboard.cache.default_router.clear()  # an earlier test cached another default for this pool
     page = Path(__file__).resolve().parent.parent / "dashboard" / "single_query.py"
     at = AppTest.from_file(str(page), default_timeout=600)
     at.session_state["dataset"], at.session_state["pool"] = "squad11", "Tiny-live"
