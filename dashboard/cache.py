@@ -59,17 +59,21 @@ def fitted_router(dataset: str, pool: str, router_id: str) -> Router:
     return make_router(router_id).fit(benchmark(dataset, pool, cls is not None and cls.reads_embeddings))
 
 
-@st.cache_data(show_spinner="Comparing the routers on validation articles (once per pool)…")
+@st.cache_data(show_spinner=False)
 def default_router(
-    dataset: str, pool: str, waiting_ids: tuple[str, ...] = ()
-) -> tuple[str, list[tuple[str, float]]]:
+    dataset: str, pool: str, waiting_ids: tuple[str, ...] = (), rank: bool = True
+) -> tuple[str, list[tuple[str, float]] | None]:
     """The best router by validation AIQ among those ready now: the embedding readers only when
     their embeddings are on disk already, the others once every agent they read is read in, so
     that the first view never waits for the encoder or for helper agents (``waiting_ids``: the
     routers still waiting, part of the key). The routers it ranks are fitted through
-    :func:`fitted_router`, so the default one is not fitted a second time for the page."""
+    :func:`fitted_router`, so the default one is not fitted a second time for the page.
+    ``rank=False``: no ranking is computed now (the first view does not wait for it); without
+    one on disk the ranking is None and a router ready stands in (clear this cache once ranked)."""
     bench = benchmark(dataset, pool, embeddings_ready(dataset))
-    return pick_default(bench, ready_only=True, fitted=lambda rid: fitted_router(dataset, pool, rid))
+    return pick_default(
+        bench, ready_only=True, fitted=lambda rid: fitted_router(dataset, pool, rid), rank=rank
+    )
 
 
 @st.cache_data(show_spinner=False)

@@ -6,10 +6,11 @@ import streamlit as st
 
 from dashboard.cache import benchmark, fitted_router, sweep, sweep_charts
 from dashboard.widgets import (
+    default_caption,
     default_choice,
+    finish_preparing,
     metric_row,
     previous_metrics,
-    read_in_waiting,
     remember_metrics,
     select_pool,
     select_routers,
@@ -40,7 +41,9 @@ st.caption(
     "mean compute per question."
 )
 dataset, pool = select_pool()
-preparing = st.empty()  # filled at the end of the page when routers wait for agents' answers
+preparing = (
+    st.empty()
+)  # filled at the end of the page while the routers are compared or wait for agents' answers
 with shown_errors():
     bench = benchmark(dataset, pool)
     best, ranking, pending = default_choice(dataset, pool)
@@ -82,8 +85,7 @@ for j, b in enumerate(bench.costs(0.05).beta, start=1):
         st.session_state[f"beta_{j}"] = beta_max[j - 1]
 
 chosen = select_routers("routers", default=best)
-ready = f" of those ready now ({', '.join(map(router_label, pending))}: being prepared)" if pending else ""
-st.sidebar.caption(f"Default: {router_label(best)}, the best on validation articles{ready}.")
+st.sidebar.caption(default_caption(best, ranking, pending))
 if not chosen:
     st.info("Pick at least one router in the sidebar.")
     st.stop()
@@ -312,12 +314,17 @@ def results() -> None:
 results()
 with st.expander("How the routers rank on validation articles"):
     aiq = "validation AIQ (EM %)"
-    ranks = pd.DataFrame([(router_label(r), s) for r, s in ranking], columns=["router", aiq])
-    st.table(ranks.style.format({aiq: "{:.2f}"}).hide(axis="index"))  # a plain table: no data grid to load
+    if ranking is None:
+        st.caption("Not compared yet: the comparison is running (once per pool).")
+    else:
+        ranks = pd.DataFrame([(router_label(r), s) for r, s in ranking], columns=["router", aiq])
+        st.table(
+            ranks.style.format({aiq: "{:.2f}"}).hide(axis="index")
+        )  # a plain table: no data grid to load
     if pending:
         st.caption(f"Not ranked yet (being prepared): {', '.join(map(router_label, pending))}.")
     st.caption(
         "Area under each router's cost–EM curve on the training articles, each scored by a head that "
         "never saw it; the best one is the default above."
     )
-read_in_waiting(dataset, pool, pending, preparing)
+finish_preparing(dataset, pool, ranking, pending, preparing)

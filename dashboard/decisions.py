@@ -6,7 +6,7 @@ from dashboard.cache import benchmark, fitted_router
 from dashboard.widgets import (
     cost_from_state,
     default_choice,
-    read_in_waiting,
+    finish_preparing,
     select_pool,
     select_routers,
     shown_errors,
@@ -24,11 +24,11 @@ from l2d_core.app_logic.highlight import context_html, label_colors, legend_html
 
 st.title("Routing decisions")
 dataset, pool = select_pool()
-preparing = st.empty()  # filled at the end of the page when routers wait for agents' answers
+preparing = st.empty()  # filled at the end: routers being compared, or waiting for agents' answers
 with shown_errors():
     bench = benchmark(dataset, pool)
     costs = cost_from_state(bench.price_costs(0.1))
-    best, _, pending = default_choice(dataset, pool)
+    best, ranking, pending = default_choice(dataset, pool)
 router_id = select_routers("dec_router", best, multiple=False, where=st)
 with shown_errors():
     router = fitted_router(dataset, pool, router_id)
@@ -127,4 +127,4 @@ if ex["signals"] and getattr(router, "confidence_", False):
         f"What the router read besides the answers — {bench.pool.main}'s own confidence in its answer: "
         + ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in ex["signals"].items())
     )
-read_in_waiting(dataset, pool, pending, preparing)
+finish_preparing(dataset, pool, ranking, pending, preparing)

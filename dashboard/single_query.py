@@ -5,7 +5,14 @@ import streamlit as st
 
 from dashboard.cache import benchmark, fitted_router, pool_answers
 from dashboard.live_agent import offer_quick_agent, switch_pool_button
-from dashboard.widgets import cost_from_state, default_choice, select_pool, select_routers, shown_errors
+from dashboard.widgets import (
+    cost_from_state,
+    default_choice,
+    finish_preparing,
+    select_pool,
+    select_routers,
+    shown_errors,
+)
 from l2d_core.app_logic.live import live_pools, main_runs_live
 from l2d_core.deploy import deploy
 from l2d_core.evaluation.registry import router_label
@@ -29,9 +36,10 @@ st.caption(
     "chance of a mistake plus its price β — at the costs set on the cost explorer."
 )
 dataset, pool = select_pool()
+preparing = st.empty()  # filled at the end while the routers are compared on validation articles
 with shown_errors():
     bench = benchmark(dataset, pool)
-    best, _, _ = default_choice(dataset, pool)
+    best, ranking, _ = default_choice(dataset, pool)
 costs = cost_from_state(bench.price_costs(0.1))
 st.sidebar.caption(
     "Costs (from the cost explorer): "
@@ -54,7 +62,7 @@ sources = ("Dataset question", "Your own text") if live else ("Dataset question"
 source = st.radio("Query", sources, key="sq_source", horizontal=True)
 default = best if best in ROUTABLE else "l2d-cascade"
 router_id = select_routers("sq_router", default, multiple=False, where=st, ids=ROUTABLE)
-if best not in ROUTABLE:
+if best not in ROUTABLE and ranking is not None:
     st.caption(
         f"The best router of {pool} on validation articles, {router_label(best)}, routes the dataset's "
         "questions on the other pages; this page routes one query at a time with the routers above."
@@ -190,3 +198,5 @@ st.dataframe(
         "GFLOPs": st.column_config.NumberColumn(format="%.3g"),
     },
 )
+# the other pages read in the agents waiting routers need; this one only ranks what is ready
+finish_preparing(dataset, pool, ranking, {}, preparing)

@@ -21,7 +21,8 @@ __all__ = [
     "select_pool",
     "select_routers",
     "default_choice",
-    "read_in_waiting",
+    "default_caption",
+    "finish_preparing",
     "cost_from_state",
     "previous_metrics",
     "remember_metrics",
@@ -72,19 +73,39 @@ def select_pool(sidebar: bool = True) -> tuple[str, str]:
     return dataset, pool
 
 
-def default_choice(dataset: str, pool: str) -> tuple[str, list[tuple[str, float]], dict]:
-    """The default router (best on validation articles among those ready now), the ranking,
-    and the routers still waiting for agents' answers (id → agents; see :func:`read_in_waiting`)."""
+def default_choice(dataset: str, pool: str) -> tuple[str, list[tuple[str, float]] | None, dict]:
+    """The default router (best on validation articles among those ready now), the ranking
+    (None: not compared yet, a router ready stands in), and the routers still waiting for
+    agents' answers (id → agents). The page never waits for either: see :func:`finish_preparing`."""
     pending = routers_waiting(dataset, pool)
-    best, ranking = default_router(dataset, pool, tuple(sorted(pending)))
+    best, ranking = default_router(dataset, pool, tuple(sorted(pending)), rank=False)
     return best, ranking, pending
 
 
-def read_in_waiting(dataset: str, pool: str, pending: dict, where) -> None:
-    """Read in the answers the waiting routers need, with a progress bar (agents done, time
-    left), then rerun the page so that the ranking includes them. Runs after the page is drawn:
-    its first view never waits for this. Each agent is one transaction, so a page left midway
+def default_caption(best: str, ranking, pending: dict) -> str:
+    """What the sidebar says of the default router, true at each stage of a first view."""
+    if ranking is None:
+        return (
+            f"Default for now: {router_label(best)}. The routers are being compared on validation "
+            "articles; the best one becomes the default."
+        )
+    ready = (
+        f" of those ready now ({', '.join(map(router_label, pending))}: being prepared)" if pending else ""
+    )
+    return f"Default: {router_label(best)}, the best on validation articles{ready}."
+
+
+def finish_preparing(dataset: str, pool: str, ranking, pending: dict, where) -> None:
+    """After the page is drawn (its first view waits for neither): compare the routers ready on
+    validation articles when that was not done yet, then read in the answers the waiting routers
+    need, with a progress bar (agents done, time left); rerun the page after each so that the
+    default and the ranking include them. Each agent is one transaction, so a page left midway
     keeps what is done."""
+    if ranking is None:
+        with where.status("Comparing the routers on validation articles (once per pool)…"), shown_errors():
+            default_router(dataset, pool, tuple(sorted(pending)), rank=True)
+        default_router.clear()  # the ranking is on disk now: the next run reads it
+        st.rerun()
     if not pending:
         return
     agents = sorted({a for todo in pending.values() for a in todo})

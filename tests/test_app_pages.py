@@ -77,6 +77,9 @@ def test_cost_explorer_defaults(explorer):
     assert menu.options == [router_label(r) for r in router_ids()]
     best, ranking = default_router(prepare("squad11", "P3", features_needed=embeddings_on_disk("squad11")))
     assert menu.value == [best] and ranking[0][0] == best  # the best on validation articles
+    # the page ranked the routers after drawing (or read the ranking on disk), then said so
+    said = [c.value for c in at.sidebar.caption]
+    assert any(c.startswith(f"Default: {router_label(best)}, the best on validation") for c in said), said
     assert best in ("l2d-cascade", "l2d-posthoc", "l2d-plugin", "l2d-staged")
     assert at.session_state["costs"] == p3_price(0.1)
     assert 60.0 < metric(at, "EM") < 95.0
@@ -87,6 +90,17 @@ def test_cost_explorer_defaults(explorer):
         "Cost setting (JSON)",
         "Charts (HTML, works offline)",
     }
+
+
+def test_default_caption_is_true_before_and_after_the_ranking():
+    from dashboard.widgets import default_caption
+
+    before = default_caption("l2d-cascade", None, {})
+    assert before.startswith("Default for now: " + router_label("l2d-cascade")) and "being compared" in before
+    ranking = [("l2d-staged", 80.0), ("l2d-cascade", 79.0)]
+    after = default_caption("l2d-staged", ranking, {"l2d-posthoc": ("a",)})
+    assert after.startswith("Default: " + router_label("l2d-staged") + ", the best on validation articles")
+    assert router_label("l2d-posthoc") + ": being prepared" in after
 
 
 def test_cost_explorer_saves_the_router_for_the_api(explorer):

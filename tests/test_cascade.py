@@ -140,6 +140,30 @@ def test_validation_ranking_is_kept_on_disk(slices, monkeypatch):
         rank_by_validation(b, ["l2d-cascade"])
 
 
+def test_a_first_view_need_not_wait_for_the_ranking(slices, fresh_cache, monkeypatch):
+    """``rank=False`` fits nothing: without a ranking on disk a router ready stands in and the
+    ranking is None; once ranked (the page does it after drawing), the same call reads the best."""
+    import l2d_core.evaluation.validation as V
+    from l2d_core.app_logic.explorer import default_router
+
+    b = slices["informative"]
+    ids = ["l2d-cascade", "l2d-posthoc"]
+    real_aiq = V.validation_aiq
+
+    def no_fit(router):
+        raise AssertionError("fitted for a ranking that was not asked for")
+
+    monkeypatch.setattr(V, "validation_aiq", no_fit)
+    assert rank_by_validation(b, ids, compute=False) is None
+    stand_in, ranking = default_router(b, rank=False)
+    assert ranking is None and stand_in == V.candidates(b)[0]
+    monkeypatch.setattr(V, "validation_aiq", real_aiq)
+    best, ranking = default_router(b)  # ranks now, and keeps it on disk
+    monkeypatch.setattr(V, "validation_aiq", no_fit)
+    assert default_router(b, rank=False) == (best, ranking) and ranking[0][0] == best
+    assert rank_by_validation(b, [r for r, _ in ranking], compute=False) == ranking
+
+
 def test_first_view_ranks_the_routers_ready_now(fresh_cache):
     """On an empty cache the post-hoc router waits for its helper agents: the first ranking has
     the routers that read only the pool, and once the helpers are read in, it has them all."""

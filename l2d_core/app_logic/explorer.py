@@ -250,18 +250,25 @@ def untrained_settings(bench: Benchmark, router: Router, rule: str = "gflops", a
 
 
 def default_router(
-    bench: Benchmark, ready_only: bool = False, fitted: Callable[[str], Router] | None = None
-) -> tuple[str, list[tuple[str, float]]]:
+    bench: Benchmark,
+    ready_only: bool = False,
+    fitted: Callable[[str], Router] | None = None,
+    rank: bool = True,
+) -> tuple[str, list[tuple[str, float]] | None]:
     """The router users get by default: the best plug-in router of the registry by validation
     AIQ (training articles, out of fold), and the whole ranking; ``ready_only``: among the
     routers whose inputs are read in already (a first view need not wait for every helper
     agent: :func:`~l2d_core.evaluation.validation.waiting` names the others; a single router
     ready is the default without a ranking, its score NaN). ``fitted``: see
-    :func:`~l2d_core.evaluation.validation.rank_by_validation`."""
+    :func:`~l2d_core.evaluation.validation.rank_by_validation`. ``rank=False``: a first view
+    need not wait for the ranking either — when it is not on disk yet, the first router ready
+    (registry order) stands in for now and the ranking is None (rank later, then ask again)."""
     ids = candidates(bench, ready_only)  # (checking what is read in costs a pass over each store)
+    if not ids:
+        raise ValueError(f"no router of the registry can run on pool {bench.pool.name}")
     if ready_only and len(ids) == 1:
         return ids[0], [(ids[0], float("nan"))]  # one router ready: nothing to compare yet
-    ranking = rank_by_validation(bench, ids, fitted=fitted)
-    if not ranking:
-        raise ValueError(f"no router of the registry can run on pool {bench.pool.name}")
+    ranking = rank_by_validation(bench, ids, fitted=fitted, compute=rank)
+    if ranking is None:
+        return ids[0], None
     return ranking[0][0], ranking

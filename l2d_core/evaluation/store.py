@@ -101,10 +101,15 @@ def fitted(
 
 
 def memo_arrays(
-    kind: str, bench: Benchmark, est, compute: Callable[[], dict[str, np.ndarray]], embeddings: bool = True
-) -> dict[str, np.ndarray]:
+    kind: str,
+    bench: Benchmark,
+    est,
+    compute: Callable[[], dict[str, np.ndarray]] | None,
+    embeddings: bool = True,
+) -> dict[str, np.ndarray] | None:
     """``compute()`` — arrays from fitting ``est`` (an estimator, or the dict of everything the
-    arrays depend on besides the benchmark) — memoized on disk (``.npz`` bytes, no pickle)."""
+    arrays depend on besides the benchmark) — memoized on disk (``.npz`` bytes, no pickle);
+    ``compute=None``: the arrays only when they are on disk already, else None."""
     params = est if isinstance(est, dict) else estimator_params(est)
     key = artifact_key(kind, bench, params, embeddings)
     with open_disk_cache(
@@ -112,6 +117,8 @@ def memo_arrays(
     ) as cache:
         blob = cache.get(key)
         if blob is None:
+            if compute is None:
+                return None
             arrays = compute()
             buf = io.BytesIO()
             np.savez(buf, **arrays)

@@ -21,6 +21,8 @@ from .router import DENSE_BETAS, Router
 
 __all__ = ["validation_curve", "validation_aiq", "rank_by_validation", "candidates", "waiting"]
 
+RANKING_KIND = "validation-ranking-2"  # 2: the ranked ids are stored with their AIQ
+
 
 def validation_curve(router: Router) -> tuple[np.ndarray, np.ndarray]:
     """(mean GFLOPs per query, EM %) of a fitted router (``validated``) on the training articles,
@@ -65,16 +67,25 @@ def rank_by_validation(
     router_ids: Sequence[str] | None = None,
     ready_only: bool = False,
     fitted: Callable[[str], Router] | None = None,
-) -> list[tuple[str, float]]:
+    compute: bool = True,
+) -> list[tuple[str, float]] | None:
     """``(router id, validation AIQ)``, best first, for the plug-in routers of the registry (with
     ``ready_only``: those whose inputs are read in already); memoized on disk (keyed by the
     benchmark and every router's settings), so only the first ranking of a pool on a machine
     fits the out-of-fold heads. ``fitted(router id)``: where the fitted routers come from (a
-    caller that keeps them, such as the dashboard, fits each once for the ranking and its use)."""
+    caller that keeps them, such as the dashboard, fits each once for the ranking and its use).
+    ``compute=False``: the ranking only when it is on disk already, else None (nothing is fitted)."""
     ids = candidates(bench, ready_only) if router_ids is None else list(router_ids)
     routers = {rid: make_router(rid) for rid in ids}
     params = {rid: [type(r).__name__, repr(sorted(r.params.items()))] for rid, r in routers.items()}
     fit = fitted or (lambda rid: routers[rid].fit(bench))
-    compute = lambda: {"aiq": np.array([validation_aiq(fit(rid)) for rid in ids])}  # noqa: E731
-    aiq = store.memo_arrays("validation-ranking", bench, params, compute, bench.has_embeddings)["aiq"]
-    return sorted(zip(ids, map(float, aiq)), key=lambda s: -s[1])
+    compute_aiq = lambda: {  # noqa: E731 (the ids too: the key does not depend on their order)
+        "ids": np.array(ids, dtype=str),
+        "aiq": np.array([validation_aiq(fit(rid)) for rid in ids]),
+    }
+    memo = store.memo_arrays(
+        RANKING_KIND, bench, params, compute_aiq if compute else None, bench.has_embeddings
+    )
+    if memo is None:
+        return None
+    return sorted(zip(map(str, memo["ids"]), map(float, memo["aiq"])), key=lambda s: -s[1])
