@@ -61,7 +61,7 @@ def fitted_router(dataset: str, pool: str, router_id: str) -> Router:
 
 @st.cache_data(show_spinner=False)
 def default_router(
-    dataset: str, pool: str, waiting_ids: tuple[str, ...] = (), rank: bool = True
+    dataset: str, pool: str, waiting_ids: tuple[str, ...] = (), rank: bool = True, _progress=None
 ) -> tuple[str, list[tuple[str, float]] | None]:
     """The best router by validation AIQ among those ready now: the embedding readers only when
     their embeddings are on disk already, the others once every agent they read is read in, so
@@ -69,10 +69,15 @@ def default_router(
     routers still waiting, part of the key). The routers it ranks are fitted through
     :func:`fitted_router`, so the default one is not fitted a second time for the page.
     ``rank=False``: no ranking is computed now (the first view does not wait for it); without
-    one on disk the ranking is None and a router ready stands in (clear this cache once ranked)."""
+    one on disk the ranking is None and a router ready stands in (clear this cache once ranked).
+    ``_progress(k, n, router id)`` as each router is scored (not part of the key)."""
     bench = benchmark(dataset, pool, embeddings_ready(dataset))
     return pick_default(
-        bench, ready_only=True, fitted=lambda rid: fitted_router(dataset, pool, rid), rank=rank
+        bench,
+        ready_only=True,
+        fitted=lambda rid: fitted_router(dataset, pool, rid),
+        rank=rank,
+        progress=_progress,
     )
 
 

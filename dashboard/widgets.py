@@ -102,26 +102,35 @@ def finish_preparing(dataset: str, pool: str, ranking, pending: dict, where) -> 
     default and the ranking include them. Each agent is one transaction, so a page left midway
     keeps what is done."""
     if ranking is None:
-        with where.status("Comparing the routers on validation articles (once per pool)…"), shown_errors():
-            default_router(dataset, pool, tuple(sorted(pending)), rank=True)
+        what = "Comparing the routers ready on validation articles (once per pool)"
+        with shown_errors():
+            default_router(
+                dataset, pool, tuple(sorted(pending)), rank=True, _progress=_bar(where, what, "routers")
+            )
         default_router.clear()  # the ranking is on disk now: the next run reads it
         st.rerun()
     if not pending:
         return
     agents = sorted({a for todo in pending.values() for a in todo})
     names = " and ".join(router_label(r) for r in pending)
-    bar = where.progress(0.0, text=f"Preparing {names}: reading the answers of {len(agents)} more agents…")
-    start = time.perf_counter()
-
-    def step(k: int, n: int, agent: str) -> None:
-        left = (time.perf_counter() - start) / k * (n - k)
-        bar.progress(k / n, text=f"Preparing {names}: read {agent} ({k}/{n} agents); about {left:.0f} s left")
-
+    step = _bar(where, f"Preparing {names}: reading the answers of {len(agents)} more agents", "agents")
     with shown_errors():  # in two child processes: this server keeps serving the page drawn so far
         import_helpers(benchmark(dataset, pool), agents, step, processes=2)
-    bar.empty()
+    where.empty()
     routers_waiting.clear()
     st.rerun()
+
+
+def _bar(where, what: str, unit: str):
+    """A progress bar in ``where`` saying ``what``; returns its ``step(k, n, name)``, which shows
+    the item just done, the count and the time left."""
+    bar, start = where.progress(0.0, text=f"{what}…"), time.perf_counter()
+
+    def step(k: int, n: int, name: str) -> None:
+        left = (time.perf_counter() - start) / k * (n - k)
+        bar.progress(k / n, text=f"{what}: {name} done ({k}/{n} {unit}); about {left:.0f} s left")
+
+    return step
 
 
 def select_routers(key: str, default: str, multiple: bool = True, where=None, ids=None):

@@ -158,7 +158,10 @@ def test_a_first_view_need_not_wait_for_the_ranking(slices, fresh_cache, monkeyp
     stand_in, ranking = default_router(b, rank=False)
     assert ranking is None and stand_in == V.candidates(b)[0]
     monkeypatch.setattr(V, "validation_aiq", real_aiq)
-    best, ranking = default_router(b)  # ranks now, and keeps it on disk
+    seen = []
+    best, ranking = default_router(b, progress=lambda k, n, rid: seen.append((k, n, rid)))  # kept on disk
+    ready = V.candidates(b)
+    assert seen == [(k, len(ready), rid) for k, rid in enumerate(ready, start=1)]
     monkeypatch.setattr(V, "validation_aiq", no_fit)
     assert default_router(b, rank=False) == (best, ranking) and ranking[0][0] == best
     assert rank_by_validation(b, [r for r, _ in ranking], compute=False) == ranking

@@ -254,6 +254,7 @@ def default_router(
     ready_only: bool = False,
     fitted: Callable[[str], Router] | None = None,
     rank: bool = True,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> tuple[str, list[tuple[str, float]] | None]:
     """The router users get by default: the best plug-in router of the registry by validation
     AIQ (training articles, out of fold), and the whole ranking; ``ready_only``: among the
@@ -262,13 +263,14 @@ def default_router(
     ready is the default without a ranking, its score NaN). ``fitted``: see
     :func:`~l2d_core.evaluation.validation.rank_by_validation`. ``rank=False``: a first view
     need not wait for the ranking either — when it is not on disk yet, the first router ready
-    (registry order) stands in for now and the ranking is None (rank later, then ask again)."""
+    (registry order) stands in for now and the ranking is None (rank later, then ask again).
+    ``progress(k, n, router id)`` as each router is scored for the ranking."""
     ids = candidates(bench, ready_only)  # (checking what is read in costs a pass over each store)
     if not ids:
         raise ValueError(f"no router of the registry can run on pool {bench.pool.name}")
     if ready_only and len(ids) == 1:
         return ids[0], [(ids[0], float("nan"))]  # one router ready: nothing to compare yet
-    ranking = rank_by_validation(bench, ids, fitted=fitted, compute=rank)
+    ranking = rank_by_validation(bench, ids, fitted=fitted, compute=rank, progress=progress)
     if ranking is None:
         return ids[0], None
     return ranking[0][0], ranking

@@ -68,21 +68,28 @@ def rank_by_validation(
     ready_only: bool = False,
     fitted: Callable[[str], Router] | None = None,
     compute: bool = True,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> list[tuple[str, float]] | None:
     """``(router id, validation AIQ)``, best first, for the plug-in routers of the registry (with
     ``ready_only``: those whose inputs are read in already); memoized on disk (keyed by the
     benchmark and every router's settings), so only the first ranking of a pool on a machine
     fits the out-of-fold heads. ``fitted(router id)``: where the fitted routers come from (a
     caller that keeps them, such as the dashboard, fits each once for the ranking and its use).
-    ``compute=False``: the ranking only when it is on disk already, else None (nothing is fitted)."""
+    ``compute=False``: the ranking only when it is on disk already, else None (nothing is fitted).
+    ``progress(k, n, router id)``: called as each router is scored, when the ranking is computed."""
     ids = candidates(bench, ready_only) if router_ids is None else list(router_ids)
     routers = {rid: make_router(rid) for rid in ids}
     params = {rid: [type(r).__name__, repr(sorted(r.params.items()))] for rid, r in routers.items()}
     fit = fitted or (lambda rid: routers[rid].fit(bench))
-    compute_aiq = lambda: {  # noqa: E731 (the ids too: the key does not depend on their order)
-        "ids": np.array(ids, dtype=str),
-        "aiq": np.array([validation_aiq(fit(rid)) for rid in ids]),
-    }
+
+    def compute_aiq() -> dict[str, np.ndarray]:  # the ids too: the key does not depend on their order
+        aiq = []
+        for k, rid in enumerate(ids, start=1):
+            aiq.append(validation_aiq(fit(rid)))
+            if progress:
+                progress(k, len(ids), rid)
+        return {"ids": np.array(ids, dtype=str), "aiq": np.array(aiq)}
+
     memo = store.memo_arrays(
         RANKING_KIND, bench, params, compute_aiq if compute else None, bench.has_embeddings
     )
