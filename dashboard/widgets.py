@@ -141,13 +141,15 @@ def select_routers(key: str, default: str, multiple: bool = True, where=None, id
     ids = router_ids() if ids is None else list(ids)
     auto, shown = f"_{key}_default", st.session_state.get(key)
     before = st.session_state.get(auto)
-    if before is not None and before != default and shown in ([before], before):
+    moved = before is not None and before != default and shown in ([before], before)
+    if moved:
         st.session_state[key] = [default] if multiple else default
     st.session_state[auto] = default
     kw = dict(key=key, format_func=router_label, persist_state="session")
+    # a widget given both a default and a value set here logs a warning: the value wins anyway
     if multiple:
-        return where.multiselect("Routers", ids, default=[default], **kw)
-    return where.selectbox("Router", ids, index=ids.index(default), **kw)
+        return where.multiselect("Routers", ids, default=None if moved else [default], **kw)
+    return where.selectbox("Router", ids, index=None if moved else ids.index(default), **kw)
 
 
 def cost_from_state(expert_costs_default: CostConfig) -> CostConfig:
