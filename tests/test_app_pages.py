@@ -315,3 +315,22 @@ def test_highlight_spans_and_escaping():
     assert missing == ["b"]
     assert "<b>" not in body and "&lt;b&gt;" in body and "$" not in body  # no tags, no markdown math
     assert body.count("<mark") == 2 and ">Paris</mark>" in body
+
+
+def _menu_page():
+    import streamlit as st
+
+    from dashboard.widgets import select_routers
+
+    st.session_state["picked"] = select_routers("menu", st.session_state.get("best", "l2d-cascade"))
+
+
+def test_the_router_menu_follows_a_new_default_but_keeps_the_users_choice():
+    """A first view's stand-in default gives way to the ranked best; a router the user picked stays."""
+    at = ran(AppTest.from_function(_menu_page))
+    assert at.session_state["picked"] == ["l2d-cascade"]
+    at.session_state["best"] = "l2d-staged"  # the ranking has finished
+    assert ran(at).session_state["picked"] == ["l2d-staged"]
+    ran(at.multiselect(key="menu").set_value(["l2d-posthoc"]))  # the user's own choice
+    at.session_state["best"] = "l2d-cascade"
+    assert ran(at).session_state["picked"] == ["l2d-posthoc"]
