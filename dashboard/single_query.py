@@ -124,7 +124,7 @@ if asked:
         rule = f"at these costs it never asks {who}"
     else:
         rule = f"above {tau:.3f} it asks {who} for a second opinion"
-    verdict = "asked" if asked["asked"] else "did not ask"
+    verdict = "did not ask" if not asked["asked"] else "asked" if asked["answer"] is not None else "would ask"
     st.caption(
         f"First stage: the router's doubt in the main answer (its estimated chance of a wrong start "
         f"plus a wrong end) is {asked['doubt']:.3f}; {rule}, so it {verdict} {who}"
