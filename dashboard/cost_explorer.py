@@ -41,9 +41,7 @@ st.caption(
     "mean compute per question."
 )
 dataset, pool = select_pool()
-preparing = (
-    st.empty()
-)  # filled at the end of the page while the routers are compared or wait for agents' answers
+preparing = st.empty()  # filled at the end: routers being compared, or waiting for agents' answers
 with shown_errors():
     bench = benchmark(dataset, pool)
     best, ranking, pending = default_choice(dataset, pool)
@@ -318,9 +316,8 @@ with st.expander("How the routers rank on validation articles"):
         st.caption("Not compared yet: the comparison is running (once per pool).")
     else:
         ranks = pd.DataFrame([(router_label(r), s) for r, s in ranking], columns=["router", aiq])
-        st.table(
-            ranks.style.format({aiq: "{:.2f}"}).hide(axis="index")
-        )  # a plain table: no data grid to load
+        # a plain table: no data grid to load
+        st.table(ranks.style.format({aiq: "{:.2f}"}).hide(axis="index"))
     if pending:
         st.caption(f"Not ranked yet (being prepared): {', '.join(map(router_label, pending))}.")
     st.caption(

@@ -89,9 +89,8 @@ def default_caption(best: str, ranking, pending: dict) -> str:
             f"Default for now: {router_label(best)}. The routers are being compared on validation "
             "articles; the best one becomes the default."
         )
-    ready = (
-        f" of those ready now ({', '.join(map(router_label, pending))}: being prepared)" if pending else ""
-    )
+    waiting = ", ".join(map(router_label, pending))
+    ready = f" of those ready now ({waiting}: being prepared)" if pending else ""
     return f"Default: {router_label(best)}, the best on validation articles{ready}."
 
 
@@ -104,9 +103,8 @@ def finish_preparing(dataset: str, pool: str, ranking, pending: dict, where) -> 
     if ranking is None:
         what = "Comparing the routers ready on validation articles (once per pool)"
         with shown_errors():
-            default_router(
-                dataset, pool, tuple(sorted(pending)), rank=True, _progress=_bar(where, what, "routers")
-            )
+            step = _bar(where, what, "routers")
+            default_router(dataset, pool, tuple(sorted(pending)), rank=True, _progress=step)
         default_router.clear()  # the ranking is on disk now: the next run reads it
         st.rerun()
     if not pending:
