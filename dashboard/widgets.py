@@ -9,6 +9,7 @@ from contextlib import contextmanager
 import streamlit as st
 
 from dashboard.cache import benchmark, default_router, routers_waiting
+from dashboard.defaults import DATASET_CHOICES, DEFAULT_POOL
 from l2d_core.agents import get_pool, list_pools
 from l2d_core.data import DATASETS, DataFormatError
 from l2d_core.evaluation.posthoc_inputs import import_helpers
@@ -29,7 +30,6 @@ __all__ = [
     "metric_row",
 ]
 
-DATASET_CHOICES = ("squad11", "squad20")
 USER_ERRORS = (DataFormatError, FileNotFoundError, InvalidCostError, KeyError, ValueError, LookupError)
 # st.metric's colouring of a change, from which way the metric is better
 _DELTA_COLOR = {"higher": "normal", "lower": "inverse", None: "off"}
@@ -66,7 +66,7 @@ def select_pool(sidebar: bool = True) -> tuple[str, str]:
         st.error(f"no pool is defined for {dataset}")
         st.stop()
     if st.session_state.get("pool") not in pools:
-        st.session_state["pool"] = pools[0] if "P3" not in pools else "P3"
+        st.session_state["pool"] = pools[0] if DEFAULT_POOL not in pools else DEFAULT_POOL
     pool = where.selectbox(
         "Pool", pools, key="pool", format_func=lambda p: f"{p}: {' → '.join(get_pool(p).agent_ids)}"
     )

@@ -355,7 +355,7 @@ def test_failure_mid_transaction_leaves_no_partial_batch(cache, monkeypatch):
     with pytest.raises(OSError, match="simulated"):
         cache.put_many("d", "a", {f"q{i}": _rec(i) for i in range(1, 6)}, meta={"v": 2})
     monkeypatch.undo()
-    assert calls[:2] == ["q1", "q2"]  # two sets had succeeded inside the transaction
+    assert len(calls) == 3  # the batch's segment and the metadata were set inside the transaction
     assert cache.done_ids("d", "a") == {"q0"}
     assert cache.meta("d", "a") == before_meta
     pd.testing.assert_frame_equal(cache.table("d", "a"), before_table)

@@ -1,10 +1,14 @@
 """The agent cache: every agent's answer to every question, scored, on disk (diskcache).
 
 Layout: one diskcache ``Cache`` per (dataset, agent) under ``<cache>/agents/<dataset>/<agent>``,
-keyed by question id, values JSON (``JSONDisk``: no pickle). Each record holds the answer,
-its SPEC §2 positions, start/end correctness, EM, F1, GFLOPs and where it came from.
-Writes are transactions, so a killed writer loses at most the batch in flight and never
-corrupts what is already there; readers in other processes see only whole batches.
+values JSON (``JSONDisk``: no pickle). Each record holds the answer, its SPEC §2 positions,
+start/end correctness, EM, F1, GFLOPs and where it came from.
+
+Records are written in packed segments, one per write (a column per record field), so an
+import of a whole prediction file is one write and reading an agent back is one read per
+segment, not one per question. Each write is a transaction, so a killed writer loses at most
+the batch in flight and never corrupts what is already there; readers in other processes see
+only whole batches. Stores written per question by earlier versions are read and packed once.
 """
 
 from __future__ import annotations
@@ -36,9 +40,11 @@ RECORD_FIELDS = (
     "confidence",  # the agent's own confidence signals (model agents; None for prediction files)
 )
 _META = "\x00meta"
-_TABLE = "\x00table"
 _GEN = "\x00generation"
-_DONE: dict[str, tuple] = {}  # store folder → ((file inode, generation), question ids)
+_SEG = "\x00segment:"  # + the write's generation, zero-padded: segments sort in write order
+_LEGACY_TABLE = "\x00table"  # the packed copy earlier versions kept beside per-question records
+# store folder → ((file inode, generation), packed table, {qid: row}): one read per generation
+_READ: dict[str, tuple] = {}
 
 
 def _check_name(kind: str, name: str) -> str:
@@ -47,13 +53,15 @@ def _check_name(kind: str, name: str) -> str:
     return name
 
 
-def _packed(generation: int, qids: list[str], rows: list[dict]) -> dict:
-    """The packed table of one agent: its question ids and one list per record field."""
-    return {
-        "generation": generation,
-        "qids": qids,
-        "columns": {f: [r.get(f) for r in rows] for f in RECORD_FIELDS},
-    }
+def _packed(rows: Mapping[str, Mapping]) -> dict:
+    """Records ``{qid: record}`` packed as their question ids and one list per record field."""
+    qids = list(rows)
+    return {"qids": qids, "columns": {f: [rows[q].get(f) for q in qids] for f in RECORD_FIELDS}}
+
+
+def _unpacked(packed: Mapping) -> dict[str, dict]:
+    cols = [packed["columns"].get(f) or [None] * len(packed["qids"]) for f in RECORD_FIELDS]
+    return {q: dict(zip(RECORD_FIELDS, values)) for q, *values in zip(packed["qids"], *cols)}
 
 
 class AgentCache:
@@ -90,21 +98,17 @@ class AgentCache:
     def put_many(
         self, dataset: str, agent: str, records: Mapping[str, dict], meta: dict | None = None
     ) -> int:
-        """Write ``{qid: record}`` (and optional agent metadata) in one transaction. The first
-        write of an empty store (an import) also packs its table (see :meth:`table`), so the
-        first read costs one read instead of one per question."""
+        """Write ``{qid: record}`` (and optional agent metadata) as one packed segment, in one
+        transaction; a question written again is answered by its latest write."""
         c = self._cache(dataset, agent)
+        rows = {qid: {k: rec.get(k) for k in RECORD_FIELDS} for qid, rec in records.items()}
         with c.transact():
-            gen = int(c.get(_GEN, default=0))
-            rows = {qid: {k: rec.get(k) for k in RECORD_FIELDS} for qid, rec in records.items()}
-            for qid, row in rows.items():
-                c.set(qid, row)
+            gen = int(c.get(_GEN, default=0)) + 1  # JSONDisk: incr() cannot add to JSON
+            if rows:
+                c.set(f"{_SEG}{gen:010d}", _packed(rows))
             if meta is not None:
                 c.set(_META, {**(c.get(_META) or {}), **meta})
-            c.set(_GEN, gen + 1)  # JSONDisk: incr() cannot add to JSON
-            if gen == 0:  # nothing was written before: the records are the whole table
-                qids = sorted(rows)
-                c.set(_TABLE, _packed(gen + 1, qids, [rows[q] for q in qids]))
+            c.set(_GEN, gen)
         return len(records)
 
     def set_meta(self, dataset: str, agent: str, **meta) -> None:
@@ -118,10 +122,45 @@ class AgentCache:
         c = self._open.pop((dataset, agent), None)
         if c is not None:
             c.close()
-        _DONE.pop(str(self.directory / dataset / agent), None)
+        _READ.pop(str(self.directory / dataset / agent), None)
         shutil.rmtree(self.directory / dataset / agent, ignore_errors=True)
 
     # --- reading -------------------------------------------------------------------------
+    def _read(self, dataset: str, agent: str) -> tuple | None:
+        """``(stamp, question ids, {field: column}, {qid: row number}, DataFrame)`` of every
+        record, read once per generation of writes (a write by any process moves it on);
+        None when the agent has nothing on disk."""
+        c = self._cache(dataset, agent, create=False)
+        if c is None:
+            return None
+        folder = self.directory / dataset / agent
+        stamp = ((folder / "cache.db").stat().st_ino, int(c.get(_GEN, default=0)))
+        hit = _READ.get(str(folder))
+        if hit is not None and hit[0] == stamp:
+            return hit
+        keys = list(c.iterkeys())
+        if any(not k.startswith("\x00") for k in keys):
+            keys = _pack_legacy(c)
+            stamp = (stamp[0], int(c.get(_GEN, default=0)))
+        segments = sorted(k for k in keys if k.startswith(_SEG))
+        qids: list[str] = []
+        columns: dict[str, list] = {f: [] for f in RECORD_FIELDS}
+        at: dict[str, int] = {}
+        for key in segments:
+            seg = c.get(key) or {"qids": [], "columns": {}}
+            for q, row in _unpacked(seg).items():
+                if q in at:
+                    for f in RECORD_FIELDS:
+                        columns[f][at[q]] = row[f]
+                else:
+                    at[q] = len(qids)
+                    qids.append(q)
+                    for f in RECORD_FIELDS:
+                        columns[f].append(row[f])
+        frame = pd.DataFrame(columns, index=pd.Index(qids, name="qid"), columns=list(RECORD_FIELDS))
+        _READ[str(folder)] = hit = (stamp, qids, columns, at, frame.sort_index())
+        return hit
+
     def has(self, dataset: str, agent: str) -> bool:
         _check_name("dataset", dataset), _check_name("agent", agent)
         return (self.directory / dataset / agent / "cache.db").is_file() and bool(
@@ -137,29 +176,16 @@ class AgentCache:
         return dict(c.get(_META) or {}) if c is not None else {}
 
     def get(self, dataset: str, agent: str, qid: str) -> dict | None:
-        c = self._cache(dataset, agent, create=False)
-        return c.get(qid) if c is not None else None
+        read = self._read(dataset, agent)
+        if read is None or qid not in read[3]:
+            return None
+        i = read[3][qid]
+        return {f: read[2][f][i] for f in RECORD_FIELDS}
 
     def done_ids(self, dataset: str, agent: str) -> set[str]:
-        """Question ids already cached (what a resumed precompute skips).
-
-        Remembered per process for the store's file and its current generation of writes (a
-        write by any process moves it on), so asking again costs one small read, not one per
-        question.
-        """
-        c = self._cache(dataset, agent, create=False)
-        if c is None:
-            return set()
-        folder = self.directory / dataset / agent
-        stamp = ((folder / "cache.db").stat().st_ino, int(c.get(_GEN, default=0)))
-        if _DONE.get(str(folder), (None,))[0] != stamp:
-            packed = c.get(_TABLE)
-            if packed is not None and packed.get("generation") == stamp[1]:
-                ids = frozenset(packed["qids"])
-            else:
-                ids = frozenset(k for k in c.iterkeys() if not k.startswith("\x00"))
-            _DONE[str(folder)] = (stamp, ids)
-        return set(_DONE[str(folder)][1])
+        """Question ids already cached (what a resumed precompute skips)."""
+        read = self._read(dataset, agent)
+        return set(read[1]) if read is not None else set()
 
     def ids_with(self, dataset: str, agent: str, field: str) -> set[str]:
         """Question ids whose record has ``field`` set (e.g. answers recorded with confidence)."""
@@ -167,22 +193,11 @@ class AgentCache:
         return set(t.index[t[field].notna()]) if field in t else set()
 
     def table(self, dataset: str, agent: str) -> pd.DataFrame:
-        """All records of one agent as a DataFrame indexed by question id.
-
-        Packed once per generation of writes and stored beside the records, so re-opening
-        the cache costs one read instead of one per question.
-        """
-        c = self._cache(dataset, agent, create=False)
-        if c is None:
+        """All records of one agent as a DataFrame indexed by question id (sorted)."""
+        read = self._read(dataset, agent)
+        if read is None:
             return pd.DataFrame(columns=list(RECORD_FIELDS), index=pd.Index([], name="qid"))
-        gen = c.get(_GEN, default=0)
-        packed = c.get(_TABLE)
-        if packed is None or packed.get("generation") != gen:
-            qids = sorted(self.done_ids(dataset, agent))
-            packed = _packed(gen, qids, [c.get(q) for q in qids])
-            c.set(_TABLE, packed)
-        df = pd.DataFrame(packed["columns"], index=pd.Index(packed["qids"], name="qid"))
-        return df
+        return read[4].copy()
 
     def summary(self, dataset: str, agents: Iterable[str] | None = None) -> pd.DataFrame:
         """One row per cached agent: questions, EM, F1 (percent over cached questions), GFLOPs."""
@@ -203,3 +218,17 @@ class AgentCache:
                 }
             )
         return pd.DataFrame(rows)
+
+
+def _pack_legacy(c: diskcache.Cache) -> list[str]:
+    """Pack a store written one key per question (earlier versions) into one segment, in one
+    transaction; returns the store's keys after."""
+    with c.transact():
+        legacy = [k for k in c.iterkeys() if not k.startswith("\x00")]
+        if legacy:
+            gen = int(c.get(_GEN, default=0))
+            c.set(f"{_SEG}{0:010d}", _packed({q: c.get(q) or {} for q in sorted(legacy)}))
+            for k in (*legacy, _LEGACY_TABLE):
+                c.delete(k)
+            c.set(_GEN, gen + 1)
+        return list(c.iterkeys())

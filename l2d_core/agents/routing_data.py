@@ -11,7 +11,7 @@ import queue
 import subprocess
 import sys
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -22,7 +22,7 @@ from ..paths import PROJECT_ROOT, cache_dir
 from ..qa.scoring import SCORING_VERSION
 from .cache import AgentCache
 from .prediction_file import import_predictions
-from .registry import AgentSpec, PoolSpec, get_agent
+from .registry import AgentSpec, PoolSpec, get_agent, get_pool
 
 __all__ = [
     "RoutingData",
@@ -30,9 +30,13 @@ __all__ = [
     "ensure_cached",
     "import_agent",
     "import_agents",
+    "read_in_early",
     "load_routing_data",
     "AgentNotCachedError",
 ]
+
+# (cache folder, dataset) → the read-in started by :func:`read_in_early`, in a child process
+_EARLY: dict[tuple[str, str], Future] = {}
 
 
 class AgentNotCachedError(LookupError):
@@ -113,7 +117,14 @@ def needs_import(dataset: QADataset, spec: AgentSpec, cache: AgentCache) -> bool
 
 def ensure_cached(dataset: QADataset, agents: list[AgentSpec], cache: AgentCache) -> None:
     """Import prediction-file agents that are not cached yet; fail clearly for model agents whose
-    answers are missing or were recorded without their confidence (scoring version < 3)."""
+    answers are missing or were recorded without their confidence (scoring version < 3).
+    Waits first for the dataset's agents being read in by :func:`read_in_early`."""
+    early = _EARLY.get((str(cache_dir()), dataset.name))
+    if early is not None:
+        try:
+            early.result()
+        except Exception:  # noqa: BLE001 - what it could not read in is read in below, which raises in full
+            pass
     for spec in agents:
         if spec.kind == "prediction_file":
             if needs_import(dataset, spec, cache):  # (re-)score the file: cheap, and always current
@@ -169,6 +180,20 @@ def _import_in_child(dataset_name: str, agent_ids: Sequence[str], on_agent) -> N
         raise ValueError(
             f"reading in the answers of {', '.join(agent_ids)} failed: {last.split(': ', 1)[-1]}"
         )
+
+
+def read_in_early(dataset_name: str, pool_name: str) -> None:
+    """Start reading a pool's prediction-file agents in, in a child process (so on another core),
+    while this process goes on: a fresh dashboard imports torch and scikit-learn meanwhile, and
+    its first view waits for both. :func:`ensure_cached` waits for it. Once per process, cache
+    folder and dataset; the child skips what is cached already."""
+    key = (str(cache_dir()), dataset_name)
+    ids = [a for a in get_pool(pool_name).agent_ids if get_agent(a).kind == "prediction_file"]
+    if key in _EARLY or not ids:
+        return
+    runner = ThreadPoolExecutor(1)
+    _EARLY[key] = runner.submit(_import_in_child, dataset_name, ids, lambda _: None)
+    runner.shutdown(wait=False)  # its one thread ends with the child
 
 
 def import_agents(dataset: QADataset, agent_ids: Sequence[str], processes: int = 0, on_done=None) -> None:

@@ -51,6 +51,9 @@ class Location(NamedTuple):
     status: str  # exact | ambiguous | offset | substring | null | not_found
 
 
+_TOKEN_WORDS: dict[str, tuple[str, ...]] = {}  # a context token → its normalized words (memo)
+
+
 @dataclass(frozen=True)
 class ContextIndex:
     """Normalized words of a context and the character span of the token each came from."""
@@ -66,7 +69,11 @@ class ContextIndex:
         for raw in context.split():
             start = context.index(raw, pos)
             pos = start + len(raw)
-            toks = normalized_words(raw)
+            toks = _TOKEN_WORDS.get(raw)
+            if toks is None:
+                if len(_TOKEN_WORDS) > 1 << 19:
+                    _TOKEN_WORDS.clear()
+                toks = _TOKEN_WORDS[raw] = tuple(normalized_words(raw))
             if toks:
                 bounds.append((start, pos, len(words), len(words) + len(toks) - 1))
                 words.extend(toks)
@@ -149,7 +156,7 @@ def gold_positions(
         return [(NULL_POS, NULL_POS)]
     starts = list(starts) if starts is not None else [None] * len(answers)
     out = []
-    for text, st in zip(answers, starts):
+    for text, st in dict.fromkeys(zip(answers, starts)):  # annotators often agree: each pair once
         # The occurrence at the gold offset, and the first occurrence: a text-only agent is
         # located by first occurrence (SPEC §2), so the same text counts as the same span.
         for anchor in {st, None}:

@@ -32,7 +32,7 @@ __all__ = [
     "score_answers",
 ]
 
-_PUNCT = frozenset(string.punctuation)
+_NO_PUNCT = str.maketrans("", "", string.punctuation)  # the official removal, in C
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 
 
@@ -40,8 +40,7 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 def normalize_answer(s: str) -> str:
     """Lower text and remove punctuation, articles and extra whitespace (official); memoized:
     the same gold and predicted texts are normalized again for every agent and every pair."""
-    s = s.lower()
-    s = "".join(ch for ch in s if ch not in _PUNCT)
+    s = s.lower().translate(_NO_PUNCT)
     s = _ARTICLES.sub(" ", s)
     return " ".join(s.split())
 

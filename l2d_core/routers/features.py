@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -84,9 +85,8 @@ def answer_features(
             occ[i] = ctx.count(a.lower())
             at = ctx.find(a.lower())
             pos[i] = at / max(1, len(ctx)) if at >= 0 else 1.0
-    qt = np.array(
-        [[question_type(r.question) == t for t in (*QUESTION_TYPES, "other")] for r in records], np.float32
-    )
+    types = [question_type(r.question) for r in records]
+    qt = np.array([[q == t for t in (*QUESTION_TYPES, "other")] for q in types], np.float32)
     cols = [
         agree,
         agree.mean(1, keepdims=True) if agree.shape[1] else np.zeros((n, 1), np.float32),
@@ -121,33 +121,34 @@ def extra_features(
     main = normalize_all(main_answers, NONE)
     helpers = normalize_all(np.asarray(helper_answers, dtype=object).reshape(n, -1), NONE)
     h = helpers.shape[1]
-    out = np.zeros((n, h + 12), np.float32)
-    for k, r in enumerate(records):
+    rows = []
+    for k, r in enumerate(records):  # plain Python per row: numpy calls on a few numbers cost more
         m = main[k]
         mw = m.split() if m != NONE else []
         hw = [x.split() if x != NONE else [] for x in helpers[k]]
         f1s = [token_f1(mw, w) for w in hw]
-        out[k, :h] = f1s
-        out[k, h] = np.mean(f1s) if h else 0.0
         everyone = [m, *helpers[k]]
-        out[k, h + 1] = len(set(everyone)) / len(everyone)
+        row = [*f1s, sum(f1s) / h if h else 0.0, len(set(everyone)) / len(everyone)]
         if h:
             top, cnt = Counter(helpers[k]).most_common(1)[0]
             tw = top.split() if top != NONE else []
-            out[k, h + 2] = token_f1(mw, tw)
-            out[k, h + 3] = cnt / h
-            out[k, h + 4] = float(bool(mw) and bool(tw) and m != top and m in top)
-            out[k, h + 5] = float(bool(mw) and bool(tw) and m != top and top in m)
+            inside = bool(mw) and bool(tw) and m != top
+            row += [token_f1(mw, tw), cnt / h, float(inside and m in top), float(inside and top in m)]
+        else:
+            row += [0.0] * 4
         raw = main_answers[k] if isinstance(main_answers[k], str) else ""
-        out[k, h + 6] = float(any(c.isdigit() for c in raw))
-        out[k, h + 7] = float(bool(_NUMERIC_Q.search(r.question.lower())))
         qw = set(normalize_answer(r.question).split())
-        out[k, h + 8] = np.mean([w in qw for w in mw]) if mw else 0.0
         toks = raw.split()
-        out[k, h + 9] = np.mean([t[:1].isupper() for t in toks]) if toks else 0.0
-        out[k, h + 10] = np.log1p(len(r.question.split()))
-        out[k, h + 11] = np.log1p(len(r.context.split()))
-    return out
+        row += [
+            float(any(c.isdigit() for c in raw)),
+            float(bool(_NUMERIC_Q.search(r.question.lower()))),
+            sum(w in qw for w in mw) / len(mw) if mw else 0.0,
+            sum(t[:1].isupper() for t in toks) / len(toks) if toks else 0.0,
+            math.log1p(len(r.question.split())),
+            math.log1p(len(r.context.split())),
+        ]
+        rows.append(row)
+    return np.array(rows, np.float32).reshape(n, h + 12)
 
 
 # The confidence signals a model agent records (extractive, then generative), as feature columns.
