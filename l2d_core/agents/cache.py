@@ -43,7 +43,7 @@ _META = "\x00meta"
 _GEN = "\x00generation"
 _SEG = "\x00segment:"  # + the write's generation, zero-padded: segments sort in write order
 _LEGACY_TABLE = "\x00table"  # the packed copy earlier versions kept beside per-question records
-# store folder → ((file inode, generation), packed table, {qid: row}): one read per generation
+# store folder → what :meth:`AgentCache._read` read there, for its (file inode, generation)
 _READ: dict[str, tuple] = {}
 
 
