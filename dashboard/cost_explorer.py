@@ -15,6 +15,8 @@ from dashboard.widgets import (
     select_pool,
     select_routers,
     shown_errors,
+    train_for,
+    training_time,
 )
 from l2d_core.app_logic.cost_settings import beta_limits, cost_from_upload, rule_beta1
 from l2d_core.app_logic.explorer import SWEEPS, explore, untrained_settings
@@ -185,10 +187,7 @@ def results() -> None:
     costs, budget, rule, alpha = cost_controls()
     st.session_state["costs"] = costs
     with shown_errors():
-        if any(r.needs_training(costs) for r in routers.values()):
-            with st.spinner("Training the rejector for this cost setting (about a second; kept on disk)…"):
-                for r in routers.values():
-                    r.decide(costs)
+        train_for(routers.values(), costs)
         slots = {rid: f"{dataset}/{pool}/{rid}" for rid in chosen}
         setting = (costs, budget)
         previous = {rid: previous_metrics(s, setting) for rid, s in slots.items()}
@@ -236,14 +235,14 @@ def results() -> None:
         done = st.session_state.setdefault("_trained_sweeps", set())
         if needs and (dataset, pool, rid, sweep_rule, alpha) not in done:
             if not st.button(f"Train the sweep of {r.label} ({len(needs)} settings)", key=f"sweep_{rid}"):
-                st.info(f"{r.label} trains one head per setting (about a second each, kept on disk).")
+                st.info(f"{r.label} trains one head per setting ({training_time()}; kept on disk).")
                 continue
             bar = st.progress(0.0)
             with shown_errors():
                 for k, b in enumerate(needs):
                     step = f"{r.label} at {X_TITLES[sweep_rule]} = {b} ({k + 1}/{len(needs)})…"
                     bar.progress(k / len(needs), text=step)
-                    r.decide(bench.rule_costs(sweep_rule, b, alpha))
+                    train_for([r], bench.rule_costs(sweep_rule, b, alpha))
             bar.empty()
             done.add((dataset, pool, rid, sweep_rule, alpha))
         frames.append(sweep(dataset, pool, rid, sweep_rule, alpha))

@@ -10,6 +10,7 @@ from dashboard.widgets import (
     select_pool,
     select_routers,
     shown_errors,
+    train_for,
 )
 from l2d_core.app_logic.decisions import (
     BRUSH,
@@ -32,9 +33,7 @@ with shown_errors():
 router_id = select_routers("dec_router", best, multiple=False, where=st)
 with shown_errors():
     router = fitted_router(dataset, pool, router_id)
-    if router.needs_training(costs):
-        with st.spinner("Training the rejector for this cost setting (about a second; kept on disk)…"):
-            router.decide(costs)
+    train_for([router], costs)
     view = router_view(bench, router, costs)
     df = decisions_frame(bench, view)
 agents = list(bench.test.agent_ids)

@@ -3,7 +3,9 @@ error messages instead of tracebacks, metric tiles, and the previous setting's m
 
 from __future__ import annotations
 
+import statistics
 import time
+from collections import deque
 from contextlib import contextmanager
 
 import streamlit as st
@@ -28,9 +30,13 @@ __all__ = [
     "previous_metrics",
     "remember_metrics",
     "metric_row",
+    "train_for",
+    "training_time",
 ]
 
 USER_ERRORS = (DataFormatError, FileNotFoundError, InvalidCostError, KeyError, ValueError, LookupError)
+# how long training a router for one cost setting took in this server process (seconds, latest last)
+_TRAINED_IN: deque[float] = deque(maxlen=20)
 # st.metric's colouring of a change, from which way the metric is better
 _DELTA_COLOR = {"higher": "normal", "lower": "inverse", None: "off"}
 
@@ -188,3 +194,23 @@ def metric_row(tiles: list[dict], per_row: int = 5) -> None:
                 delta_color=_DELTA_COLOR[tile["better"]],
                 help=tile["help"],
             )
+
+
+def training_time() -> str:
+    """How long training a router for one cost setting takes, as measured in this process."""
+    if not _TRAINED_IN:
+        return "not timed on this machine yet"
+    return f"about {statistics.median(_TRAINED_IN):.1f} s each here, measured"
+
+
+def train_for(routers, costs) -> None:
+    """Train the routers that need it for ``costs`` (kept on disk), timing each, with a spinner
+    that says how long it took before."""
+    needing = [r for r in routers if r.needs_training(costs)]
+    if not needing:
+        return
+    with st.spinner(f"Training the rejector for this cost setting ({training_time()}; kept on disk)…"):
+        for r in needing:
+            start = time.perf_counter()
+            r.decide(costs)
+            _TRAINED_IN.append(time.perf_counter() - start)

@@ -334,3 +334,31 @@ def test_the_router_menu_follows_a_new_default_but_keeps_the_users_choice():
     ran(at.multiselect(key="menu").set_value(["l2d-posthoc"]))  # the user's own choice
     at.session_state["best"] = "l2d-cascade"
     assert ran(at).session_state["picked"] == ["l2d-posthoc"]
+
+
+class _SlowHead:
+    """A router stand-in that needs training once and takes 50 ms for it."""
+
+    def __init__(self):
+        self.trained = 0
+
+    def needs_training(self, costs) -> bool:
+        return not self.trained
+
+    def decide(self, costs) -> None:
+        import time
+
+        time.sleep(0.05)
+        self.trained += 1
+
+
+def test_the_training_time_shown_is_measured_on_this_machine():
+    from dashboard.widgets import train_for, training_time
+
+    heads = [_SlowHead() for _ in range(20)]  # enough to fill the record of recent trainings
+    for h in heads:
+        train_for([h], costs=None)
+        train_for([h], costs=None)  # trained already: not trained (or timed) again
+    assert all(h.trained == 1 for h in heads)
+    took = re.fullmatch(r"about (\d+\.\d) s each here, measured", training_time())
+    assert took and float(took.group(1)) >= 0.05

@@ -71,7 +71,7 @@ class ContextIndex:
             pos = start + len(raw)
             toks = _TOKEN_WORDS.get(raw)
             if toks is None:
-                if len(_TOKEN_WORDS) > 1 << 19:
+                if len(_TOKEN_WORDS) > 1 << 17:  # a few tens of MB at most
                     _TOKEN_WORDS.clear()
                 toks = _TOKEN_WORDS[raw] = tuple(normalized_words(raw))
             if toks:
