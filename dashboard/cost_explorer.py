@@ -8,6 +8,7 @@ from dashboard.cache import benchmark, fitted_router, sweep, sweep_charts
 from dashboard.widgets import (
     default_caption,
     default_choice,
+    default_price,
     finish_preparing,
     metric_row,
     previous_metrics,
@@ -19,7 +20,14 @@ from dashboard.widgets import (
     training_time,
 )
 from l2d_core.app_logic.cost_settings import beta_limits, cost_from_upload, rule_beta1
-from l2d_core.app_logic.explorer import SWEEPS, explore, untrained_settings
+from l2d_core.app_logic.explorer import (
+    SWEEPS,
+    TILE_WORDS,
+    budget_words,
+    explore,
+    ranking_frame,
+    untrained_settings,
+)
 from l2d_core.deploy import EXPORTABLE, deploy, export_folder, export_problem, serve_commands, zip_folder
 from l2d_core.evaluation.registry import router_label
 from l2d_core.method.costs import CostConfig, InvalidCostError
@@ -46,7 +54,8 @@ dataset, pool = select_pool()
 preparing = st.empty()  # filled at the end: routers being compared, or waiting for agents' answers
 with shown_errors():
     bench = benchmark(dataset, pool)
-    best, ranking, pending = default_choice(dataset, pool)
+    choice, pending = default_choice(dataset, pool)
+    best, ranking = choice.router_id, choice.ranking
 experts, gflops = bench.pool.experts, bench.expert_gflops
 main_gflops = float(bench.train.agent_gflops[0])
 beta_max = beta_limits(gflops)
@@ -76,7 +85,8 @@ def seed_betas() -> None:
             st.session_state[f"beta_{j}"] = min(b, beta_max[j - 1])
 
 
-for key, default in (("cost_rule", "price"), ("price", 0.1), ("beta1", 0.05), ("decide_by", "costs")):
+default_price(choice)
+for key, default in (("cost_rule", "price"), ("beta1", 0.05), ("decide_by", "costs")):
     st.session_state.setdefault(key, default)
 for j, b in enumerate(bench.costs(0.05).beta, start=1):
     st.session_state.setdefault(f"alpha_{j}", 1.0)
@@ -85,7 +95,7 @@ for j, b in enumerate(bench.costs(0.05).beta, start=1):
         st.session_state[f"beta_{j}"] = beta_max[j - 1]
 
 chosen = select_routers("routers", default=best)
-st.sidebar.caption(default_caption(best, ranking, pending))
+st.sidebar.caption(default_caption(choice, pending))
 if not chosen:
     st.info("Pick at least one router in the sidebar.")
     st.stop()
@@ -185,7 +195,7 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
 @st.fragment  # a cost move re-runs only this: the controls and what depends on the cost setting
 def results() -> None:
     costs, budget, rule, alpha = cost_controls()
-    st.session_state["costs"] = costs
+    st.session_state["costs"], st.session_state["costs_pool"] = costs, (dataset, pool)
     with shown_errors():
         train_for(routers.values(), costs)
         slots = {rid: f"{dataset}/{pool}/{rid}" for rid in chosen}
@@ -196,21 +206,18 @@ def results() -> None:
         with col:
             st.subheader(v.label)
             metric_row(view.tiles[v.router_id], per_row=5 if len(view.views) == 1 else 3)
+            lo, hi = v.metrics["gain_ci"]
+            st.caption(
+                f"EM vs random mixing: {v.metrics['gain']:+.2f} points (95% interval {lo:+.2f} to {hi:+.2f}) "
+                "on the test articles."
+            )
             if v.budget is not None:
-                b = v.budget
-                unit = "{:.1%}" if b.kind == "share" else "{:.1f} GFLOPs"
-                got = b.test_share if b.kind == "share" else b.test_gflops
-                lo, hi = b.test_share_ci if b.kind == "share" else b.test_gflops_ci
-                val = b.validation_share if b.kind == "share" else b.validation_gflops
-                st.caption(
-                    f"Budget {unit.format(b.target)}: {unit.format(val)} on the validation articles it was "
-                    f"calibrated on; {unit.format(got)} on the test articles (95% interval "
-                    f"{unit.format(lo)} – {unit.format(hi)})."
-                )
+                st.caption(budget_words(v.budget))
             elif budget is not None:
-                st.caption("This router has no error estimates to calibrate a budget on: shown at the costs.")
+                st.caption("This router has no error estimates to follow a budget with: shown at the costs.")
         remember_metrics(slots[v.router_id], setting, v.metrics)
     st.caption(f"{len(bench.test):,} test questions. Changes: since the previous setting of each router.")
+    st.caption(TILE_WORDS)
 
     left, right = st.columns(2)
     chart_alloc = charts.allocation_chart(view.allocation)
@@ -310,17 +317,18 @@ def results() -> None:
 
 results()
 with st.expander("How the routers rank on validation articles"):
-    aiq = "validation AIQ (EM %)"
     if ranking is None:
         st.caption("Not compared yet: the comparison is running (once per pool).")
     else:
-        ranks = pd.DataFrame([(router_label(r), s) for r, s in ranking], columns=["router", aiq])
-        # a plain table: no data grid to load
-        st.table(ranks.style.format({aiq: "{:.2f}"}).hide(axis="index"))
+        ranks = ranking_frame(ranking)
+        fmt = {c: "{:.2f}" for c in ranks.columns if c != "router"} | {"at λ (errors per TFLOP)": "{:g}"}
+        st.table(ranks.style.format(fmt).hide(axis="index"))  # a plain table: no data grid to load
     if pending:
         st.caption(f"Not ranked yet (being prepared): {', '.join(map(router_label, pending))}.")
     st.caption(
-        "Area under each router's cost–EM curve on the training articles, each scored by a head that "
-        "never saw it; the best one is the default above."
+        "Each router on the training articles, each question routed by a head that never saw its article: "
+        "its EM above random mixing of single agents at the same compute, at the price λ where that is "
+        "largest (the default router and price above are the best of these), and AIQ, the mean EM of "
+        "its cost–EM curve over the agents' compute range."
     )
 finish_preparing(dataset, pool, ranking, pending, preparing)

@@ -28,9 +28,9 @@ dataset, pool = select_pool()
 preparing = st.empty()  # filled at the end: routers being compared, or waiting for agents' answers
 with shown_errors():
     bench = benchmark(dataset, pool)
-    costs = cost_from_state(bench.price_costs(0.1))
-    best, ranking, pending = default_choice(dataset, pool)
-router_id = select_routers("dec_router", best, multiple=False, where=st)
+    choice, pending = default_choice(dataset, pool)
+    costs = cost_from_state(dataset, pool, bench.price_costs(choice.price))
+router_id = select_routers("dec_router", choice.router_id, multiple=False, where=st)
 with shown_errors():
     router = fitted_router(dataset, pool, router_id)
     train_for([router], costs)
@@ -60,7 +60,7 @@ shown = filter_decisions(df, chosen, outcome, main_wrong, types, search)
 if (axes := brush_axes(df)) and not shown.empty:
     x = st.radio("Chart across", axes, horizontal=True, key="dec_axis") if len(axes) > 1 else axes[0]
     event = st.altair_chart(
-        decisions_chart(shown, x), on_select="rerun", key=f"dec_brush_{x}", use_container_width=True
+        decisions_chart(shown, x), on_select="rerun", key=f"dec_brush_{x}", width="stretch"
     )
     interval = (event.selection.get(BRUSH) or {}).get(x) if event else None
     st.caption(
@@ -111,6 +111,8 @@ verdict = ":green[right]" if row["correct"] else ":red[wrong]"
 where = f"Article **{md_plain(rec.title)}** · routed to **{ex['winner']}**, which is {verdict}"
 st.markdown(f"{where} · question type *{row['type']}*")
 st.info(ex["why"])
+if ex["compared"] is not None:
+    st.caption(f"What was compared: {ex['compared']['stage'].note}.")
 colors = label_colors(agents)
 labelled = [("gold", a) for a in dict.fromkeys(rec.answers)] + list(zip(agents, bench.test.answers[i]))
 body, missing = context_html(rec.context, labelled, colors)
@@ -126,4 +128,4 @@ if ex["signals"] and getattr(router, "confidence_", False):
         f"What the router read besides the answers — {bench.pool.main}'s own confidence in its answer: "
         + ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in ex["signals"].items())
     )
-finish_preparing(dataset, pool, ranking, pending, preparing)
+finish_preparing(dataset, pool, choice.ranking, pending, preparing)

@@ -13,17 +13,11 @@ from dashboard.widgets import (
     select_routers,
     shown_errors,
 )
-from l2d_core.app_logic.live import live_pools, main_runs_live
+from l2d_core.app_logic.live import answers_frame, live_pools, main_runs_live, query_gflops
 from l2d_core.deploy import deploy
 from l2d_core.evaluation.registry import router_label
-from l2d_core.report.charts import expected_cost_chart
+from l2d_core.report.charts import compared_chart
 
-STATUS = {
-    "cached": "cached answer",
-    "live": "ran now",
-    "cannot_answer": "cannot answer new text",
-    "not_cached": "no cached answer",
-}
 # routers that route a single query with error estimates: the cascade family reads the main
 # agent's answer, the plug-in router reads the question and context
 CASCADES = ("l2d-staged", "l2d-cascade", "l2d-posthoc")
@@ -39,8 +33,9 @@ dataset, pool = select_pool()
 preparing = st.empty()  # filled at the end while the routers are compared on validation articles
 with shown_errors():
     bench = benchmark(dataset, pool)
-    best, ranking, _ = default_choice(dataset, pool)
-costs = cost_from_state(bench.price_costs(0.1))
+    choice, _ = default_choice(dataset, pool)
+best, ranking = choice.router_id, choice.ranking
+costs = cost_from_state(dataset, pool, bench.price_costs(choice.price))
 st.sidebar.caption(
     "Costs (from the cost explorer): "
     + ", ".join(f"{a}: α={x:g}, β={b:.4g}" for a, x, b in zip(bench.pool.experts, costs.alpha, costs.beta))
@@ -95,9 +90,9 @@ with shown_errors():
     # the same object as an exported router (scripts/export_router.py) and the routing API
     r = deploy(router, costs).route(question, context, qid)
 ids = list(bench.pool.agent_ids)
-expected_cost = [r["expected_costs"][a] for a in ids]
 chosen = next(a for a in answers if a["agent"] == r["agent"])
 main = answers[0]
+paid = query_gflops(r, answers, router.params.get("helpers") or getattr(router, "helpers_", ()))
 c1, c2, c3, c4 = st.columns(4)
 c1.metric("Routed to", r["agent"], help=router_label(router_id))
 c2.metric(
@@ -105,16 +100,27 @@ c2.metric(
     f"{r['latency_ms']:.1f} ms",
     help="what the router reads (the main agent's answer, or the query's embeddings) plus its decision",
 )
-c3.metric(
-    "Paid on every query",
-    f"{r['gflops']['router']:.2f} GFLOPs",
-    help="the main agent (and helpers) for a cascade; the text encoder for a router that reads the query",
-)
+reads_answer = "main_answer" in r["signals"]
+if reads_answer:
+    c3.metric(
+        "Main agent on this query",
+        f"{paid['main']:.2f} GFLOPs",
+        help=f"{main['agent']} always answers first ({main['gflops_source']} GFLOPs of this query)",
+    )
+else:
+    c3.metric("Text encoder", f"{paid['encoder']:.2f} GFLOPs", help="the router reads the query's embeddings")
 c4.metric(
     "GFLOPs of this query",
-    f"{r['gflops']['total']:.2f}",
-    help="what is paid always, plus the expert asked for a second opinion, plus the expert kept",
+    f"{paid['total']:.2f}",
+    help="what ran on this query: the main agent, the expert asked for a second opinion when it answered, "
+    "and the agent whose answer is kept when it answered",
 )
+if paid["unpaid"]:
+    st.caption(
+        "Not paid, because it could not answer this text: "
+        + ", ".join(f"{a} ({g:.3g} GFLOPs had it run)" for a, g in paid["unpaid"].items())
+        + "."
+    )
 asked = r["signals"].get("asked")
 if asked:
     tau, who = asked["threshold"], asked["agent"]
@@ -126,11 +132,11 @@ if asked:
         rule = f"above {tau:.3f} it asks {who} for a second opinion"
     verdict = "did not ask" if not asked["asked"] else "asked" if asked["answer"] is not None else "would ask"
     st.caption(
-        f"First stage: the router's doubt in the main answer (its estimated chance of a wrong start "
-        f"plus a wrong end) is {asked['doubt']:.3f}; {rule}, so it {verdict} {who}"
+        f"First stage: the router's doubt in the main answer — the number of answer ends (start, end; "
+        f"0 to 2) it expects to be wrong — is {asked['doubt']:.3f}; {rule}, so it {verdict} {who}"
         + (f", whose answer was “{asked['answer']}”." if asked["answer"] is not None else ".")
     )
-if main.get("confidence") and router_id in CASCADES:
+if main.get("confidence") and reads_answer:
     conf = main["confidence"]
     shown = {
         k: conf[k] for k in ("span_prob", "margin", "null_margin", "mean_logprob", "abstained") if k in conf
@@ -141,20 +147,29 @@ if main.get("confidence") and router_id in CASCADES:
     )
 
 left, right = st.columns(2)
-left.altair_chart(expected_cost_chart(ids, expected_cost, r["agent"]), key="sq_cost_chart", width="stretch")
-p = pd.DataFrame(
-    {
-        "agent": ids,
-        "chance wrong (start)": [r["chance_wrong"][a]["start"] for a in ids],
-        "chance wrong (end)": [r["chance_wrong"][a]["end"] for a in ids],
-        "expected cost": expected_cost,
-    }
-)
-right.dataframe(
-    p,
-    hide_index=True,
-    column_config={c: st.column_config.NumberColumn(format="%.3f") for c in p.columns if c != "agent"},
-)
+compared = r["compared"]
+if compared is not None:
+    first = compared["step"] == "first stage"
+    labels = {ids[0]: f"keep {ids[0]}'s answer", asked["agent"]: f"ask {asked['agent']}"} if first else None
+    left.altair_chart(compared_chart(compared, r["agent"], labels), key="sq_cost_chart", width="stretch")
+    left.caption(f"{compared['quantity'].capitalize()}: {compared['note']}.")
+if r["chance_wrong"] is not None:
+    p = pd.DataFrame(
+        {
+            "agent": ids,
+            "chance wrong (start)": [r["chance_wrong"][a]["start"] for a in ids],
+            "chance wrong (end)": [r["chance_wrong"][a]["end"] for a in ids],
+        }
+    )
+    right.dataframe(
+        p,
+        hide_index=True,
+        column_config={c: st.column_config.NumberColumn(format="%.3f") for c in p.columns if c != "agent"},
+    )
+    right.caption(
+        "The router's estimate that each agent's answer starts / ends at the wrong word of the context"
+        + (" (after the asked expert answered)." if compared and compared["step"] == "second stage" else ".")
+    )
 
 st.subheader("Answer")
 if chosen["answer"] is not None:
@@ -172,31 +187,6 @@ else:
 if expected and main["expected_answer"] and not main["expected_answer"]["in_context"]:
     msg = main["expected_answer"]["message"]
     st.error(msg[:1].upper() + msg[1:] + ": EM/F1 are not computed against it.")
-table = pd.DataFrame(
-    [
-        {
-            "agent": a["agent"],
-            "kind": a["kind"],
-            "status": STATUS.get(a["status"], a["status"]),
-            "answer": a["answer"],
-            "EM": a["em"],
-            "F1": a["f1"],
-            "latency ms": a["latency_ms"],
-            "GFLOPs": a["gflops"],
-            "GFLOPs are": a["gflops_source"],
-            "note": a["message"],
-        }
-        for a in answers
-    ]
-)
-st.dataframe(
-    table,
-    hide_index=True,
-    column_config={
-        "F1": st.column_config.NumberColumn(format="%.2f"),
-        "latency ms": st.column_config.NumberColumn(format="%.1f"),
-        "GFLOPs": st.column_config.NumberColumn(format="%.3g"),
-    },
-)
+st.dataframe(answers_frame(answers), hide_index=True)
 # the other pages read in the agents waiting routers need; this one only ranks what is ready
 finish_preparing(dataset, pool, ranking, {}, preparing)

@@ -13,6 +13,7 @@ import streamlit as st
 from dashboard.cache import benchmark, default_router, routers_waiting
 from dashboard.defaults import DATASET_CHOICES, DEFAULT_POOL
 from l2d_core.agents import get_pool, list_pools
+from l2d_core.app_logic.explorer import DefaultChoice
 from l2d_core.data import DATASETS, DataFormatError
 from l2d_core.evaluation.posthoc_inputs import import_helpers
 from l2d_core.evaluation.registry import router_ids, router_label
@@ -25,6 +26,7 @@ __all__ = [
     "select_routers",
     "default_choice",
     "default_caption",
+    "default_price",
     "finish_preparing",
     "cost_from_state",
     "previous_metrics",
@@ -79,25 +81,38 @@ def select_pool(sidebar: bool = True) -> tuple[str, str]:
     return dataset, pool
 
 
-def default_choice(dataset: str, pool: str) -> tuple[str, list[tuple[str, float]] | None, dict]:
-    """The default router (best on validation articles among those ready now), the ranking
-    (None: not compared yet, a router ready stands in), and the routers still waiting for
-    agents' answers (id → agents). The page never waits for either: see :func:`finish_preparing`."""
+def default_choice(dataset: str, pool: str) -> tuple[DefaultChoice, dict]:
+    """The default router and price (the furthest above random mixing on validation articles
+    among the routers ready now; a router ready stands in, scored alone, until they are all
+    compared) and the routers still waiting for agents' answers (id → agents). The page never
+    waits for the comparison or the agents: see :func:`finish_preparing`."""
     pending = routers_waiting(dataset, pool)
-    best, ranking = default_router(dataset, pool, tuple(sorted(pending)), rank=False)
-    return best, ranking, pending
+    return default_router(dataset, pool, tuple(sorted(pending)), rank=False), pending
 
 
-def default_caption(best: str, ranking, pending: dict) -> str:
-    """What the sidebar says of the default router, true at each stage of a first view."""
-    if ranking is None:
+def default_caption(choice: DefaultChoice, pending: dict) -> str:
+    """What the sidebar says of the default router and cost setting, true at each stage."""
+    label, lam = router_label(choice.router_id), f"λ = {choice.price:g} errors per TFLOP"
+    where = f"{choice.gain:+.2f} EM points above random mixing of agents on validation articles"
+    if choice.ranking is None:
         return (
-            f"Default for now: {router_label(best)}. The routers are being compared on validation "
-            "articles; the best one becomes the default."
+            f"Default for now: {label} at {lam} ({where}). The other routers are being compared on "
+            "validation articles; the best one becomes the default."
         )
     waiting = ", ".join(map(router_label, pending))
     ready = f" of those ready now ({waiting}: being prepared)" if pending else ""
-    return f"Default: {router_label(best)}, the best on validation articles{ready}."
+    if not choice.pays:
+        return f"No router{ready} pays for itself on this pool: the best, {label}, is {where} at best."
+    return f"Default: {label} at {lam}, the best on validation articles{ready}: {where}."
+
+
+def default_price(choice: DefaultChoice) -> None:
+    """Start the price slider (λ) at the default router's best price, and move it there when the
+    default changes while the slider still shows the previous default; a user's own λ is kept."""
+    before = st.session_state.get("_price_default")
+    if "price" not in st.session_state or st.session_state["price"] == before:
+        st.session_state["price"] = choice.price
+    st.session_state["_price_default"] = choice.price
 
 
 def finish_preparing(dataset: str, pool: str, ranking, pending: dict, where) -> None:
@@ -156,12 +171,12 @@ def select_routers(key: str, default: str, multiple: bool = True, where=None, id
     return where.selectbox("Router", ids, index=None if moved else ids.index(default), **kw)
 
 
-def cost_from_state(expert_costs_default: CostConfig) -> CostConfig:
-    """The cost setting chosen on the cost explorer (else the default given)."""
+def cost_from_state(dataset: str, pool: str, default: CostConfig) -> CostConfig:
+    """The cost setting chosen on the cost explorer for this pool (else the default given)."""
     saved = st.session_state.get("costs")
-    if isinstance(saved, CostConfig) and saved.n_experts == expert_costs_default.n_experts:
+    if isinstance(saved, CostConfig) and st.session_state.get("costs_pool") == (dataset, pool):
         return saved
-    return expert_costs_default
+    return default
 
 
 def previous_metrics(slot: str, setting) -> dict | None:

@@ -24,6 +24,20 @@ from l2d_core.app_logic.cost_settings import add_cost_arguments, checked_budget,
 from l2d_core.data import DATASETS
 from l2d_core.evaluation.benchmark import BETA_POINTS, PRICE_POINTS, prepare
 from l2d_core.evaluation.comparison import evaluate_router
+
+
+def budget_line(b: dict) -> str:
+    """The budget's target, where it started on the training articles and what the test articles
+    realised (with the 95% interval), and why it was not met when it was not."""
+    share = b["kind"] == "share"
+    unit = "share of questions on which an expert is called" if share else "GFLOPs per query"
+    got, ci = (b["test_share"], b["test_share_ci"]) if share else (b["test_gflops"], b["test_gflops_ci"])
+    train = b["training_share"] if share else b["training_gflops"]
+    line = (
+        f"budget: {unit} {b['target']:g}; training articles at the start {train:.4g}; followed query by "
+        f"query on the test articles: {got:.4g} (95% interval {ci[0]:.4g} – {ci[1]:.4g})"
+    )
+    return line + (f"\nnote: this router {b['note']}" if b["note"] else "")
 from l2d_core.evaluation.registry import make_router, router_ids
 from l2d_core.method.training import PAPER_CONFIG
 
@@ -154,18 +168,7 @@ def main(argv=None) -> int:
         )
         print(table(rows, bench.pool.agent_ids, "β₁" if args.price is None else "λ"))
         if "budget" in rows[0]:
-            b = rows[0]["budget"]
-            unit = "share of expert calls" if b["kind"] == "share" else "GFLOPs per query"
-            got, ci = (
-                (b["test_share"], b["test_share_ci"])
-                if b["kind"] == "share"
-                else (b["test_gflops"], b["test_gflops_ci"])
-            )
-            val = b["validation_share"] if b["kind"] == "share" else b["validation_gflops"]
-            print(
-                f"budget: {unit} {b['target']:g}; validation articles {val:.4g}; "
-                f"test articles {got:.4g} (95% interval {ci[0]:.4g} – {ci[1]:.4g})"
-            )
+            print(budget_line(rows[0]["budget"]))
     return 0
 
 

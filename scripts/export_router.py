@@ -49,7 +49,10 @@ def export(args):
     pool = get_pool(args.pool)
     router_id = args.router
     if router_id is None:
-        router_id, _ = default_router(prepare(pool.dataset, pool, features_needed=False))
+        best = default_router(prepare(pool.dataset, pool, features_needed=False))
+        router_id = best.router_id
+        if args.price is None and args.beta1 is None and not args.beta:
+            args.price = best.price  # where it is the furthest above random mixing on validation
     cls = router_class(router_id)
     embeddings = cls is not None and cls.reads_embeddings
     bench = prepare(pool.dataset, pool, progress=not args.quiet, features_needed=embeddings)

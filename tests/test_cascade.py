@@ -1,6 +1,6 @@
-"""Cascade routing on a small real slice: the main agent's confidence, budgets calibrated on
-validation articles, the per-TFLOP price rule, and the validation ranking behind the dashboard's
-default router."""
+"""Cascade routing on a small real slice: the main agent's confidence, budgets that land on their
+targets, the per-TFLOP price rule, and the validation ranking behind the dashboard's default
+router and cost setting."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from _slices import slice_bench
 from l2d_core.evaluation.budget import budget_decision, calibrate_threshold, defer_margin
 from l2d_core.evaluation.comparison import evaluate_router, run_comparison
 from l2d_core.evaluation.registry import make_router
-from l2d_core.evaluation.validation import rank_by_validation, validation_aiq
+from l2d_core.evaluation.validation import rank_by_validation, validation_score
 from l2d_core.method.costs import CostConfig
+from l2d_core.method.policies import expected_costs
 from l2d_core.routers.features import CONFIDENCE_COLUMNS, confidence_features
 
 
@@ -70,19 +71,32 @@ def test_the_cascade_reads_the_main_agents_confidence(slices):
     assert apgr["informative"] > 0.8 and apgr["informative"] > apgr["uninformative"] + 0.15, apgr
 
 
-def test_a_share_budget_holds_on_the_validation_articles(slices):
+def test_a_share_budget_lands_on_its_target_on_the_test_articles(slices):
+    """The surcharge starts where the share holds on the training articles and follows the budget
+    query by query: the realised share lands on the target, and every decision is the least of
+    what it shows (expected cost + the surcharge in force)."""
     b = slices["informative"]
     r = make_router("l2d-cascade").fit(b)
     costs = b.price_costs(0.1)
     for target in (0.1, 0.3, 0.6):
         d, res = budget_decision(r, costs, "share", target, n_boot=200)
-        assert res.validation_share <= target + 1e-9 and res.validation_share > target - 0.05
+        assert res.training_share <= target + 1e-9 and res.training_share > target - 0.05
         assert res.test_share == pytest.approx((d.choice != 0).mean())
+        assert abs(res.test_share - target) <= 0.03, (target, res.test_share)
         lo, hi = res.test_share_ci
         assert lo <= res.test_share <= hi
-    budget = float(b.train.agent_gflops[0] + 0.25 * (b.train.agent_gflops.max() - b.train.agent_gflops[0]))
-    _, res = budget_decision(r, costs, "gflops", budget, n_boot=200)
-    assert res.validation_gflops <= budget + 1e-6
+        shown = expected_costs(r.p_err_, costs) + d.per_query["surcharge"][:, None] * [0, 1]
+        assert np.allclose(d.expected, shown) and d.per_query["surcharge"].std() > 0  # it moved
+        assert (d.expected[np.arange(len(d.choice)), d.choice] <= d.expected.min(axis=1) + 1e-12).all()
+    g = b.train.agent_gflops
+    budget = float(g[0] + 0.25 * (g.max() - g[0]))
+    d, res = budget_decision(r, costs, "gflops", budget, n_boot=200)
+    assert abs(res.test_gflops - budget) <= 0.05 * budget and res.note == ""
+    assert res.reachable[0] <= budget <= res.reachable[1]
+    _, res = budget_decision(r, costs, "gflops", float(g[0]) / 2, n_boot=50)  # below what always runs
+    assert "cannot spend less than" in res.note
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        budget_decision(r, costs, "share", 7.0)
     # the out-of-fold estimates come from heads that never saw the article
     oof = r.oof_error_proba()
     assert oof.shape == (len(b.train), 2, 2) and np.isfinite(oof).all()
@@ -90,12 +104,10 @@ def test_a_share_budget_holds_on_the_validation_articles(slices):
 
 def test_calibrate_threshold_keeps_ties_together():
     m = np.array([0.5, 0.5, 0.5, -1.0])
-    assert calibrate_threshold(m, "share", 0.5) == np.inf  # 3 tied at the top: none can go alone
-    assert calibrate_threshold(m, "share", 0.75) == pytest.approx(-0.25)
+    assert calibrate_threshold(m, 0.5) == np.inf  # 3 tied at the top: none can go alone
+    assert calibrate_threshold(m, 0.75) == pytest.approx(-0.25)
     margin, best = defer_margin(np.array([[[0.9, 0.5, 0.1]] * 2]), CostConfig((1.0, 1.0), (0.0, 0.5)))
     assert best.tolist() == [1] and margin[0] == pytest.approx(0.8)  # 1.8 − 1.0 (expert 2: 0.2 + 1.0)
-    with pytest.raises(ValueError):
-        calibrate_threshold(m, "share", float("nan"))
 
 
 def test_price_rule_makes_every_expert_pay_for_its_compute(slices):
@@ -117,11 +129,13 @@ def test_price_rule_makes_every_expert_pay_for_its_compute(slices):
 def test_validation_ranking_prefers_the_router_that_sees_the_signal(slices):
     b = slices["informative"]
     ranking = rank_by_validation(b, ["l2d-cascade", "l2d-posthoc"])
-    assert [r for r, _ in ranking][0] in ("l2d-cascade", "l2d-posthoc")
-    scores = dict(ranking)
-    assert scores["l2d-cascade"] == pytest.approx(validation_aiq(make_router("l2d-cascade").fit(b)))
+    assert ranking[0].router_id in ("l2d-cascade", "l2d-posthoc") and ranking[0].gain >= ranking[1].gain
+    scores = {r.router_id: r for r in ranking}
+    gain, price, aiq = validation_score(make_router("l2d-cascade").fit(b))
+    assert (scores["l2d-cascade"].gain, scores["l2d-cascade"].price) == pytest.approx((gain, price))
+    assert scores["l2d-cascade"].aiq == pytest.approx(aiq)
     worse = rank_by_validation(slices["uninformative"], ["l2d-cascade"])
-    assert scores["l2d-cascade"] > worse[0][1]
+    assert scores["l2d-cascade"].gain > 1.0 and scores["l2d-cascade"].gain > worse[0].gain + 1.0
 
 
 def test_validation_ranking_is_kept_on_disk(slices, monkeypatch):
@@ -134,7 +148,7 @@ def test_validation_ranking_is_kept_on_disk(slices, monkeypatch):
     def no_fit(router):
         raise AssertionError("ranked again instead of reading the stored ranking")
 
-    monkeypatch.setattr(V, "validation_aiq", no_fit)
+    monkeypatch.setattr(V, "validation_score", no_fit)
     assert rank_by_validation(b, ["l2d-cascade", "l2d-posthoc"]) == first
     with pytest.raises(AssertionError, match="ranked again"):  # other routers: a new ranking
         rank_by_validation(b, ["l2d-cascade"])
@@ -148,23 +162,30 @@ def test_a_first_view_need_not_wait_for_the_ranking(slices, fresh_cache, monkeyp
 
     b = slices["informative"]
     ids = ["l2d-cascade", "l2d-posthoc"]
-    real_aiq = V.validation_aiq
+    real_score = V.validation_score
+    scored = []
+
+    def counted(router):
+        scored.append(router.id)
+        return real_score(router)
+
+    monkeypatch.setattr(V, "validation_score", counted)
+    assert rank_by_validation(b, ids, compute=False) is None and scored == []
+    stand_in = default_router(b, rank=False)  # the first router ready, scored alone
+    assert stand_in.ranking is None and stand_in.router_id == V.candidates(b)[0]
+    assert scored == [stand_in.router_id] and stand_in.price in V.PRICE_GRID
+    seen = []
+    best = default_router(b, progress=lambda k, n, rid: seen.append((k, n, rid)))  # kept on disk
+    ready = V.candidates(b)
+    assert seen == [(k, len(ready), rid) for k, rid in enumerate(ready, start=1)]
 
     def no_fit(router):
         raise AssertionError("fitted for a ranking that was not asked for")
 
-    monkeypatch.setattr(V, "validation_aiq", no_fit)
-    assert rank_by_validation(b, ids, compute=False) is None
-    stand_in, ranking = default_router(b, rank=False)
-    assert ranking is None and stand_in == V.candidates(b)[0]
-    monkeypatch.setattr(V, "validation_aiq", real_aiq)
-    seen = []
-    best, ranking = default_router(b, progress=lambda k, n, rid: seen.append((k, n, rid)))  # kept on disk
-    ready = V.candidates(b)
-    assert seen == [(k, len(ready), rid) for k, rid in enumerate(ready, start=1)]
-    monkeypatch.setattr(V, "validation_aiq", no_fit)
-    assert default_router(b, rank=False) == (best, ranking) and ranking[0][0] == best
-    assert rank_by_validation(b, [r for r, _ in ranking], compute=False) == ranking
+    monkeypatch.setattr(V, "validation_score", no_fit)
+    again = default_router(b, rank=False)
+    assert again == best and best.ranking[0].router_id == best.router_id and best.price == best.ranking[0].price
+    assert rank_by_validation(b, [r.router_id for r in best.ranking], compute=False) == best.ranking
 
 
 def test_first_view_ranks_the_routers_ready_now(fresh_cache):
@@ -180,7 +201,7 @@ def test_first_view_ranks_the_routers_ready_now(fresh_cache):
     assert helpers and set(pending) == {"l2d-posthoc"} and set(pending["l2d-posthoc"]) == set(helpers)
     ready = candidates(b, ready_only=True)
     assert "l2d-cascade" in ready and "l2d-posthoc" not in ready
-    first = [r for r, _ in rank_by_validation(b, ready_only=True)]
+    first = [r.router_id for r in rank_by_validation(b, ready_only=True)]
     assert "l2d-cascade" in first and "l2d-posthoc" not in first
     seen = []
     import_helpers(b, pending["l2d-posthoc"][:2], lambda k, n, agent: seen.append((k, n, agent)), processes=2)
@@ -189,7 +210,7 @@ def test_first_view_ranks_the_routers_ready_now(fresh_cache):
     import_helpers(b, helpers[2:], lambda k, n, agent: seen.append((k, n, agent)))
     assert [k for k, *_ in seen[2:]] == list(range(1, len(helpers) - 1))
     assert waiting(b) == {}
-    assert {r for r, _ in rank_by_validation(b, ready_only=True)} == {*first, "l2d-posthoc"}
+    assert {r.router_id for r in rank_by_validation(b, ready_only=True)} == {*first, "l2d-posthoc"}
 
 
 def test_agents_read_in_by_child_processes_fail_with_the_childs_message(fresh_cache):

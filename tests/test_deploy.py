@@ -66,10 +66,11 @@ def test_every_registry_router_exports_or_says_why(router_id, tiny_enc_bench, tm
     )
     assert [r["agent"] for r in a] == [r["agent"] for r in b]
     assert all(r["agent"] in ("tiny-live", "bert-ens") for r in b)
-    if a[0]["expected_costs"] is not None:
-        np.testing.assert_allclose(
-            list(a[0]["expected_costs"].values()), list(b[0]["expected_costs"].values())
-        )
+    if a[0]["compared"] is not None:
+        assert a[0]["compared"] == b[0]["compared"]
+        for r in b:  # what a response shows is what it decided: the chosen agent has the least value
+            shown = {k: v for k, v in r["compared"]["values"].items() if v is not None}
+            assert shown[r["agent"]] == min(shown.values())
     assert json.dumps(b)  # a response is plain JSON
 
 
@@ -110,18 +111,27 @@ def test_cascade_on_new_text_reads_the_main_answer_and_pays_it_once(cascade, tmp
     free = load_router(deploy(cascade, CostConfig((0.0,), (0.0,))).save(tmp_path / "free"))
     d = free.answer("Who wrote Moby-Dick?", CONTEXT)
     assert d["agent"] == "bert-ens" and d["answer"]["status"] == "cannot_answer"
-    assert d["gflops"]["chosen_agent"] == pytest.approx(free.specs["bert-ens"].gflops)
+    # bert-ens cannot answer new text: it is not paid, and the response says what it would cost
+    assert d["gflops"]["chosen_agent"] == 0.0 and d["gflops"]["total"] == d["gflops"]["router"]
+    assert d["gflops"]["unpaid"] == {"bert-ens": pytest.approx(free.specs["bert-ens"].gflops)}
 
 
-def test_budget_threshold_travels_with_the_artifact(live_bench, cascade, tmp_path):
+@pytest.mark.parametrize("budget", [("share", 0.3), ("gflops", 40.0)])
+def test_a_budget_travels_with_the_artifact_and_is_followed_the_same_way(live_bench, cascade, tmp_path, budget):
+    """The artifact starts the budget's follower where the benchmark did: routing the test
+    questions in order makes the same decisions, query by query, and explains them the same way."""
     costs = live_bench.costs(0.05)
-    _, disk = saved(cascade, costs, tmp_path, budget=("share", 0.3))
-    decision, result = budget_decision(cascade, costs, "share", 0.3)
-    assert disk.manifest["budget"]["target"] == 0.3 and disk.threshold == result.threshold
-    assert result.validation_share <= 0.3
+    _, disk = saved(cascade, costs, tmp_path, budget=budget)
+    decision, result = budget_decision(cascade, costs, *budget)
+    assert disk.manifest["budget"]["target"] == budget[1] and disk.budget["follower"] == result.follower
     recs = live_bench.test_records
     routed = disk.route_batch([(r.question, r.context) for r in recs], [r.qid for r in recs])
     assert [r["agent_index"] for r in routed] == decision.choice.tolist()
+    shown = np.array([[r["compared"]["values"][a] for a in disk.agent_ids] for r in routed])
+    np.testing.assert_allclose(shown, decision.expected, rtol=1e-9, atol=1e-12)
+    again = load_router(tmp_path / "artifact")  # a fresh process starts from the saved state again
+    first = again.route_batch([(recs[0].question, recs[0].context)], [recs[0].qid])[0]
+    assert (first["agent"], first["compared"]) == (routed[0]["agent"], routed[0]["compared"])
 
 
 def test_bad_queries_name_the_field(cascade, tmp_path):
@@ -197,4 +207,8 @@ def test_two_stage_cascade_on_new_text_names_the_expert_it_would_ask(live_bench,
     else:
         assert r["agent"] == "bert-ens" and r["answer"]["status"] == "cannot_answer"
         assert "would ask bert-ens" in asked["note"] and "prediction file" in asked["note"]
-        assert r["gflops"]["asked"] == pytest.approx(bert) and r["gflops"]["chosen_agent"] == 0.0
+        # bert-ens never ran: nothing is paid for it (the page says what it would have cost)
+        assert r["gflops"]["asked"] == 0.0 and r["gflops"]["chosen_agent"] == 0.0 and bert > 0
+        assert r["gflops"]["total"] == pytest.approx(r["gflops"]["router"])
+        shown = {k: v for k, v in r["compared"]["values"].items() if v is not None}
+        assert r["compared"]["step"] == "first stage" and shown["bert-ens"] == min(shown.values())

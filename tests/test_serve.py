@@ -71,7 +71,8 @@ def url(artifact):
 def test_route_answer_batch_and_agents(url):
     code, r = call(f"{url}/v1/route", Q)
     assert code == 200 and r["agent"] in ("tiny-live", "bert-ens")
-    assert set(r["expected_costs"]) == {"tiny-live", "bert-ens"} and r["signals"]["main_answer"] in CONTEXT
+    assert set(r["compared"]["values"]) == {"tiny-live", "bert-ens"} and r["signals"]["main_answer"] in CONTEXT
+    assert r["compared"]["values"][r["agent"]] == min(r["compared"]["values"].values())  # what decided
     assert r["gflops"]["router"] > 0 and r["request_ms"] > 0
     code, batch = call(f"{url}/v1/route", [Q, {**Q, "question": "When was Moby-Dick written?"}])
     assert code == 200 and len(batch) == 2 and batch[0]["agent"] == r["agent"]
@@ -91,13 +92,15 @@ def test_route_answer_batch_and_agents(url):
 
 
 BAD = [
-    ({"question": "Who?"}, 422, ["body", "context"]),
+    ({"question": "Who?"}, 422, ["body"]),
     ({"question": 5, "context": CONTEXT}, 422, ["body", "question"]),
     ({"question": "Who?", "context": ""}, 422, ["body", "context"]),
     ({"question": "   ", "context": CONTEXT}, 422, ["body", "question"]),
     ({"question": "Who?", "context": "x" * (LIMITS["context_chars"] + 1)}, 422, ["body", "context"]),
     ({**Q, "extra": 1}, 422, ["body", "extra"]),
-    ([Q, {"question": "Who?"}], 422, ["body", 1, "context"]),
+    ([Q, {"question": "Who?"}], 422, ["body", 1]),
+    ([Q, {"qid": "x"}], 422, ["body"]),
+    ({"qid": ""}, 422, ["body", "qid"]),
     ([Q] * (LIMITS["batch"] + 1), 422, ["body"]),
     ([], 422, ["body"]),
     ("just text", 422, ["body"]),
@@ -135,7 +138,7 @@ def test_restart_from_the_artifact_gives_the_same_decisions(url, artifact):
     _, before = call(f"{url}/v1/route", queries)
     with serving(load_router(artifact)) as again:
         _, after = call(f"{again}/v1/route", queries)
-    strip = lambda rs: [{k: r[k] for k in ("agent", "expected_costs", "chance_wrong")} for r in rs]  # noqa: E731
+    strip = lambda rs: [{k: r[k] for k in ("agent", "compared", "chance_wrong")} for r in rs]  # noqa: E731
     assert strip(before) == strip(after)
 
 

@@ -83,8 +83,9 @@ def test_what_the_two_stage_cascade_pays(p3, staged):
 
 
 def test_the_two_stage_cascade_is_ranked_on_validation(p3, staged):
-    ranking = dict(rank_by_validation(p3, ["l2d-cascade", "l2d-staged"]))
-    assert set(ranking) == {"l2d-cascade", "l2d-staged"} and all(np.isfinite(list(ranking.values())))
+    ranking = rank_by_validation(p3, ["l2d-cascade", "l2d-staged"])
+    assert {r.router_id for r in ranking} == {"l2d-cascade", "l2d-staged"}
+    assert all(np.isfinite([r.gain, r.price, r.aiq]).all() for r in ranking)
     g, em = staged.oof_outcome(p3.costs(0.05))
     assert g.shape == em.shape == (len(p3.train),) and (g >= p3.train.agent_gflops[0]).all()
 
@@ -102,10 +103,15 @@ def test_the_pages_show_what_it_paid_and_whom_it_asked(p3, staged):
 def test_a_budget_calibrates_where_the_two_stage_cascade_asks(p3, staged):
     costs = p3.price_costs(0.1)
     d, share = budget_decision(staged, costs, "share", 0.3)
-    assert 0.2 < share.validation_share <= 0.3  # calibrated on the training articles, out of fold
+    assert 0.25 < share.training_share <= 0.3  # where it starts: on the training articles
     assert share.test_share == pytest.approx(d.per_query["share"].mean())
+    # followed on the test articles: it lands near the target over this slice's few hundred questions
+    # (scripts/bench_budgets.py measures the full pools: within ±0.02)
+    assert abs(share.test_share - 0.3) <= 0.04
     lo, hi = share.test_share_ci
     assert lo <= share.test_share <= hi
     d, spend = budget_decision(staged, costs, "gflops", 60.0)
-    assert spend.validation_gflops <= 60.0 + 1e-9
+    assert abs(spend.test_gflops - 60.0) <= 3.0 and spend.note == ""
     assert spend.test_gflops == pytest.approx(d.per_query["gflops"].mean())
+    _, beyond = budget_decision(staged, costs, "gflops", 1000.0)  # more than it can spend at these costs
+    assert "at most" in beyond.note and beyond.test_gflops < 1000.0

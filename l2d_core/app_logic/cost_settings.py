@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..evaluation.budget import check_budget
 from ..method.costs import CostConfig, InvalidCostError
 
 __all__ = [
@@ -112,8 +113,8 @@ def checked_budget(args) -> tuple[str, float] | None:
     if args.beta and args.price is not None:
         raise ValueError("give β by hand (--beta) or by the price rule (--price), not both")
     if args.budget_share is not None:
-        return ("share", args.budget_share)
-    return ("gflops", args.budget_gflops) if args.budget_gflops is not None else None
+        return ("share", check_budget("share", args.budget_share))
+    return ("gflops", check_budget("gflops", args.budget_gflops)) if args.budget_gflops is not None else None
 
 
 def costs_from_arguments(args, bench, setting: float | None = None, by_hand: bool = True) -> CostConfig:

@@ -12,7 +12,15 @@ from ..evaluation import metrics as M
 from ..evaluation.benchmark import Benchmark
 from .explorer import RouterView
 
-__all__ = ["decisions_frame", "explain", "filter_decisions", "brush_axes", "decisions_chart", "BRUSH"]
+__all__ = [
+    "decisions_frame",
+    "explain",
+    "why_sentence",
+    "filter_decisions",
+    "brush_axes",
+    "decisions_chart",
+    "BRUSH",
+]
 
 BRUSH = "brush"  # the name of the chart's interval selection (the page reads it back)
 
@@ -81,18 +89,23 @@ def decisions_chart(df: pd.DataFrame, x: str, outcome: str = "correct") -> alt.C
 
 
 def explain(bench: Benchmark, view: RouterView, i: int) -> dict:
-    """Why query ``i`` went where it went: the router's per-endpoint view of each agent, what it
-    minimised, every agent's answer and correctness, one sentence, and the main agent's own
-    confidence signals when it gave them (``signals``)."""
+    """Why query ``i`` went where it went, from the decision itself (:meth:`Decision.compared`):
+    the step that decided it, what that step compared per agent (agents it did not consider
+    left empty), the router's per-endpoint view, every agent's answer and correctness, one
+    sentence whose numbers are the table's, and the main agent's own confidence signals when it
+    gave them (``signals``)."""
     test, rec, d = bench.test, bench.test_records[i], view.decision
     ids = test.agent_ids
-    cols = {"agent": ids}
+    winner = int(d.choice[i])
+    cols: dict = {"agent": ids}
     if d.scores is not None:
         cols[f"start {d.score_label}"] = d.scores[i, 0]
         cols[f"end {d.score_label}"] = d.scores[i, 1]
-    quantity = "expected cost" if d.score_label == "chance wrong" else "negated summed score"
-    if d.expected is not None:
-        cols[quantity] = d.expected[i]
+    compared = d.compared(i)
+    if compared is not None:
+        stage, values = compared["stage"], compared["values"]
+        # the deciding step's values as read (agents it did not weigh: a dash, not a blank)
+        cols[stage.quantity] = ["—" if np.isnan(v) else _number(v) for v in values]
     cols.update(
         {
             "GFLOPs": d.on(test).gflops[i],
@@ -102,19 +115,58 @@ def explain(bench: Benchmark, view: RouterView, i: int) -> dict:
             "end ok": test.end_ok[i],
         }
     )
-    winner = int(d.choice[i])
-    if d.expected is None:
+    if compared is None:
         why = f"{view.label} sent it to {ids[winner]}."
     else:
-        order = np.argsort(d.expected[i])
-        runner = int(order[1]) if order[0] == winner else int(order[0])
-        why = (
-            f"{ids[winner]} has the lowest {quantity} ({d.expected[i, winner]:.3f}), "
-            f"ahead of {ids[runner]} ({d.expected[i, runner]:.3f})."
-        )
+        why = why_sentence(ids, values, winner, stage)
     conf = test.confidence[i, 0] if test.confidence is not None else None
     signals = {k: float(v) for k, v in (conf or {}).items()}  # the main agent's own confidence
-    return {"record": rec, "table": pd.DataFrame(cols), "winner": ids[winner], "why": why, "signals": signals}
+    return {
+        "record": rec,
+        "table": pd.DataFrame(cols),
+        "winner": ids[winner],
+        "why": why,
+        "signals": signals,
+        "compared": compared,
+    }
+
+
+def _number(x: float) -> str:
+    return "∞" if x == np.inf else ("−∞" if x == -np.inf else f"{x:.3f}")
+
+
+def why_sentence(ids, values: np.ndarray, winner: int, stage) -> str:
+    """One sentence: the chosen agent has the least value of what the deciding step compared,
+    ahead of the next one (NaN: not an option at that step). A two-stage router's first stage
+    compares keeping the main answer with the threshold for asking an expert.
+
+    >>> from l2d_core.evaluation.points import Stage
+    >>> why_sentence(("g", "m1", "m2"), np.array([0.4, 0.2, 0.9]), 1, Stage())
+    'm1 has the lowest expected cost (0.200), ahead of g (0.400).'
+    >>> first = why_sentence(("g", "m1", "m2"), np.array([0.3, 0.5, np.nan]), 0, Stage("first stage"))
+    >>> for part in first.split(" (the doubt in it), "):
+    ...     print(part)
+    First stage: keeping the main answer costs 0.300
+    not above the threshold of 0.500 for asking m1, so g keeps it.
+    """
+    shown = [k for k in np.argsort(np.where(np.isnan(values), np.inf, values)) if not np.isnan(values[k])]
+    runner = next((k for k in shown if k != winner), None)
+    fmt = _number
+    if stage.name == "first stage":  # keep the main answer, or ask: doubt against the threshold
+        asked = runner if winner == 0 else winner
+        verb = "not above" if winner == 0 else "above"
+        then = f"so {ids[0]} keeps it" if winner == 0 else f"so it asks {ids[asked]}"
+        return (
+            f"First stage: keeping the main answer costs {fmt(values[0])} (the doubt in it), {verb} the "
+            f"threshold of {fmt(values[asked])} for asking {ids[asked]}, {then}."
+        )
+    lead = f"{stage.name.capitalize()}: " if stage.name else ""
+    if runner is None:
+        return f"{lead}{ids[winner]} was the only option ({stage.quantity} {fmt(values[winner])})."
+    return (
+        f"{lead}{ids[winner]} has the lowest {stage.quantity} ({fmt(values[winner])}), "
+        f"ahead of {ids[runner]} ({fmt(values[runner])})."
+    )
 
 
 def filter_decisions(

@@ -27,6 +27,8 @@ __all__ = [
     "can_answer_new_text",
     "check_expected_answer",
     "runnable_agent",
+    "query_gflops",
+    "answers_frame",
 ]
 
 RUNNABLE_KINDS = ("extractive", "generative")  # agent kinds this module can run on new text
@@ -140,13 +142,13 @@ def answer_with(
             )
     if not can_answer_new_text(agent_spec):
         status = "not_cached" if dataset_qid is not None else "cannot_answer"
-        why = (
-            "known only by its prediction file: it cannot answer new text"
+        why = (  # reads after "which": "…, which is known only by its prediction file …"
+            "is known only by its prediction file and cannot answer new text"
             if agent_spec.kind == "prediction_file"
-            else f"agents of kind {agent_spec.kind!r} are not runnable here yet"
+            else f"is of kind {agent_spec.kind!r}, which this tool does not run on new text yet"
         )
         if dataset_qid is not None:
-            why = f"no cached answer for question {dataset_qid}; {why}"
+            why = f"has no recorded answer for question {dataset_qid}, and {why}"
         return _result(agent_spec, status, why, gflops=agent_spec.gflops, expected_answer=check)
 
     query = QARecord(qid="live", title="", context=context, question=question, answers=())
@@ -196,4 +198,90 @@ def _load_runnable(agent_id: str, dataset: str, kind: str, path: str, options: s
 
     return load_agent(
         AgentSpec(id=agent_id, dataset=dataset, kind=kind, path=path, options=json.loads(options))
+    )
+
+
+def query_gflops(routed: dict, answers: list[dict], helpers=()) -> dict:
+    """GFLOPs this one query paid, from what ran on it (each agent's answer record: measured on
+    this query when it ran now, recorded for a dataset question): the text encoder of a router
+    that reads the question and context (at its 384-token measure), the main agent and ``helpers``
+    for a router that reads their answers (``routed["signals"]`` has the main answer), the expert
+    a two-stage cascade asked and that answered, and the chosen agent when it answered. An agent
+    chosen or asked that could not answer is under ``unpaid`` with its GFLOPs, never in ``total``.
+
+    >>> ans = [{"agent": "g", "answer": "x", "gflops": 1.6}, {"agent": "m", "answer": None, "gflops": 100.0}]
+    >>> paid = query_gflops({"agent": "m", "signals": {"main_answer": "x"}}, ans)
+    >>> paid["main"], paid["chosen"], paid["total"], paid["unpaid"]
+    (1.6, 0.0, 1.6, {'m': 100.0})
+    """
+    by = {a["agent"]: a for a in answers}
+    ran = lambda a: by[a]["answer"] is not None  # noqa: E731
+    signals = routed.get("signals") or {}
+    reads_answers = "main_answer" in signals
+    main_id = answers[0]["agent"]
+    main = float(by[main_id]["gflops"] or 0.0) if reads_answers else 0.0
+    helpers_paid = (
+        float(sum(float(by[h]["gflops"] or 0.0) for h in helpers if h in by and ran(h)))
+        if reads_answers
+        else 0.0
+    )
+    asked = (signals.get("asked") or {}) if reads_answers else {}
+    asked_id = asked.get("agent") if asked.get("asked") else None
+    unpaid = {}
+    asked_paid = 0.0
+    if asked_id is not None:
+        if asked.get("answer") is not None:
+            asked_paid = float(by[asked_id]["gflops"] or 0.0)
+        else:
+            unpaid[asked_id] = float(by[asked_id]["gflops"] or 0.0)
+    chosen_id, chosen = routed["agent"], 0.0
+    already = (reads_answers and chosen_id == main_id) or chosen_id == asked_id
+    if not already:
+        if ran(chosen_id):
+            chosen = float(by[chosen_id]["gflops"] or 0.0)
+        else:
+            unpaid[chosen_id] = float(by[chosen_id]["gflops"] or 0.0)
+    encoder = 0.0 if reads_answers else float((routed.get("gflops") or {}).get("router", 0.0))
+    total = encoder + main + helpers_paid + asked_paid + chosen
+    return {
+        "encoder": encoder,
+        "main": main,
+        "helpers": helpers_paid,
+        "asked": asked_paid,
+        "chosen": chosen,
+        "total": total,
+        "unpaid": unpaid,
+    }
+
+
+STATUS_WORDS = {
+    "cached": "recorded answer",
+    "live": "ran now",
+    "cannot_answer": "cannot answer new text",
+    "not_cached": "no recorded answer",
+}
+
+
+def answers_frame(answers: list[dict]):
+    """Every agent's answer to one query as a table to read: what it said (or why nothing), its
+    scores and costs — a dash where there is no figure, never a bare "None"."""
+    import pandas as pd
+
+    dash = lambda x, fmt: "—" if x is None else fmt.format(x)  # noqa: E731
+    return pd.DataFrame(
+        [
+            {
+                "agent": a["agent"],
+                "kind": a["kind"].replace("_", " "),
+                "status": STATUS_WORDS.get(a["status"], a["status"]),
+                "answer": "—" if a["answer"] is None else (a["answer"] or "(no answer)"),
+                "EM": dash(a["em"], "{:.0f}"),
+                "F1": dash(a["f1"], "{:.2f}"),
+                "latency ms": dash(a["latency_ms"], "{:.1f}"),
+                "GFLOPs": dash(a["gflops"], "{:.3g}"),
+                "GFLOPs are": a["gflops_source"],
+                "note": a["message"] or "",
+            }
+            for a in answers
+        ]
     )

@@ -1,6 +1,7 @@
 """The JSON routing API of a deployed router (FastAPI; OpenAPI docs at ``/docs``).
 
-- ``POST /v1/route`` ``{"question": …, "context": …}`` or a list of them → the decision per query
+- ``POST /v1/route`` ``{"question": …, "context": …}`` (or ``{"qid": …}``, a question of the router's
+  dataset, read on the agents' recorded answers) or a list of them → the decision per query
   (:meth:`~l2d_core.deploy.deployed.DeployedRouter.route`);
 - ``POST /v1/answer`` → the same plus the chosen agent's answer and the latency;
 - ``GET /v1/agents`` → the router, its costs or budget and its agents; ``GET /healthz``.
@@ -21,7 +22,15 @@ from typing import Annotated, Any
 from fastapi import Body, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .deployed import DeployedRouter, load_router
 from .signals import QueryError
@@ -30,22 +39,45 @@ __all__ = ["LIMITS", "Query", "create_app", "app_from_env", "ROUTER_ENV", "THREA
 
 ROUTER_ENV = "L2D_ROUTER"  # the artifact a worker process loads (scripts/serve.py sets it)
 THREADS_ENV = "L2D_TORCH_THREADS"  # torch threads of a worker process
-LIMITS = {"question_chars": 2_000, "context_chars": 60_000, "batch": 64, "body_bytes": 4 * 2**20}
+LIMITS = {
+    "question_chars": 2_000,
+    "context_chars": 60_000,
+    "qid_chars": 200,
+    "batch": 64,
+    "body_bytes": 4 * 2**20,
+}
 
 
 class Query(BaseModel):
-    """One query: a question about a context passage."""
+    """One query: a question about a context passage — or a question of the router's dataset by
+    its id (``qid``), routed on the agents' recorded answers (question and context may then be
+    left out: they are the dataset's)."""
 
     model_config = ConfigDict(extra="forbid")
-    question: str = Field(min_length=1, max_length=LIMITS["question_chars"])
-    context: str = Field(min_length=1, max_length=LIMITS["context_chars"])
+    question: str | None = Field(None, min_length=1, max_length=LIMITS["question_chars"])
+    context: str | None = Field(None, min_length=1, max_length=LIMITS["context_chars"])
+    qid: str | None = Field(
+        None,
+        min_length=1,
+        max_length=LIMITS["qid_chars"],
+        description="the id of a question of the router's dataset: its agents' recorded answers are read "
+        "(the only way a router that reads an agent known by its prediction file can route)",
+    )
 
     @field_validator("question", "context")
     @classmethod
-    def _not_blank(cls, v: str) -> str:
-        if not v.strip():
+    def _not_blank(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
             raise ValueError("must contain text, not only spaces")
         return v
+
+    @model_validator(mode="after")
+    def _text_or_id(self) -> Query:
+        if self.qid is None and (self.question is None or self.context is None):
+            raise ValueError(
+                "give a question and a context, or the qid of a question of the router's dataset"
+            )
+        return self
 
 
 ONE, MANY = (
@@ -56,20 +88,34 @@ EXAMPLE = {
     "question": "Who wrote Moby-Dick?",
     "context": "Moby-Dick is an 1851 novel by American writer Herman Melville.",
 }
-BODY_DOC = f"a query object, or a list of up to {LIMITS['batch']} of them (answered as one batch)"
+BODY_DOC = (
+    f"a query object, or a list of up to {LIMITS['batch']} of them (answered as one batch); a query is "
+    '{"question", "context"} or {"qid"} of a question of the router\'s dataset'
+)
 
 
-def parse_queries(body: Any) -> tuple[list[tuple[str, str]], bool]:
+def parse_queries(body: Any) -> tuple[list[Query], bool]:
     """``(queries, batched)`` from a request body; a 422 naming the field otherwise."""
     try:
         if isinstance(body, list):
-            return [(q.question, q.context) for q in MANY.validate_python(body)], True
-        q = ONE.validate_python(body)
-        return [(q.question, q.context)], False
+            queries, batched = MANY.validate_python(body), True
+        else:
+            queries, batched = [ONE.validate_python(body)], False
     except ValidationError as exc:
         raise RequestValidationError(
             [{"loc": ("body", *e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
         ) from None
+    if len({q.qid is None for q in queries}) > 1:
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ("body",),
+                    "msg": "give a qid for every query of a batch, or for none",
+                    "type": "value_error",
+                }
+            ]
+        )
+    return queries, batched
 
 
 class BodyLimit:
@@ -133,10 +179,12 @@ def create_app(router: DeployedRouter) -> FastAPI:
         return JSONResponse({"detail": f"routing failed: {str(exc)[:300]}"}, status_code=500)
 
     def run(body, answer: bool):
-        queries, batched = parse_queries(body)
+        parsed, batched = parse_queries(body)
+        qids = [q.qid for q in parsed] if parsed[0].qid is not None else None
         t0 = time.perf_counter()
         with lock:
-            out = router.answer_batch(queries) if answer else router.route_batch(queries)
+            queries = router.texts([(q.question, q.context) for q in parsed], qids)
+            out = router.answer_batch(queries, qids) if answer else router.route_batch(queries, qids)
         ms = 1000.0 * (time.perf_counter() - t0)
         for r in out:
             r["request_ms"] = ms

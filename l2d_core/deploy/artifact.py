@@ -38,7 +38,7 @@ __all__ = [
     "now_iso",
 ]
 
-ARTIFACT_FORMAT = 1  # bump when router.json or the estimator folder changes meaning
+ARTIFACT_FORMAT = 2  # bump when router.json or the estimator folder changes meaning
 MANIFEST = "router.json"
 ESTIMATOR_DIR = "estimator"
 EXPORT_HINT = "export it again with this version: python scripts/export_router.py --pool … --out …"

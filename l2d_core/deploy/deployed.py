@@ -13,16 +13,26 @@ as unable to answer new text, never faked.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 from safetensors import SafetensorError
 
 from ..agents.registry import AgentSpec, PoolSpec, get_agent
+from ..data import load_dataset
 from ..evaluation.benchmark import encoder_for
-from ..evaluation.budget import budget_decision, defer_margin
-from ..evaluation.builtin_routers import PluginRouter, PosthocRouter, SDLRouter, ZeroRouter
+from ..evaluation.budget import (
+    Follower,
+    PriceFollower,
+    budget_decision,
+    budget_stage,
+    price_choice,
+    surcharge_choice,
+)
+from ..evaluation.builtin_routers import SDL_STAGES, PluginRouter, PosthocRouter, SDLRouter, ZeroRouter
+from ..evaluation.plugin_router import PLUGIN_STAGES
+from ..evaluation.points import Stage
 from ..evaluation.registry import router_label
 from ..evaluation.router import AgentRouter, Router
 from ..evaluation.staged_router import StagedRouter
@@ -39,7 +49,7 @@ from .artifact import (
     versions,
     write_manifest,
 )
-from .signals import RouteInputs, answer_chosen, check_query, main_answers, query_features
+from .signals import QueryError, RouteInputs, answer_chosen, check_query, main_answers, query_features
 from .staged import StagedHeads, route_staged
 
 __all__ = ["EXPORTABLE", "DeployedRouter", "deploy", "load_router", "export_problem"]
@@ -56,6 +66,47 @@ EXPORTABLE = (
     "the L2D routers (l2d-plugin, l2d-sdl, l2d-posthoc, l2d-cascade, l2d-staged), the zero router "
     "and single agents"
 )
+
+
+@dataclass
+class Decided:
+    """What a deployed router decided for a batch: the agents, what it compared per agent (NaN:
+    not an option at the step that decided; the chosen agent has the least), its error
+    estimates, which step decided each query and those steps."""
+
+    choice: np.ndarray
+    values: np.ndarray | None = None
+    p_err: np.ndarray | None = None
+    stage: np.ndarray | None = None
+    stages: tuple[Stage, ...] = ()
+
+    def compared(self, n: int, ids) -> dict | None:
+        """The response's account of query ``n``: the step, what its values are, and the value of
+        each agent (None: not an option at that step)."""
+        if self.values is None:
+            return None
+        stage = self.stages[0 if self.stage is None else int(self.stage[n])]
+        row = self.values[n]
+        return {
+            "step": stage.name,
+            "quantity": stage.quantity,
+            "note": stage.note,
+            "values": {a: (None if np.isnan(v) else float(v)) for a, v in zip(ids, row.tolist())},
+        }
+
+
+def follower_from(budget: dict | None):
+    """The budget's follower, from the starting state saved in the artifact (None: no budget)."""
+    if not budget:
+        return None
+    state = budget.get("follower") or {}
+    cls = PriceFollower if "log_price" in state else Follower  # a price, or a threshold on a score
+    try:
+        return cls(**state)
+    except TypeError:
+        raise ArtifactError(
+            "the artifact's budget has no follower state (exported by an older version): export it again"
+        ) from None
 
 
 def export_problem(router: Router) -> str | None:
@@ -98,7 +149,6 @@ def deploy(router: Router, costs: CostConfig, budget: tuple[str, float] | None =
         else:
             kind, estimator = "staged", StagedHeads(router.first_.estimator_, router.second_.estimator_)
             features["asked"] = ids[router.asked_]
-            threshold = router.threshold(costs)
     elif isinstance(router, PluginRouter | SDLRouter):
         kind = "plugin" if isinstance(router, PluginRouter) else "sdl"
         estimator = router.estimator_ if kind == "plugin" else router.estimator(costs)
@@ -114,11 +164,13 @@ def deploy(router: Router, costs: CostConfig, budget: tuple[str, float] | None =
     else:
         kind, overhead = "fixed", 0.0
         fixed = int(router.decide(costs).choice[0])
+    if kind == "staged" and budget is None:
+        threshold = router.threshold(costs)
     if budget is not None:
         if kind not in ("plugin", "posthoc", "staged"):
             raise ValueError(f"{router.id} has no error estimates: a budget needs l2d-plugin or a cascade")
         _, result = budget_decision(router, costs, *budget)
-        threshold, budget_info = result.threshold, asdict(result)
+        budget_info = asdict(result)  # with the follower's starting state: a deployment starts there
     manifest = {
         "versions": versions(),
         "created": now_iso(),
@@ -171,6 +223,9 @@ class DeployedRouter:
         self.specs = {a: AgentSpec(**s) for a, s in manifest["agents"].items()}
         self.costs = CostConfig(tuple(manifest["costs"]["alpha"]), tuple(manifest["costs"]["beta"]))
         self.threshold = manifest.get("threshold")
+        self.budget = manifest.get("budget")
+        self.follower = follower_from(self.budget)  # a budget followed query by query, per process
+        self._records = None  # the dataset's questions by id, read on the first qid
         self.inputs = RouteInputs(self.kind, manifest["features"], self.specs, self.pool)
         self.inputs.check()
 
@@ -226,6 +281,23 @@ class DeployedRouter:
 
     # --- routing ------------------------------------------------------------------------------
 
+    def texts(self, queries, qids=None) -> list[tuple[str, str]]:
+        """The ``(question, context)`` of each query: as given, or the dataset's for a ``qid``
+        (an unknown id raises :class:`~l2d_core.deploy.signals.QueryError` naming it)."""
+        if qids is None:
+            return list(queries)
+        if self._records is None:
+            self._records = {r.qid: r for r in load_dataset(self.manifest["dataset"])}
+        out = []
+        for (q, c), qid in zip(queries, qids):
+            rec = self._records.get(qid)
+            if rec is None:
+                raise QueryError(
+                    f"qid {str(qid)[:80]!r} is not a question of {self.manifest['dataset']}", "qid"
+                )
+            out.append((q if q is not None else rec.question, c if c is not None else rec.context))
+        return out
+
     def route(self, question: str, context: str, qid: str | None = None) -> dict:
         """The decision for one query (``qid``: a question of the router's dataset, whose cached
         answers a cascade reads instead of running its main agent, and whose cached embeddings an
@@ -233,87 +305,111 @@ class DeployedRouter:
         return self.route_batch([(question, context)], [qid] if qid is not None else None)[0]
 
     def route_batch(self, queries, qids=None) -> list[dict]:
-        """The decisions for a list of ``(question, context)`` (featurized and scored as one batch)."""
+        """The decisions for a list of ``(question, context)`` (featurized and scored as one batch;
+        under a budget the queries are decided in order, each moving the budget's follower)."""
         records = [check_query(q, c, i) for i, (q, c) in enumerate(queries)]
         t0 = time.perf_counter()
         main = main_answers(self.inputs, records, qids) if self.inputs.reads_answers else None
         ids = self.agent_ids
-        scores = p_err = expected = staged = None
-        if self.kind == "fixed":
-            choice = np.full(len(records), int(self.manifest["fixed_agent"]))
-        elif self.kind == "sdl":
-            scores = self.estimator.scores(query_features(self.inputs, records, cached=qids is not None))
-            choice, expected = learned_policy(scores), -scores.sum(axis=1)
-        elif self.kind == "staged":
+        staged = None
+        if self.kind == "staged":
+            base = float(self.manifest["overhead_gflops"])
             staged = route_staged(
-                self.inputs, self.estimator, self.threshold, self.costs, records, main, qids
+                self.inputs,
+                self.estimator,
+                self.threshold,
+                self.costs,
+                records,
+                main,
+                qids,
+                self.follower,
+                base,
             )
-            choice, p_err = staged.choice, staged.p_err
-            expected = expected_costs(p_err, self.costs)
+            decided = Decided(staged.choice, staged.values, staged.p_err, staged.stage, staged.stages)
         else:
-            F = query_features(self.inputs, records, main, cached=qids is not None)
-            p_err = self.estimator.error_proba(F)
-            expected = expected_costs(p_err, self.costs)
-            if self.threshold is None:
-                choice = plugin_policy(p_err, self.costs)
-            else:
-                margin, best = defer_margin(p_err, self.costs)
-                choice = np.where(margin > self.threshold, best, 0)
+            decided = self._decide(records, main, qids)
         ms = 1000.0 * (time.perf_counter() - t0)
         out = []
-        for n, j in enumerate(choice.tolist()):
+        for n, j in enumerate(decided.choice.tolist()):
             r = {
                 "agent": ids[j],
                 "agent_index": j,
                 "deferred": j != 0,
                 "router": self.router_id,
-                "expected_costs": None if expected is None else dict(zip(ids, expected[n].round(6).tolist())),
-                "expected_costs_are": {
-                    "plugin": "expected",
-                    "posthoc": "expected",
-                    "staged": "expected",
-                    "sdl": "negative score",
-                }.get(self.kind),
+                "compared": decided.compared(n, ids),
                 "chance_wrong": None
-                if p_err is None
+                if decided.p_err is None
                 else {
-                    a: {"start": float(p_err[n, 0, k]), "end": float(p_err[n, 1, k])}
+                    a: {"start": float(decided.p_err[n, 0, k]), "end": float(decided.p_err[n, 1, k])}
                     for k, a in enumerate(ids)
                 },
                 "signals": self.inputs.signals(main[n] if main is not None else None),
-                "gflops": self._gflops(ids[j]),
+                "gflops": self._gflops(ids[j], recorded=qids is not None),
                 "latency_ms": ms / len(records),
             }
             if staged is not None:
-                asked = staged.signals(n, self.manifest["features"]["asked"], self.threshold)
+                asked = staged.signals(n, self.manifest["features"]["asked"])
                 r["signals"]["asked"] = asked
                 if asked["answer"] is not None:
                     r["signals"]["helper_answers"] = {
                         **r["signals"]["helper_answers"],
                         asked["agent"]: asked["answer"],
                     }
-                r["gflops"] = self._gflops(ids[j], asked["agent"] if asked["asked"] else None)
+                ran = asked["agent"] if asked["asked"] and asked["answer"] is not None else None
+                r["gflops"] = self._gflops(ids[j], ran, recorded=qids is not None)
             out.append(r)
         return out
 
-    def _gflops(self, chosen: str, asked: str | None = None) -> dict:
-        """What the router pays on every query, what a two-stage cascade paid for the expert it
-        ``asked`` (staged routers only), and what the chosen agent adds when it has not run yet."""
+    def _decide(self, records, main, qids) -> Decided:
+        """The one-stage routers: a fixed agent, the rejector's scores, or the plug-in rule on error
+        estimates — at the costs, or under the budget's follower."""
+        n = len(records)
+        if self.kind == "fixed":
+            return Decided(np.full(n, int(self.manifest["fixed_agent"])))
+        if self.kind == "sdl":
+            scores = self.estimator.scores(query_features(self.inputs, records, cached=qids is not None))
+            return Decided(learned_policy(scores), -scores.sum(axis=1), None, None, SDL_STAGES)
+        F = query_features(self.inputs, records, main, cached=qids is not None)
+        p_err = self.estimator.error_proba(F)
+        if self.follower is None:
+            values = expected_costs(p_err, self.costs)
+            return Decided(plugin_policy(p_err, self.costs), values, p_err, None, PLUGIN_STAGES)
+        stages = (budget_stage(self.budget["kind"], self.budget["target"]),)
+        if self.budget["kind"] == "share":
+            choice, values, _ = surcharge_choice(p_err, self.costs, self.follower)
+            return Decided(choice, values, p_err, None, stages)
+        own = [0.0 if self.inputs.already_ran(a) else self.specs[a].gflops for a in self.agent_ids]
+        extra = np.repeat(np.array([own]) - own[0], n, axis=0)
+        base = np.full(n, float(self.manifest["overhead_gflops"]) + own[0])
+        choice, values, _ = price_choice(p_err, self.costs.alpha, self.follower, extra, base)
+        return Decided(choice, values, p_err, None, stages)
+
+    def _gflops(self, chosen: str, asked: str | None = None, recorded: bool = False) -> dict:
+        """GFLOPs of one query, counting only what runs: what the router pays on every query, the
+        expert a two-stage cascade ``asked`` and that answered (staged routers only), and the chosen
+        agent when it has not run yet and can answer (it runs on new text, or the query is a dataset
+        question whose answer it ``recorded``). A chosen agent that cannot answer is not paid: its
+        cost is under ``unpaid``."""
         paid = float(self.manifest["overhead_gflops"])
         extra = {} if self.kind != "staged" else {"asked": float(self.specs[asked].gflops) if asked else 0.0}
         ran = self.inputs.already_ran(chosen) or chosen == asked
-        again = 0.0 if ran else float(self.specs[chosen].gflops)
-        return {"router": paid, **extra, "chosen_agent": again, "total": paid + sum(extra.values()) + again}
+        can = recorded or self.inputs.runs(chosen)
+        again = 0.0 if ran or not can else float(self.specs[chosen].gflops)
+        out = {"router": paid, **extra, "chosen_agent": again, "total": paid + sum(extra.values()) + again}
+        if not ran and not can:
+            out["unpaid"] = {chosen: float(self.specs[chosen].gflops)}
+        return out
 
-    def answer(self, question: str, context: str) -> dict:
-        """:meth:`route`, then the chosen agent's answer (run now when it can run)."""
-        return self.answer_batch([(question, context)])[0]
+    def answer(self, question: str, context: str, qid: str | None = None) -> dict:
+        """:meth:`route`, then the chosen agent's answer (its recorded answer for a dataset
+        question ``qid``; else run now when it can run)."""
+        return self.answer_batch([(question, context)], [qid] if qid is not None else None)[0]
 
-    def answer_batch(self, queries) -> list[dict]:
+    def answer_batch(self, queries, qids=None) -> list[dict]:
         t0 = time.perf_counter()
-        routed = self.route_batch(queries)
-        for r, (q, c) in zip(routed, queries):
-            r["answer"] = answer_chosen(self.inputs, r, q, c)
+        routed = self.route_batch(queries, qids)
+        for n, (r, (q, c)) in enumerate(zip(routed, queries)):
+            r["answer"] = answer_chosen(self.inputs, r, q, c, qids[n] if qids is not None else None)
         ms = 1000.0 * (time.perf_counter() - t0)
         for r in routed:
             r["latency_ms"] = ms / len(routed)

@@ -137,7 +137,9 @@ def main_answers(inputs: RouteInputs, records: list[QARecord], qids=None) -> lis
         if qids is None and not inputs.runs(a):
             raise QueryError(
                 f"this router reads the answer of {a}, which is known only by its prediction file and "
-                "cannot answer new text: deploy a pool whose main agent runs (e.g. P3-live)",
+                "cannot answer new text: send the qid of a question of the router's dataset, or deploy a "
+                "pool whose main agent answers new text (P3-quick after `python scripts/train_agent.py "
+                "--profile quick`)",
                 "context",
             )
         table[a] = agent_answers(inputs, a, records, qids)
@@ -171,9 +173,12 @@ def query_features(
     return featurize(inputs._encoder, records, inputs.features["kind"], cached=cached)
 
 
-def answer_chosen(inputs: RouteInputs, routed: dict, question: str, context: str) -> dict:
-    """The chosen agent's answer: reused when it already ran (a cascade's main agent), run now
-    when it can run, else ``status: cannot_answer`` with the reason (never made up)."""
+def answer_chosen(
+    inputs: RouteInputs, routed: dict, question: str, context: str, qid: str | None = None
+) -> dict:
+    """The chosen agent's answer: reused when it already ran (a cascade's main agent), its
+    recorded answer for a dataset question ``qid``, run now when it can run, else ``status:
+    cannot_answer`` with the reason (never made up)."""
     agent = routed["agent"]
     if inputs.reads_answers:
         s = routed["signals"]
@@ -186,8 +191,8 @@ def answer_chosen(inputs: RouteInputs, routed: dict, question: str, context: str
             }
         if s["helper_answers"].get(agent) is not None:  # a helper, or the expert a staged router asked
             return {"agent": agent, "status": "ran", "text": s["helper_answers"][agent]}
-    got = answer_with(inputs.specs[agent], question, context)
-    status = "ran" if got["status"] == "live" else got["status"]
+    got = answer_with(inputs.specs[agent], question, context, qid)
+    status = {"live": "ran", "cached": "recorded"}.get(got["status"], got["status"])
     return {"agent": agent, "status": status, "text": got["answer"], "latency_ms": got["latency_ms"]} | (
         {"message": got["message"]} if got["answer"] is None else {}
     )

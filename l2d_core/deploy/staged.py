@@ -17,8 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from ..data.records import QARecord
+from ..evaluation.staged_router import staged_stages
 from ..method.costs import CostConfig
-from ..method.staged import main_doubt, second_stage_choice
+from ..method.staged import main_doubt, second_stage_choice, staged_values
 from ..routers.posthoc import PosthocRejector
 from .signals import RouteInputs, agent_answers, query_features
 
@@ -53,15 +54,19 @@ class StagedRoute:
     p_err: np.ndarray  # (N, 2, A) the second head's estimates where asked, else the first's
     doubt: np.ndarray  # (N,) the first head's doubt in the main answer
     ask: np.ndarray  # (N,) bool
+    threshold: np.ndarray  # (N,) the doubt above which the expert was asked, for each query
+    values: np.ndarray  # (N, A) what the step that decided compared (NaN: not an option there)
+    stage: np.ndarray  # (N,) 0: the first stage decided, 1: the second
+    stages: tuple  # the two steps, named
     asked_answers: list  # the asked expert's answer where asked and given, else None
     notes: list  # why the decision stopped at "would ask …", else None
 
-    def signals(self, n: int, asked: str, threshold: float) -> dict:
+    def signals(self, n: int, asked: str) -> dict:
         return {
             "agent": asked,
             "asked": bool(self.ask[n]),
             "doubt": float(self.doubt[n]),
-            "threshold": float(threshold),
+            "threshold": float(self.threshold[n]),
             "answer": self.asked_answers[n],
             "note": self.notes[n],
         }
@@ -70,20 +75,62 @@ class StagedRoute:
 def route_staged(
     inputs: RouteInputs,
     heads: StagedHeads,
-    threshold: float,
+    threshold: float | None,
     costs: CostConfig,
     records: list[QARecord],
     main: list[dict],
     qids=None,
+    follower=None,
+    base: float = 0.0,
 ) -> StagedRoute:
     """Both stages for ``records`` whose main (and helper) answers are ``main``; the asked
-    expert's answers are read by dataset id (``qids``) or run now, and only where asked."""
+    expert's answers are read by dataset id (``qids``) or run now, and only where asked. Under a
+    budget the queries are decided in order and ``follower`` moves the threshold after each (on
+    the share asked, or on the GFLOPs spent: ``base`` on every query, plus what asking added)."""
     asked = inputs.features["asked"]
     k = inputs.pool.agent_ids.index(asked)
     cached = qids is not None
     p = heads.first.error_proba(query_features(inputs, records, main, cached=cached))
     doubt = main_doubt(p)
-    ask = doubt > threshold
+    n = len(records)
+    if follower is None:
+        tau = np.full(n, float(threshold))
+        return _second_stage(inputs, heads, costs, records, main, qids, p, doubt, tau, asked, k)
+    parts, tau = [], np.empty(n)
+    for i in range(n):  # one query at a time: the threshold moves on what each one spent
+        tau[i] = follower.threshold
+        one = _second_stage(inputs, heads, costs, records[i : i + 1], main[i : i + 1],
+                            qids[i : i + 1] if cached else None, p[i : i + 1], doubt[i : i + 1],
+                            tau[i : i + 1], asked, k)  # fmt: skip
+        parts.append(one)
+        spent = base + spend_of(inputs, one, asked, k) if follower.spend else None
+        follower.observe(bool(one.ask[0]), spent)
+    return StagedRoute(
+        *(
+            np.concatenate([getattr(o, f) for o in parts])
+            for f in ("choice", "p_err", "doubt", "ask", "threshold")
+        ),
+        np.concatenate([o.values for o in parts]),
+        np.concatenate([o.stage for o in parts]),
+        parts[0].stages if parts else staged_stages(asked),
+        [a for o in parts for a in o.asked_answers],
+        [m for o in parts for m in o.notes],
+    )
+
+
+def spend_of(inputs: RouteInputs, one: StagedRoute, asked: str, k: int) -> float:
+    """GFLOPs one routed query spent beyond what always runs: the asked expert where it ran, and a
+    dearer expert where it was kept."""
+    spent = inputs.specs[asked].gflops if one.ask[0] and one.asked_answers[0] is not None else 0.0
+    j = int(one.choice[0])
+    if j not in (0, k):
+        spent += inputs.specs[inputs.pool.agent_ids[j]].gflops
+    return spent
+
+
+def _second_stage(inputs, heads, costs, records, main, qids, p, doubt, tau, asked, k) -> StagedRoute:
+    cached = qids is not None
+    ask = doubt > tau
     n = len(records)
     choice, answers, notes = np.zeros(n, dtype=int), [None] * n, [None] * n
     rows = np.flatnonzero(ask).tolist()
@@ -99,10 +146,15 @@ def route_staged(
                 "it would keep one of the two or defer to a dearer expert"
             )
     known = [i for i in rows if answers[i] is not None]
+    p = p.copy()
     if known:
         both = [main[i] | {"helpers": {**main[i]["helpers"], asked: answers[i]}} for i in known]
         F = query_features(inputs, [records[i] for i in known], both, cached, [*inputs.helpers, asked])
         p2 = heads.second.error_proba(F)
         p[known] = p2
         choice[known] = second_stage_choice(p2, costs, k)
-    return StagedRoute(choice, p, doubt, ask, answers, notes)
+    # where the expert was asked but could not answer, the first stage decided ("would ask")
+    answered = np.zeros(n, dtype=bool)
+    answered[known] = True
+    values, stage = staged_values(doubt, tau, answered, p, costs, k)
+    return StagedRoute(choice, p, doubt, ask, tau, values, stage, staged_stages(asked), answers, notes)

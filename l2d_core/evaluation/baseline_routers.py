@@ -151,5 +151,6 @@ class MajorityVote(Router):
             "tdl": self.err_ + 2 * sum(costs.beta),
             "share": np.ones(len(test)),
         }
-        every = dict.fromkeys(test.agent_ids, 1.0)  # every agent answers every query
-        return Decision(self.win_, per_query=pq, extra={"allocation": every})
+        # every agent answers (and is paid for) every query: ``share`` 1; the allocation is whose
+        # answer won the vote
+        return Decision(self.win_, per_query=pq)

@@ -1,34 +1,89 @@
-"""Budgets instead of α/β (SPEC §5): a target share of expert calls, or a GFLOPs-per-query budget.
+"""Budgets instead of α/β (SPEC §5): a target share of expert calls, or a mean GFLOPs per query.
 
-A plug-in router defers a query when the main agent's expected cost exceeds the best expert's by
-more than a threshold τ: ``margin = Σ_i ĉ_0^i − min_{j≥1} Σ_i ĉ_j^i > τ`` (τ = 0 is the plain
-rule). τ is calibrated on the training articles' out-of-fold estimates — articles the heads
-never saw — so that the target holds there; the realised share and GFLOPs on the test articles
-are reported beside the target with a bootstrap interval, since calibrated shares drift.
+A budget is a price the router puts on calling an expert, moved so that what is spent lands on
+the target — the plug-in rule then stays a plain argmin over what the page shows:
+
+- **share**: each expert's expected cost carries a surcharge τ (a plug-in router defers when the
+  main agent's expected cost exceeds the best expert's by more than τ; a two-stage cascade asks
+  its cheapest expert when its doubt in the main answer exceeds τ);
+- **gflops**: compute is priced at λ errors per TFLOP (β_j = λ · extra GFLOPs_j / 1000, the
+  per-TFLOP price rule), α as set.
+
+The starting τ or λ is calibrated on the training articles, scored by the same head that routes.
+Test articles are not distributed like training articles (other topics, other question mixes),
+so a fixed threshold drifts (P3's cascade at 30%: 36% on test). The budget is therefore *followed*
+as queries arrive: after each query the surcharge moves by a small step towards the target (an
+integral controller, :class:`Follower`), which needs no label — only the decisions already made —
+so the realised share or spend lands on the target over any stream of a few hundred queries, on
+the test articles as in deployment. Every figure is reported beside the target with a bootstrap
+interval.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..method.costs import CostConfig
 from ..method.policies import expected_costs
 from . import metrics as M
-from .points import Decision
-from .router import Calibrated, Router
+from .gain import resampling
+from .points import Decision, Stage
+from .router import Router
 
 __all__ = [
     "BUDGET_KINDS",
+    "BudgetError",
     "BudgetResult",
+    "Follower",
+    "check_budget",
     "defer_margin",
     "calibrate_threshold",
+    "price_values",
+    "calibrate_price",
+    "PriceFollower",
+    "budget_stage",
+    "surcharge_choice",
+    "price_choice",
+    "reach_note",
     "budget_decision",
-    "plugin_budget",
 ]
 
-BUDGET_KINDS = ("share", "gflops")  # share of queries sent to an expert; mean GFLOPs per query
+BUDGET_KINDS = ("share", "gflops")  # share of queries on which an expert is called; mean GFLOPs per query
+SHARE_STEP = 0.01  # the surcharge's step per query, as a fraction of the spread of the calibration scores
+PRICE_STEP = 0.05  # the log-price's step per query, per unit of relative overspend
+PRICE_RANGE = (1e-4, 1e4)  # λ (errors per TFLOP) the GFLOPs follower moves within
+
+
+class BudgetError(ValueError):
+    """A budget that is not a budget (a share outside [0, 1], a negative or NaN spend)."""
+
+
+def check_budget(kind: str, target: float) -> float:
+    """The target as a float, or a one-line :class:`BudgetError`.
+
+    >>> check_budget("share", 0.3)
+    0.3
+    >>> check_budget("share", 7)
+    Traceback (most recent call last):
+    ...
+    l2d_core.evaluation.budget.BudgetError: a share of expert calls is between 0 and 1, got 7
+    """
+    if kind not in BUDGET_KINDS:
+        raise BudgetError(f"budget kind must be one of {BUDGET_KINDS}, got {kind!r}")
+    try:
+        t = float(target)
+    except (TypeError, ValueError):
+        raise BudgetError(f"a budget is a number, got {target!r}") from None
+    if not math.isfinite(t):
+        raise BudgetError(f"a budget is a finite number, got {target!r}")
+    if kind == "share" and not 0.0 <= t <= 1.0:
+        raise BudgetError(f"a share of expert calls is between 0 and 1, got {target:g}")
+    if kind == "gflops" and t <= 0:
+        raise BudgetError(f"a GFLOPs budget is a number of GFLOPs per query > 0, got {target:g}")
+    return t
 
 
 def defer_margin(p_err: np.ndarray, costs: CostConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -45,38 +100,19 @@ def defer_margin(p_err: np.ndarray, costs: CostConfig) -> tuple[np.ndarray, np.n
     return ec[:, 0] - ec[np.arange(len(ec)), best], best
 
 
-def _choice(margin: np.ndarray, best: np.ndarray, tau: float) -> np.ndarray:
-    return np.where(margin > tau, best, 0)
-
-
-def calibrate_threshold(
-    margin: np.ndarray, kind: str, target: float, extra_gflops: np.ndarray | None = None, base: float = 0.0
-) -> float:
-    """τ such that deferring where ``margin > τ`` meets the target on these queries.
-
-    ``kind="share"``: at most ``target`` of the queries go to an expert (the largest share that
-    does not exceed it, ties kept together). ``kind="gflops"``: the mean GFLOPs per query — ``base``
-    (paid on every query) plus ``extra_gflops`` (N,) of each deferred query — stays within
-    ``target``; the queries of largest margin are deferred first.
+def calibrate_threshold(margin: np.ndarray, target: float) -> float:
+    """τ such that ``margin > τ`` holds on at most ``target`` of these queries (the largest share
+    that does not exceed it, ties kept together); ±inf where none / all.
 
     >>> m = np.array([0.5, -0.2, 0.1, 0.9])
-    >>> calibrate_threshold(m, "share", 0.5)                    # the two largest margins defer
+    >>> calibrate_threshold(m, 0.5)                    # the two largest margins defer
     0.3
-    >>> calibrate_threshold(m, "gflops", 60.0, np.full(4, 100.0), base=10.0)   # 10 + 100·k/4 ≤ 60
-    0.3
+    >>> calibrate_threshold(m, 0.0), calibrate_threshold(m, 1.0)
+    (inf, -inf)
     """
-    if kind not in BUDGET_KINDS:
-        raise ValueError(f"budget kind must be one of {BUDGET_KINDS}, got {kind!r}")
-    if not np.isfinite(target) or target < 0:
-        raise ValueError(f"a budget must be a finite number >= 0, got {target}")
-    order = np.argsort(-margin, kind="stable")
-    m = margin[order]
+    m = np.sort(np.asarray(margin, dtype=float))[::-1]
     n = len(m)
-    if kind == "share":
-        k = int(np.floor(min(target, 1.0) * n + 1e-9))
-    else:
-        spend = base + np.concatenate([[0.0], np.cumsum(np.asarray(extra_gflops, float)[order])]) / n
-        k = int(np.flatnonzero(spend <= target + 1e-9).max()) if (spend <= target + 1e-9).any() else 0
+    k = int(np.floor(min(max(target, 0.0), 1.0) * n + 1e-9))
     while 0 < k < n and m[k - 1] == m[k]:  # ties go together: never exceed the target
         k -= 1
     if k == 0:
@@ -86,73 +122,236 @@ def calibrate_threshold(
     return float((m[k - 1] + m[k]) / 2)
 
 
+@dataclass
+class Follower:
+    """An online threshold: query t is *over* when ``score_t > threshold``; after each query the
+    threshold moves by ``step · (over_t − target)`` within ``[lo, hi]``, so that the share of
+    queries over it follows ``target`` whatever the scores' distribution (only past decisions
+    are read). With ``spend_if_over`` / ``spend_if_not`` (N,) the target is a mean spend
+    instead, and the step is ``step · (spent_t − target) / target``.
+
+    >>> scores = np.random.default_rng(0).normal(0.3, 1.0, 2000)   # shifted from N(0, 1) ...
+    >>> round(float((scores > 0.674).mean()), 3)       # ... where 0.674 put 25% over: a fixed one drifts
+    0.338
+    >>> f = Follower(threshold=0.674, target=0.25, step=0.05, lo=-5.0, hi=5.0)
+    >>> over, used = f.decide(scores)
+    >>> round(float(over.mean()), 3), round(float(f.threshold), 2)
+    (0.253, 0.92)
+    """
+
+    threshold: float
+    target: float
+    step: float
+    lo: float
+    hi: float
+    spend: bool = False  # the target is a mean spend (GFLOPs per query), not a share
+
+    def over(self, score: float) -> bool:
+        """Whether one query is over the threshold in force (it does not move until observed)."""
+        return score > self.threshold
+
+    def observe(self, over: bool, spent: float | None = None) -> None:
+        """Move the threshold after one query: by its share miss, or by its relative overspend."""
+        if self.spend and spent is None:
+            raise ValueError("a follower of a mean spend needs what each query spent")
+        miss = (spent - self.target) / self.target if self.spend else float(over) - self.target
+        self.threshold = min(self.hi, max(self.lo, self.threshold + self.step * miss))
+
+    def decide(self, score, spend_if_over=None, spend_if_not=None) -> tuple[np.ndarray, np.ndarray]:
+        """``(over (N,), threshold in force for each (N,))``, in order; the state moves on."""
+        n = len(score)
+        over, used = np.zeros(n, dtype=bool), np.empty(n)
+        yes = np.asarray(spend_if_over, float).tolist() if self.spend else None
+        no = np.asarray(spend_if_not, float).tolist() if self.spend else None
+        for t, s in enumerate(np.asarray(score, dtype=float).tolist()):
+            used[t] = self.threshold
+            o = over[t] = self.over(s)
+            self.observe(o, (yes[t] if o else no[t]) if self.spend else None)
+        return over, used
+
+    @classmethod
+    def start(
+        cls, calibration: np.ndarray, share: float, target: float, bounds: tuple[float, float], spend=False
+    ) -> Follower:
+        """Starting where ``share`` of the ``calibration`` scores are over, following ``target``
+        (a share, or a mean spend with ``spend``), by a step scaled to the scores' spread, within
+        finite ``bounds`` that put every / no query over."""
+        lo, hi = bounds
+        begin = min(hi, max(lo, calibrate_threshold(calibration, share)))
+        q = np.quantile(calibration, [0.1, 0.9]) if len(calibration) else np.array([0.0, 1.0])
+        spread = float(q[1] - q[0]) or 1.0
+        return cls(begin, float(target), SHARE_STEP * spread, lo, hi, bool(spend))
+
+
+def price_values(errors: np.ndarray, extra_gflops: np.ndarray, price) -> np.ndarray:
+    """Expected cost per agent at per-query prices λ (errors per TFLOP): ``errors`` (N, A) the
+    α-weighted expected wrong endpoints, plus β = λ · extra GFLOPs / 1000 on both endpoints.
+
+    >>> price_values(np.array([[1.0, 0.2]]), np.array([[0.0, 100.0]]), 2.0).round(2).tolist()
+    [[1.0, 0.6]]
+    """
+    lam = np.broadcast_to(np.asarray(price, dtype=float), (len(errors),))
+    return errors + 2.0 * lam[:, None] * extra_gflops / 1000.0
+
+
+def _mean_spend(errors, extra_gflops, base, lam: float) -> float:
+    choice = price_values(errors, extra_gflops, lam).argmin(axis=1)
+    return float((base + extra_gflops[np.arange(len(choice)), choice]).mean())
+
+
+def calibrate_price(errors, extra_gflops, base, target: float) -> tuple[float, float, float]:
+    """``(λ, least spend, most spend)``: the price at which the mean spend on these queries
+    (``base`` (N,) paid on each, plus the chosen agent's ``extra_gflops``) is closest to
+    ``target`` from below — bisection in log λ, spend falls as λ rises — and the range of mean
+    spends a price can reach."""
+    lo, hi = PRICE_RANGE
+    most, least = _mean_spend(errors, extra_gflops, base, lo), _mean_spend(errors, extra_gflops, base, hi)
+    if target >= most:
+        return lo, least, most
+    if target <= least:
+        return hi, least, most
+    a, b = math.log(lo), math.log(hi)
+    for _ in range(40):
+        mid = (a + b) / 2
+        a, b = (a, mid) if _mean_spend(errors, extra_gflops, base, math.exp(mid)) <= target else (mid, b)
+    return math.exp(b), least, most
+
+
+@dataclass
+class PriceFollower:
+    """The GFLOPs follower: compute priced at λ errors per TFLOP (``log_price``: log λ); after
+    each query log λ moves by ``step`` × the relative overspend, within ``[lo, hi]`` (logs of
+    :data:`PRICE_RANGE`), so that the mean spend follows ``target`` GFLOPs per query."""
+
+    log_price: float
+    target: float
+    step: float = PRICE_STEP
+    lo: float = math.log(PRICE_RANGE[0])
+    hi: float = math.log(PRICE_RANGE[1])
+
+    @property
+    def price(self) -> float:
+        return math.exp(self.log_price)
+
+    def observe(self, spent: float) -> None:
+        u = self.log_price + self.step * (spent - self.target) / self.target
+        self.log_price = min(self.hi, max(self.lo, u))
+
+    def decide(self, errors, extra_gflops, base) -> tuple[np.ndarray, np.ndarray]:
+        """``(choice (N,), λ in force (N,))`` over a stream: ``errors`` (N, A) α-weighted expected
+        wrong endpoints, ``extra_gflops`` (N, A) what each agent adds over the main agent,
+        ``base`` (N,) what every query pays; the state moves on."""
+        n = len(errors)
+        choice, used = np.empty(n, dtype=int), np.empty(n)
+        base = np.broadcast_to(np.asarray(base, dtype=float), (n,))
+        for t in range(n):
+            used[t] = lam = self.price
+            j = choice[t] = int(np.argmin(errors[t] + 2.0 * lam * extra_gflops[t] / 1000.0))
+            self.observe(float(base[t] + extra_gflops[t, j]))
+        return choice, used
+
+
+def budget_stage(kind: str, target: float) -> Stage:
+    """How a decision under a budget is named where it is explained."""
+    if kind == "share":
+        note = f"calling an expert carries a surcharge that keeps the share of expert calls at {target:.0%}"
+        return Stage("", "expected cost + budget surcharge", note)
+    note = f"compute is priced at the λ (errors per TFLOP) that keeps the mean at {target:g} GFLOPs per query"
+    return Stage("", "expected cost at the budget's price", note)
+
+
+def surcharge_choice(p_err: np.ndarray, costs: CostConfig, follower: Follower):
+    """A share budget on plug-in estimates over a stream: ``(choice (N,), values (N, A),
+    surcharge (N,))`` — each expert's expected cost plus the surcharge in force, the least
+    chosen; ``follower`` (on the defer margin) moves on."""
+    margin, best = defer_margin(p_err, costs)
+    over, surcharge = follower.decide(margin)
+    expert = np.arange(p_err.shape[2]) > 0
+    values = expected_costs(p_err, costs) + surcharge[:, None] * expert
+    return np.where(over, best, 0), values, surcharge
+
+
+def price_choice(p_err: np.ndarray, alpha, follower: PriceFollower, extra_gflops, base):
+    """A GFLOPs budget on plug-in estimates over a stream: ``(choice (N,), values (N, A), λ (N,))``
+    — each agent's α-weighted expected mistakes plus its extra compute at the price in force;
+    ``follower`` moves on. ``extra_gflops`` (N, A): what each agent adds over the main agent;
+    ``base`` (N,): what every query pays."""
+    errors = expected_costs(p_err, CostConfig(tuple(alpha), (0.0,) * len(alpha)))
+    choice, price = follower.decide(errors, extra_gflops, base)
+    return choice, price_values(errors, extra_gflops, price), price
+
+
+def reach_note(kind: str, target: float, least: float, most: float) -> str:
+    """Why a GFLOPs target cannot be met, or "" when it can.
+
+    >>> reach_note("gflops", 2.0, 5.0, 100.0)
+    'it cannot spend less than 5.0 GFLOPs per query (what runs on every query): the budget of 2 is not met'
+    """
+    if kind != "gflops" or least - 1e-9 <= target <= most + 1e-9:
+        return ""
+    if target < least:
+        return (
+            f"it cannot spend less than {least:.1f} GFLOPs per query (what runs on every query): the "
+            f"budget of {target:g} is not met"
+        )
+    return f"it spends at most {most:.1f} GFLOPs per query here, below the budget of {target:g}"
+
+
 @dataclass(frozen=True)
 class BudgetResult:
-    """A calibrated budget: the threshold, what it gives on validation, and on test (with 95%
-    bootstrap intervals over the test questions)."""
+    """A budget followed on the test articles: where the threshold (``share``) or the price λ
+    (``gflops``) started — calibrated on the training articles — and where it ended; what that
+    start spends on the training articles; what was realised on test, with 95% bootstrap
+    intervals; the range the router can reach and, when the target is outside it, why."""
 
     kind: str
     target: float
-    threshold: float
-    validation_share: float
-    validation_gflops: float
+    start: float
+    end: float
+    training_share: float
+    training_gflops: float
     test_share: float
     test_share_ci: tuple[float, float]
     test_gflops: float
     test_gflops_ci: tuple[float, float]
+    reachable: tuple[float, float]
+    note: str = ""
+    follower: dict = field(
+        default_factory=dict
+    )  # the follower's starting state (what a deployment starts from)
+
+    @property
+    def realised(self) -> float:
+        return self.test_share if self.kind == "share" else self.test_gflops
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return self.test_share_ci if self.kind == "share" else self.test_gflops_ci
 
 
 def budget_decision(
     router: Router, costs: CostConfig, kind: str, target: float, n_boot: int = 1000
 ) -> tuple[Decision, BudgetResult]:
-    """The router's decision on the test articles under a budget, calibrated on its out-of-fold
-    estimates of the training articles at ``costs`` (α weighs the experts' errors; β orders them;
-    see the router's ``calibrate_budget``), with what it spends on validation and on test."""
+    """The router's decision on the test articles under a budget (its ``calibrate_budget``:
+    the decision and ``start, end, training share, training GFLOPs, reachable, note``), with what
+    it spends on test and the 95% bootstrap intervals."""
+    target = check_budget(kind, target)
     if not getattr(router, "supports_budget", False):
-        raise ValueError(f"router {router.id} has no error estimates to calibrate a budget on")
-    d, tau, val_share, val_gflops = router.calibrate_budget(costs, kind, target)
+        raise BudgetError(f"router {router.id} has no error estimates to follow a budget with")
+    d, info = router.calibrate_budget(costs, kind, target)
     test = d.on(router.bench_.test)
     choice = np.asarray(d.choice, dtype=int)
     pq = d.per_query or {}
     shares = pq.get("share", (choice != 0).astype(float))
     gflops = pq.get("gflops", d.overhead_gflops + test.gflops[np.arange(len(choice)), choice])
-    weights = M.bootstrap_weights(len(choice), n_boot, seed=0)
+    weights = resampling(len(choice), n_boot, 0)
     result = BudgetResult(
         kind=kind,
         target=float(target),
-        threshold=tau,
-        validation_share=val_share,
-        validation_gflops=val_gflops,
         test_share=float(shares.mean()),
         test_share_ci=M.percentile_interval(M.resample_means(shares, weights)),
         test_gflops=float(gflops.mean()),
         test_gflops_ci=M.percentile_interval(M.resample_means(gflops, weights)),
+        **info,
     )
     return d, result
-
-
-def plugin_budget(router, costs: CostConfig, kind: str, target: float) -> Calibrated:
-    """A plug-in router under a budget: ``(decision, τ, validation share, validation GFLOPs)``,
-    deferring where the expected-cost margin exceeds τ, calibrated on the router's out-of-fold
-    estimates of the training articles."""
-    bench = router.bench_
-    val, val_overhead = router.accounting(bench.train)
-    m_val, best_val = defer_margin(router.oof_error_proba(), costs)
-    ar_val = np.arange(len(m_val))
-    extra = val.gflops[ar_val, best_val] - val.gflops[:, 0]
-    base = val_overhead + float(val.gflops[:, 0].mean())
-    tau = calibrate_threshold(m_val, kind, target, extra, base)
-    choice_val = _choice(m_val, best_val, tau)
-    m_test, best_test = defer_margin(router.p_err_, costs)
-    d = router.decision(router.p_err_, costs)
-    d = Decision(
-        _choice(m_test, best_test, tau),
-        d.overhead_gflops,
-        d.data,
-        d.expected,
-        d.scores,
-        d.score_label,
-        extra={"budget": target},
-    )
-    val_gflops = float(val_overhead + val.gflops[ar_val, choice_val].mean())
-    return d, tau, float((choice_val != 0).mean()), val_gflops

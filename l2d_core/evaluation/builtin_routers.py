@@ -31,7 +31,7 @@ from . import metrics as M
 from . import store
 from .benchmark import BETA_POINTS, Benchmark
 from .plugin_router import PlugInRouter
-from .points import Decision, make_point
+from .points import Decision, Stage, make_point
 from .posthoc_inputs import helpers_to_import, main_has_confidence, posthoc_features
 from .router import DENSE_BETAS, Router, best_single_tdl, register
 
@@ -43,6 +43,16 @@ __all__ = [
     "OracleRouter",
     "ZeroRouter",
 ]
+
+
+SDL_STAGES = (
+    Stage(
+        "",
+        "minus the rejector's score",
+        "the rejector scores every agent for both ends of the answer; the highest summed score wins "
+        "(shown negated: the least wins, as for the other routers)",
+    ),
+)
 
 
 @register
@@ -113,6 +123,7 @@ class SDLRouter(Router):
             expected=-scores.sum(axis=1),
             scores=scores,
             score_label="score",
+            stages=SDL_STAGES,
         )
 
 

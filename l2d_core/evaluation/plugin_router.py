@@ -11,6 +11,8 @@ dashboard's default — never on the test articles.
 from __future__ import annotations
 
 import hashlib
+import math
+from dataclasses import asdict
 from typing import ClassVar
 
 import numpy as np
@@ -19,13 +21,31 @@ from ..agents.routing_data import RoutingData
 from ..method.costs import CostConfig
 from ..method.policies import expected_costs, plugin_policy
 from . import store
-from .budget import plugin_budget
-from .points import Decision
+from .budget import (
+    Follower,
+    PriceFollower,
+    budget_stage,
+    calibrate_price,
+    defer_margin,
+    price_choice,
+    price_values,
+    reach_note,
+    surcharge_choice,
+)
+from .points import Decision, Stage
 from .router import Calibrated, Router
 
 __all__ = ["PlugInRouter", "VALIDATION_FOLDS", "article_folds"]
 
 VALIDATION_FOLDS = 4  # folds of training articles for the out-of-fold estimates
+PLUGIN_STAGES = (
+    Stage(
+        "",
+        "expected cost",
+        "the main agent's chance of a wrong start plus a wrong end, against each expert's α × its chance "
+        "of a mistake plus its price β on both ends",
+    ),
+)
 
 
 def article_folds(titles: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
@@ -98,14 +118,82 @@ class PlugInRouter(Router):
             scores=p_err,
             score_label="chance wrong",
             extra=extra,
+            stages=PLUGIN_STAGES,
         )
 
     def decide(self, costs: CostConfig) -> Decision:
         return self.decision(self.p_err_, costs)
 
     def calibrate_budget(self, costs: CostConfig, kind: str, target: float) -> Calibrated:
-        """See :func:`~l2d_core.evaluation.budget.plugin_budget`."""
-        return plugin_budget(self, costs, kind, target)
+        """The decision on the test articles under a budget followed query by query
+        (:mod:`~l2d_core.evaluation.budget`), starting from a surcharge (``share``) or a price
+        (``gflops``) calibrated on the training articles as scored by the head that routes."""
+        bench = self.bench_
+        p_cal = self.estimator_.error_proba(self._features("train"))
+        cal, cal_overhead = self.accounting(bench.train)
+        if kind == "share":
+            return self._share_budget(costs, target, p_cal, cal, cal_overhead)
+        return self._gflops_budget(costs, target, p_cal, cal, cal_overhead)
+
+    def _share_budget(self, costs, target, p_cal, cal, cal_overhead) -> Calibrated:
+        m_cal, best_cal = defer_margin(p_cal, costs)
+        bound = 3.0 + 2.0 * max(costs.alpha) + 2.0 * max(costs.beta)  # beyond any margin
+        follower = Follower.start(m_cal, target, target, (-bound, bound))
+        start, state = follower.threshold, asdict(follower)
+        choice, values, surcharge = surcharge_choice(self.p_err_, costs, follower)
+        d = self._budget_decision(choice, values, {"surcharge": surcharge}, "share", target)
+        cal_choice = np.where(m_cal > start, best_cal, 0)
+        cal_gflops = cal_overhead + cal.gflops[np.arange(len(cal_choice)), cal_choice]
+        info = dict(
+            start=start,
+            end=follower.threshold,
+            training_share=float((cal_choice != 0).mean()),
+            training_gflops=float(cal_gflops.mean()),
+            reachable=(0.0, 1.0),
+            follower=state,
+        )
+        return d, info
+
+    def _gflops_budget(self, costs, target, p_cal, cal, cal_overhead) -> Calibrated:
+        def parts(p, data, overhead):  # (errors, extra, base): compute is priced by the budget
+            g = np.asarray(data.gflops, dtype=float)
+            return (
+                expected_costs(p, CostConfig(costs.alpha, (0.0,) * costs.n_experts)),
+                g - g[:, :1],
+                overhead + g[:, 0],
+            )
+
+        e_cal, x_cal, b_cal = parts(p_cal, cal, cal_overhead)
+        start, least, most = calibrate_price(e_cal, x_cal, b_cal, target)
+        _, extra, base = parts(self.p_err_, self.data_, self.overhead_)
+        follower = PriceFollower(math.log(start), target)
+        state = asdict(follower)
+        choice, values, price = price_choice(self.p_err_, costs.alpha, follower, extra, base)
+        d = self._budget_decision(choice, values, {"price": price}, "gflops", target)
+        cal_choice = price_values(e_cal, x_cal, start).argmin(axis=1)
+        info = dict(
+            start=start,
+            end=follower.price,
+            training_share=float((cal_choice != 0).mean()),
+            training_gflops=float((b_cal + x_cal[np.arange(len(cal_choice)), cal_choice]).mean()),
+            reachable=(least, most),
+            note=reach_note("gflops", target, least, most),
+            follower=state,
+        )
+        return d, info
+
+    def _budget_decision(self, choice, values, per_query, kind: str, target: float) -> Decision:
+        return Decision(
+            choice,
+            self.overhead_,
+            data=self.data_,
+            expected=values,
+            scores=self.p_err_,
+            score_label="chance wrong",
+            per_query=per_query,
+            extra={"budget": target},
+            stages=(budget_stage(kind, target),),
+        )
 
     def oof_outcome(self, costs: CostConfig) -> tuple[np.ndarray, np.ndarray]:
         data, overhead = self.accounting(self.bench_.train)

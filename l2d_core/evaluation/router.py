@@ -34,8 +34,9 @@ DENSE_BETAS: tuple[float, ...] = tuple(float(b) for b in np.linspace(0.0, 2.0, 4
 TARGET_SHARES: tuple[float, ...] = tuple(float(s) for s in np.linspace(0.0, 1.0, 21))
 
 
-# a decision under a budget: (decision on test, threshold, validation share, validation GFLOPs)
-Calibrated = tuple[Decision, float, float, float]
+# a decision under a budget and what :class:`~l2d_core.evaluation.budget.BudgetResult` takes
+# besides the realised figures (start, end, training share, training GFLOPs, reachable, note)
+Calibrated = tuple[Decision, dict]
 
 
 def beta_key(beta1: float) -> str:
@@ -87,9 +88,10 @@ class Router:
         raise NotImplementedError(f"{self.id} is not ranked on validation")
 
     def calibrate_budget(self, costs: CostConfig, kind: str, target: float) -> Calibrated:
-        """``(decision on test, threshold, validation share, validation GFLOPs)`` under a budget
-        (``kind`` ``share`` or ``gflops``) calibrated on the training articles (routers with
-        ``supports_budget``; :func:`~l2d_core.evaluation.budget.budget_decision` reads it)."""
+        """``(decision on test, what the budget did)`` under a budget (``kind`` ``share`` or
+        ``gflops``) followed on the test articles from a start calibrated on the training articles
+        (routers with ``supports_budget``; :func:`~l2d_core.evaluation.budget.budget_decision`
+        reads it)."""
         raise ValueError(f"router {self.id} has no error estimates to calibrate a budget on")
 
     def needs_training(self, costs: CostConfig) -> bool:

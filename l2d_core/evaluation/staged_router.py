@@ -12,23 +12,30 @@ the training articles' out-of-fold estimates — milliseconds, so any α/β appl
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 
 import numpy as np
 
 from ..method.costs import CostConfig
-from ..method.policies import expected_costs
-from ..method.staged import ask_threshold, main_doubt, second_stage_choice, staged_choice, staged_query_costs
+from ..method.staged import (
+    ask_threshold,
+    main_doubt,
+    second_stage_choice,
+    staged_choice,
+    staged_query_costs,
+    staged_values,
+)
 from ..method.training import POSTHOC_CONFIG
 from ..routers.posthoc import DEFAULT_CALIBRATION, DEFAULT_FEATURES, GFLOPS_SWEEP, gflops_costs
 from .benchmark import Benchmark
-from .budget import calibrate_threshold
+from .budget import Follower, reach_note
 from .builtin_routers import PosthocRouter
 from .plugin_router import VALIDATION_FOLDS, article_folds
-from .points import Decision
+from .points import Decision, Stage
 from .posthoc_inputs import helpers_to_import
 from .router import DENSE_BETAS, Calibrated, Router, register
 
-__all__ = ["StagedRouter"]
+__all__ = ["StagedRouter", "staged_stages"]
 
 
 def _paid(gflops: np.ndarray, overhead: float, ask: np.ndarray, final: np.ndarray, asked: int) -> np.ndarray:
@@ -36,6 +43,23 @@ def _paid(gflops: np.ndarray, overhead: float, ask: np.ndarray, final: np.ndarra
     (``gflops`` (N, A): what each agent adds to what always runs)."""
     dear = (final != 0) & (final != asked)
     return overhead + ask * gflops[:, asked] + np.where(dear, gflops[np.arange(len(final)), final], 0.0)
+
+
+def staged_stages(asked: str, threshold_note: str = "at these costs") -> tuple[Stage, Stage]:
+    """The two steps of a two-stage cascade that asks ``asked``, as explanations name them."""
+    return (
+        Stage(
+            "first stage",
+            "expected cost",
+            f"the expected cost of keeping the main answer (the router's doubt in it) against the "
+            f"threshold for asking {asked} {threshold_note}",
+        ),
+        Stage(
+            "second stage",
+            "expected cost",
+            f"{asked} has answered: every agent's expected cost, with {asked}'s price already paid",
+        ),
+    )
 
 
 @register
@@ -95,16 +119,23 @@ class StagedRouter(Router):
     def decide(self, costs: CostConfig) -> Decision:
         return self._decision(costs, self.threshold(costs))
 
-    def _decision(self, costs: CostConfig, threshold: float, **extra) -> Decision:
+    def stages(self, costs_note: str = "at these costs") -> tuple[Stage, Stage]:
+        """How the two steps are named where a decision is explained."""
+        return staged_stages(self.bench_.test.agent_ids[self.asked_], costs_note)
+
+    def _decision(self, costs: CostConfig, threshold, stages=None, **extra) -> Decision:
+        """The decision at ``costs`` asking where the doubt exceeds ``threshold`` (one number, or
+        one per test question)."""
         first, second, test = self.first_, self.second_, self.bench_.test
-        ask, final = staged_choice(main_doubt(first.p_err_), threshold, second.p_err_, costs, self.asked_)
-        p = np.where(ask[:, None, None], second.p_err_, first.p_err_)
+        doubt = main_doubt(first.p_err_)
+        ask, final = staged_choice(doubt, threshold, second.p_err_, costs, self.asked_)
+        values, stage = staged_values(doubt, threshold, ask, second.p_err_, costs, self.asked_)
         return Decision(
             final,
             first.overhead_,
             data=first.data_,
-            expected=expected_costs(p, costs),
-            scores=p,
+            expected=values,
+            scores=np.where(ask[:, None, None], second.p_err_, first.p_err_),
             score_label="chance wrong",
             per_query={
                 "gflops": _paid(first.data_.gflops, first.overhead_, ask, final, self.asked_),
@@ -112,22 +143,60 @@ class StagedRouter(Router):
                 "share": ask.astype(float),  # an expert is called wherever one is asked
             },
             extra={"asked_share": float(ask.mean()), "asked": test.agent_ids[self.asked_], **extra},
+            stage=stage,
+            stages=stages or self.stages(),
         )
 
     def calibrate_budget(self, costs: CostConfig, kind: str, target: float) -> Calibrated:
-        """Under a budget the doubt threshold is calibrated instead of chosen for least TDL: on the
-        training articles' out-of-fold doubt, the share of questions that ask the cheapest expert
-        (``share``), or the mean GFLOPs with what asking adds (``gflops``), meets the target; the
-        second stage still picks the answer at ``costs``."""
-        bench, first = self.bench_, self.first_
+        """Under a budget the doubt threshold follows the budget instead of being chosen for least
+        TDL (:class:`~l2d_core.evaluation.budget.Follower`): the share of questions that ask the
+        cheapest expert (``share``), or the mean GFLOPs with what asking adds (``gflops``), starting
+        where it holds on the training articles as scored by the heads that route; the second
+        stage still picks the answer at ``costs``."""
+        bench, first, second = self.bench_, self.first_, self.second_
         data, overhead = first.accounting(bench.train)
-        doubt, p2 = self._oof()
-        kept = second_stage_choice(p2, costs, self.asked_)  # the answer kept, were it asked
-        asking = _paid(data.gflops, 0.0, np.ones(len(doubt), bool), kept, self.asked_)
-        tau = calibrate_threshold(doubt, kind, target, asking, overhead + float(data.gflops[:, 0].mean()))
-        ask, final = staged_choice(doubt, tau, p2, costs, self.asked_)
-        val_gflops = float(_paid(data.gflops, overhead, ask, final, self.asked_).mean())
-        return self._decision(costs, tau, budget=target), tau, float(ask.mean()), val_gflops
+        doubt_cal = main_doubt(first.estimator_.error_proba(first._features("train")))
+        kept_cal = second_stage_choice(
+            second.estimator_.error_proba(second._features("train")), costs, self.asked_
+        )
+        base_cal = overhead + data.gflops[:, 0]
+        asking_cal = _paid(data.gflops, overhead, np.ones(len(doubt_cal), bool), kept_cal, self.asked_)
+        least, most = float(base_cal.mean()), float(asking_cal.mean())
+        if kind == "share":
+            share, reach = target, (0.0, 1.0)
+        else:  # the share of asking whose mean spend meets the target on the training articles
+            share = float(np.clip((target - least) / max(most - least, 1e-12), 0.0, 1.0))
+            reach = (least, most)
+        follower = Follower.start(
+            doubt_cal, share, target, (-1.0, 3.0), spend=kind == "gflops"
+        )  # doubt: [0, 2]
+        start, state = follower.threshold, asdict(follower)
+        doubt = main_doubt(first.p_err_)
+        test_kept = second_stage_choice(second.p_err_, costs, self.asked_)
+        spend = None
+        if kind == "gflops":
+            g = first.data_.gflops
+            spend = (
+                _paid(g, first.overhead_, np.ones(len(doubt), bool), test_kept, self.asked_),
+                first.overhead_ + g[:, 0],
+            )
+        ask, threshold = follower.decide(doubt, *(spend or ()))
+        unit = f"{target:.0%} of questions" if kind == "share" else f"{target:g} GFLOPs per question"
+        d = self._decision(
+            costs, threshold, stages=self.stages(f"that follows the budget of {unit}"), budget=target
+        )
+        ask_cal = doubt_cal > start
+        cal_final = np.where(ask_cal, kept_cal, 0)
+        info = dict(
+            start=start,
+            end=follower.threshold,
+            training_share=float(ask_cal.mean()),
+            training_gflops=float(_paid(data.gflops, overhead, ask_cal, cal_final, self.asked_).mean()),
+            reachable=reach,
+            note=reach_note(kind, target, least, most),
+            follower=state,
+        )
+        return d, info
 
     def oof_outcome(self, costs: CostConfig) -> tuple[np.ndarray, np.ndarray]:
         """(GFLOPs, EM) per training question at ``costs``: both stages' estimates out of fold,

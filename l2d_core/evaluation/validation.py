@@ -1,46 +1,75 @@
 """Routers compared on validation articles only — the training articles, each scored out of fold
-— so that the one users get by default is chosen without looking at the test articles.
+— so that the router and the cost setting users get by default are chosen without looking at
+the test articles.
 
-Each ranked router's cost–EM curve (the plug-in routers', the two-stage cascade's) is traced on
-the training articles from its out-of-fold error estimates (the BENCHMARK.md β₁ points and a
-dense β₁ grid, with its own cost accounting); its validation AIQ is the area under that
-curve's upper hull over the pool's GFLOPs range.
+Each ranked router (the plug-in routers, the two-stage cascade) is traced on the training
+articles from its out-of-fold error estimates at every price λ of :data:`PRICE_GRID` (errors per
+TFLOP, the per-TFLOP price rule): at each, its EM above random mixing of the single agents at
+the same mean compute (:mod:`~l2d_core.evaluation.gain`). A router's score is its best such gain
+and the price where it is reached; its validation AIQ (area under that curve's hull over the
+pool's GFLOPs range) is kept beside it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from . import metrics as M
 from . import store
-from .benchmark import BETA_POINTS, Benchmark
+from .benchmark import Benchmark
+from .gain import gain_vector
 from .registry import ROUTERS, make_router
-from .router import DENSE_BETAS, Router
+from .router import Router
 
-__all__ = ["validation_curve", "validation_aiq", "rank_by_validation", "candidates", "waiting"]
+__all__ = [
+    "PRICE_GRID",
+    "Ranked",
+    "validation_curve",
+    "validation_score",
+    "rank_by_validation",
+    "candidates",
+    "waiting",
+]
 
-RANKING_KIND = "validation-ranking-2"  # 2: the ranked ids are stored with their AIQ
+RANKING_KIND = "validation-ranking-3"  # 3: best gain over mixing and its price, AIQ beside
+# λ (errors per TFLOP) at which routers are compared and defaults are chosen
+PRICE_GRID: tuple[float, ...] = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0)
 
 
-def validation_curve(router: Router) -> tuple[np.ndarray, np.ndarray]:
-    """(mean GFLOPs per query, EM %) of a fitted router (``validated``) on the training articles,
-    one point per β₁ (benchmark points and the dense grid), from its out-of-fold estimates."""
+class Ranked(NamedTuple):
+    """A router's validation score: ``gain`` (EM points above random mixing, out of fold, at its
+    best price), that ``price`` (λ, errors per TFLOP) and its validation ``aiq``."""
+
+    router_id: str
+    gain: float
+    price: float
+    aiq: float
+
+
+def validation_curve(router: Router) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean GFLOPs per query, EM %, EM above random mixing %) of a fitted router (``validated``)
+    on the training articles, one point per λ of :data:`PRICE_GRID`, out of fold."""
     bench = router.bench_
-    cost, em = [], []
-    for b in (*BETA_POINTS, *DENSE_BETAS):
-        g, ok = router.oof_outcome(bench.costs(b))
+    train = bench.train
+    agent_g = train.gflops.mean(axis=0)
+    cost, em, gain = [], [], []
+    for lam in PRICE_GRID:
+        g, ok = router.oof_outcome(bench.price_costs(lam))
         cost.append(float(g.mean()))
         em.append(100 * float(ok.mean()))
-    return np.array(cost), np.array(em)
+        gain.append(100 * float(gain_vector(ok, train.em, agent_g, cost[-1]).mean()))
+    return np.array(cost), np.array(em), np.array(gain)
 
 
-def validation_aiq(router: Router) -> float:
-    """AIQ of :func:`validation_curve` over the GFLOPs range of the pool's agents."""
+def validation_score(router: Router) -> tuple[float, float, float]:
+    """``(best gain over mixing, its λ, AIQ)`` of :func:`validation_curve`."""
     g = router.bench_.train.agent_gflops
-    cost, em = validation_curve(router)
-    return M.aiq(cost, em, float(g.min()), float(g.max()))
+    cost, em, gain = validation_curve(router)
+    k = int(np.argmax(gain))
+    return float(gain[k]), float(PRICE_GRID[k]), M.aiq(cost, em, float(g.min()), float(g.max()))
 
 
 def candidates(bench: Benchmark, ready_only: bool = False) -> list[str]:
@@ -69,8 +98,8 @@ def rank_by_validation(
     fitted: Callable[[str], Router] | None = None,
     compute: bool = True,
     progress: Callable[[int, int, str], None] | None = None,
-) -> list[tuple[str, float]] | None:
-    """``(router id, validation AIQ)``, best first, for the plug-in routers of the registry (with
+) -> list[Ranked] | None:
+    """:class:`Ranked` scores, best gain first, for the plug-in routers of the registry (with
     ``ready_only``: those whose inputs are read in already); memoized on disk (keyed by the
     benchmark and every router's settings), so only the first ranking of a pool on a machine
     fits the out-of-fold heads. ``fitted(router id)``: where the fitted routers come from (a
@@ -82,17 +111,18 @@ def rank_by_validation(
     params = {rid: [type(r).__name__, repr(sorted(r.params.items()))] for rid, r in routers.items()}
     fit = fitted or (lambda rid: routers[rid].fit(bench))
 
-    def compute_aiq() -> dict[str, np.ndarray]:  # the ids too: the key does not depend on their order
-        aiq = []
+    def compute_scores() -> dict[str, np.ndarray]:  # the ids too: the key does not depend on their order
+        scores = []
         for k, rid in enumerate(ids, start=1):
-            aiq.append(validation_aiq(fit(rid)))
+            scores.append(validation_score(fit(rid)))
             if progress:
                 progress(k, len(ids), rid)
-        return {"ids": np.array(ids, dtype=str), "aiq": np.array(aiq)}
+        return {"ids": np.array(ids, dtype=str), "scores": np.array(scores, dtype=float).reshape(-1, 3)}
 
     memo = store.memo_arrays(
-        RANKING_KIND, bench, params, compute_aiq if compute else None, bench.has_embeddings
+        RANKING_KIND, bench, params, compute_scores if compute else None, bench.has_embeddings
     )
     if memo is None:
         return None
-    return sorted(zip(map(str, memo["ids"]), map(float, memo["aiq"])), key=lambda s: -s[1])
+    ranked = [Ranked(str(r), *map(float, s)) for r, s in zip(memo["ids"], memo["scores"])]
+    return sorted(ranked, key=lambda r: -r.gain)

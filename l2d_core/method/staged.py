@@ -23,9 +23,16 @@ from __future__ import annotations
 import numpy as np
 
 from .costs import CostConfig, cost_matrix, query_costs
-from .policies import plugin_policy
+from .policies import expected_costs, plugin_policy
 
-__all__ = ["main_doubt", "second_stage_choice", "staged_choice", "staged_query_costs", "ask_threshold"]
+__all__ = [
+    "main_doubt",
+    "second_stage_choice",
+    "staged_choice",
+    "staged_values",
+    "staged_query_costs",
+    "ask_threshold",
+]
 
 
 def _asked_paid(costs: CostConfig, asked: int) -> CostConfig:
@@ -61,6 +68,31 @@ def staged_choice(
     ``p_err``, the estimates that have seen the asked expert's answer); elsewhere the main agent."""
     ask = np.asarray(score) > threshold
     return ask, np.where(ask, second_stage_choice(p_err, costs, asked), 0)
+
+
+def staged_values(
+    doubt: np.ndarray, threshold, ask: np.ndarray, p_err: np.ndarray, costs: CostConfig, asked: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(values (N, A), stage (N,))``: what decided each question, per agent. Where the expert was
+    not asked (stage 0) the first stage compared keeping the main answer — its expected cost, the
+    doubt — with the threshold for asking ``asked`` (NaN for the other agents); where it was asked
+    (stage 1) the second stage compared every agent's expected cost with the asked expert's price
+    already paid. The kept agent is always the least of its row.
+
+    >>> v, stage = staged_values(np.array([0.2, 0.9]), 0.5, np.array([False, True]),
+    ...                          np.array([[[0.1, 0.5, 0.1]] * 2, [[0.9, 0.1, 0.2]] * 2]),
+    ...                          CostConfig(alpha=[1, 1], beta=[0.05, 0.3]))
+    >>> v.round(2).tolist(), stage.tolist()
+    ([[0.2, 0.5, nan], [1.8, 0.2, 1.0]], [0, 1])
+    """
+    ask = np.asarray(ask, dtype=bool)
+    n, a = len(ask), p_err.shape[2]
+    values = np.full((n, a), np.nan)
+    values[:, 0] = doubt
+    values[:, asked] = np.broadcast_to(np.asarray(threshold, dtype=float), (n,))
+    second = expected_costs(p_err, _asked_paid(costs, asked))
+    values[ask] = second[ask]
+    return values, ask.astype(int)
 
 
 def staged_query_costs(

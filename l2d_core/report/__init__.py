@@ -22,7 +22,7 @@ Every public name is re-exported here (``from l2d_core import report as R; R.fig
 from .charts import (
     allocation_chart,
     charts_html,
-    expected_cost_chart,
+    compared_chart,
     mark_setting,
     plane_chart,
     sweep_charts,
@@ -119,7 +119,7 @@ __all__ = [
     # charts (the dashboard's, Altair)
     "allocation_chart",
     "charts_html",
-    "expected_cost_chart",
+    "compared_chart",
     "mark_setting",
     "plane_chart",
     "sweep_charts",

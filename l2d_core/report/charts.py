@@ -1,7 +1,7 @@
 """Altair charts of the dashboard, from the frames it computes: the cost–EM plane
 (:func:`plane_chart`), allocation bars (:func:`allocation_chart`), the sweep over a cost rule
 (:func:`sweep_charts`, marked by :func:`mark_setting`) and one query's expected cost per agent
-(:func:`expected_cost_chart`); :func:`charts_html` writes them into one page that works offline.
+(:func:`compared_chart`); :func:`charts_html` writes them into one page that works offline.
 
 Why Altair on the pages: a browser draws a Vega-Lite chart with about 0.8 MB of script against
 Plotly's 4.7 MB, which a new session has to load and compile before the page's first chart (the
@@ -20,6 +20,7 @@ from __future__ import annotations
 import html
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 from .frames import TDL_CURVES
@@ -29,7 +30,7 @@ __all__ = [
     "allocation_chart",
     "sweep_charts",
     "mark_setting",
-    "expected_cost_chart",
+    "compared_chart",
     "charts_html",
 ]
 
@@ -182,38 +183,58 @@ def mark_setting(charts: dict[str, alt.Chart], x: float) -> dict[str, alt.LayerC
     return {name: alt.layer(chart, rule) for name, chart in charts.items()}
 
 
-def expected_cost_chart(agents: list[str], expected_cost: list[float], chosen: str) -> alt.Chart:
-    """One query's expected cost per agent, in errors per query, the chosen (lowest) one in red.
+def compared_chart(compared: dict, chosen: str, labels: dict | None = None) -> alt.Chart:
+    """What decided one query, per agent (``compared``: a routed query's ``compared`` — the step,
+    its quantity and each agent's value, None where the step did not weigh the agent): a bar per
+    agent it weighed, the chosen one (the least) in red, each labelled with its value; an
+    infinite value (a threshold that asks nobody) is drawn at the top and labelled ∞.
+    ``labels`` renames agents on the axis (a two-stage first step: keep the answer / ask).
 
-    >>> c = expected_cost_chart(["a", "b"], [0.4, 0.2], "b").to_dict()
+    >>> c = compared_chart({"step": "", "quantity": "expected cost",
+    ...                     "values": {"a": 0.4, "b": 0.2, "c": None}}, "b").to_dict()
     >>> c["layer"][0]["encoding"]["color"]["scale"]["range"]
     ['#d62728', '#9ecae1']
+    >>> [row["agent"] for row in c["datasets"][c["data"]["name"]]]   # c was not weighed
+    ['a', 'b']
     """
-    data = pd.DataFrame({"agent": agents, "expected cost": expected_cost})
-    data["choice"] = ["chosen" if a == chosen else "not chosen" for a in agents]
+    shown = {a: v for a, v in compared["values"].items() if v is not None}
+    finite = [v for v in shown.values() if np.isfinite(v)]
+    top = max([abs(v) for v in finite] + [1e-9]) * 1.15
+    names = labels or {}
+    data = pd.DataFrame(
+        {
+            "agent": [names.get(a, a) for a in shown],
+            "value": [v if np.isfinite(v) else np.sign(v) * top for v in shown.values()],
+            "label": [f"{v:.3f}" if np.isfinite(v) else ("∞" if v > 0 else "−∞") for v in shown.values()],
+            "choice": ["chosen" if a == chosen else "not chosen" for a in shown],
+        }
+    )
+    quantity = compared["quantity"]
     bars = (
         alt.Chart(data)
         .mark_bar()
         .encode(
-            x=alt.X("agent:N", sort=agents, axis=alt.Axis(labelAngle=0)),
-            y=alt.Y("expected cost:Q", title="expected cost (errors per query)"),
+            x=alt.X("agent:N", sort=list(data["agent"]), axis=alt.Axis(labelAngle=0), title=None),
+            y=alt.Y("value:Q", title=quantity),
             color=alt.Color(
                 "choice:N",
                 scale=alt.Scale(domain=["chosen", "not chosen"], range=["#d62728", "#9ecae1"]),
                 legend=None,
             ),
-            tooltip=["agent:N", alt.Tooltip("expected cost:Q", format=".3f"), "choice:N"],
+            tooltip=["agent:N", alt.Tooltip("label:N", title=quantity), "choice:N"],
         )
     )
-    text = bars.mark_text(dy=-8).encode(text=alt.Text("expected cost:Q", format=".3f"))
-    title = "Expected cost per agent (the lowest is chosen)"
+    text = bars.mark_text(dy=-8).encode(text="label:N")
+    step = f"{compared['step'].capitalize()}: " if compared.get("step") else ""
+    title = f"{step}{quantity} per option (the lowest is chosen)"
     return alt.layer(bars, text).properties(title=title, height=300)
 
 
 def charts_html(charts: dict, title: str) -> str:
     """One standalone HTML page with every chart, the Vega scripts inlined once (works offline).
 
-    >>> page = charts_html({"a": expected_cost_chart(["a"], [0.1], "a")}, "T & U")
+    >>> one = compared_chart({"step": "", "quantity": "expected cost", "values": {"a": 0.1}}, "a")
+    >>> page = charts_html({"a": one}, "T & U")
     >>> page.startswith("<!DOCTYPE html>") and "<h1>T &amp; U</h1>" in page and "cdn.jsdelivr" not in page
     True
     """
