@@ -1,7 +1,10 @@
 """The offer to train a model that answers your own text, shown where no pool can: its expected
-time on this machine, a button, then its progress (the run goes on in the background)."""
+time on this machine (measured in the background: the page draws at once and fills it in), a
+button, then its progress (the run goes on in the background)."""
 
 from __future__ import annotations
+
+import time
 
 import streamlit as st
 
@@ -9,21 +12,25 @@ from l2d_core.app_logic.quick_agent import (
     PROFILES,
     QUICK,
     QUICK_POOL,
-    expected_seconds,
+    estimate,
+    measurement,
     start_training,
+    stored_measurement,
     training_status,
+    workload,
 )
 
 __all__ = ["offer_quick_agent", "switch_pool_button"]
 
 
 def _minutes(seconds: float) -> str:
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.1f} h"
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
-@st.cache_data(show_spinner="Timing one training step of the model on this machine…")
-def _expected(dataset: str, profile: str) -> dict:
-    return expected_seconds(dataset, PROFILES[profile])
+def _ago(t: float) -> str:
+    return _minutes(max(0.0, time.time() - t)) + " ago"
 
 
 @st.fragment(run_every=2.0)
@@ -32,14 +39,54 @@ def _progress(dataset: str) -> None:
     if s.state != "running":
         st.rerun()  # the whole page: the pool is ready, or the run stopped
     if not s.total:
-        st.progress(0.0, text="Starting: loading the questions and the base model…")
+        st.progress(0.0, text=f"{s.stage.capitalize()}: loading the questions and the model…")
         return
-    left = s.left_s
-    if left is not None and s.stage == "fine-tuning":
-        left += _expected(dataset, "quick")["answer_s"]  # the answering still to come
-    eta = f"; about {_minutes(left)} left in all" if left is not None else ""
+    left, eta = s.left_s, ""
+    if left is not None:
+        eta = f"; about {_minutes(left)} left"
+        record = stored_measurement(dataset)
+        if s.stage == "fine-tuning" and record and estimate(record):  # the answering still to come
+            eta = f"; about {_minutes(left + estimate(record)['answer_s'])} left in all"
+        elif s.stage == "fine-tuning":
+            eta += " of fine-tuning, then the answering"
     unit = "steps" if s.stage == "fine-tuning" else "questions"
     st.progress(s.done / s.total, text=f"{s.stage.capitalize()}: {s.done:,} of {s.total:,} {unit}{eta}")
+
+
+def _offer_text(dataset: str, quick: dict | None, full: dict | None) -> str:
+    work, full_work = workload(dataset, QUICK), workload(dataset, PROFILES["full"])
+    when = "its time on this machine is being measured now (in the background)"
+    if quick is not None:
+        when = (
+            f"**about {_minutes(quick['total_s'])} on this machine now** (the median of "
+            f"{quick['timed_steps']} timed training steps and of {quick['timed_forwards']} forward "
+            f"passes here, measured {_ago(quick['measured_at'])}, times the run's {quick['steps']:,} "
+            f"steps over {quick['windows']:,} windows)"
+        )
+    full_when = f"about {_minutes(full['total_s'])} on this machine now" if full else "being measured"
+    return (
+        "No pool here can answer your own text yet: that needs a question-answering model that runs "
+        f"on this machine. The quick model is fine-tuned for {QUICK.epochs} pass over "
+        f"{work['trained']:,} training questions, then answers {work['answered']:,} questions so that "
+        f"a router can learn when to trust it: {when}. It is much less accurate than the full model, "
+        f"`python scripts/train_agent.py`, which trains {full_work['models']} models for "
+        f"{PROFILES['full'].epochs} passes each, on {full_work['trained']:,} questions in all "
+        f"({full_when}). The new pool {QUICK_POOL} routes between it, rnet-plus and bert-ens."
+    )
+
+
+@st.fragment(run_every=2.0)
+def _await_estimate(dataset: str, shown: int) -> None:
+    """Polls the background measurement; once it has timed more than the ``shown`` profiles, the
+    whole offer is drawn again (and this stops polling once every profile is timed)."""
+    m = measurement(dataset)
+    ready = sum(m.expected(p) is not None for p in PROFILES.values())
+    if m.state == "ready" or ready > shown:
+        st.rerun()
+    if m.state == "failed":
+        st.warning(f"This machine's time for it could not be measured: {m.message}")
+    else:
+        st.caption("Measuring the time of training steps and forward passes on this machine…")
 
 
 def switch_pool_button(pool: str) -> None:
@@ -58,16 +105,10 @@ def offer_quick_agent(dataset: str) -> None:
         st.info(f"Training the quick model for the pool {QUICK_POOL}; you can leave this page meanwhile.")
         _progress(dataset)
         return
-    quick, full = _expected(dataset, "quick"), _expected(dataset, "full")
-    st.info(
-        "No pool here can answer your own text yet: that needs a question-answering model that runs "
-        f"on this machine. The quick model is fine-tuned for {QUICK.epochs} pass over "
-        f"{quick['trained']:,} training questions, then answers {quick['answered']:,} questions so "
-        f"that a router can learn when to trust it: **about {_minutes(quick['total_s'])} here** "
-        "(measured from timed training steps). It is much less accurate than the full model, "
-        f"`python scripts/train_agent.py`, which trains three models (about {_minutes(full['total_s'])} "
-        f"here). The new pool {QUICK_POOL} routes between it, rnet-plus and bert-ens."
-    )
+    m = measurement(dataset)
+    st.info(_offer_text(dataset, m.expected(QUICK), m.expected(PROFILES["full"])))
+    if m.state != "ready":
+        _await_estimate(dataset, sum(m.expected(p) is not None for p in PROFILES.values()))
     if status.state == "failed":
         st.error(f"The last training run stopped: {status.message}. Training again resumes it.")
     if st.button("Train the quick model", type="primary"):

@@ -1,104 +1,287 @@
 """The quick live agent from the dashboard (l2d_core.app_logic.quick_agent): its expected time
-from a timed step, its progress read from a running process's log, and how a run ends."""
+from several timed steps (measured in the background: the page never waits), its progress read
+from the JSON file the run writes, and how a run ends."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import statistics
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
+from l2d_core.agents import qa_training
 from l2d_core.agents.qa_training import PROFILES
+from l2d_core.agents.train_cli import progress_path
 from l2d_core.app_logic import quick_agent as Q
 
+ROOT = Path(__file__).resolve().parent.parent
+# five timed steps each, one far off (the machine was busy for a moment): the median ignores it
+TIMING = {
+    "load_s": 0.5,
+    "train_step_s": [2.0, 9.0, 2.2, 1.8, 2.1],
+    "optimizer_s": [0.2, 0.3, 0.2, 0.1, 0.2],
+    "forward_s": [1.5, 1.4, 6.0, 1.6, 1.5],
+}
 
-def test_expected_time_is_the_timed_step_times_the_work(real_data, fresh_cache, monkeypatch):
+
+@pytest.fixture
+def timed(monkeypatch):
+    """time_training_step replaced by TIMING at the shapes asked for; the calls are recorded."""
     calls = []
 
-    def timed(**kw):
+    def fake(config, device, **kw):
         calls.append(kw)
-        return {"train_step_s": 2.0, "forward_s": 0.5}
+        return {**TIMING, **kw, "forward_s": TIMING["forward_s"] if kw["forward_batch"] else []}
 
-    monkeypatch.setattr(Q, "time_training_step", timed)
-    quick = Q.expected_seconds("squad11")
-    work = Q.workload("squad11")
-    assert quick["trained"] == work["trained"] == Q.QUICK.limit  # the limit caps a fold's questions
-    assert work["answered"] == Q.QUICK.limit + 2595  # its held-out fold (capped) and every test question
-    steps = math.ceil(work["trained"] / Q.QUICK.batch_size) * Q.QUICK.epochs
-    assert quick["train_s"] == pytest.approx(steps * 2.0)
-    assert quick["answer_s"] == pytest.approx(work["answered"] / Q.QUICK.batch_size * 0.5)
-    assert calls == [{"device": "cpu", "batch": Q.QUICK.batch_size}]
-    full = Q.expected_seconds("squad11", PROFILES["full"])
-    assert full["total_s"] > 5 * quick["total_s"] and full["answered"] == 10570
-    assert len(calls) == 1  # measured once, then read from disk
+    monkeypatch.setattr(Q, "time_training_step", fake)
+    monkeypatch.setattr(Q, "_MEASURING", {})
+    monkeypatch.setattr(Q, "_PROCS", {})
+    return calls
 
 
-def test_status_reads_the_progress_of_a_running_process_and_how_it_ended(real_data, fresh_cache):
-    assert Q.training_status("squad11").state == "idle"
-    log = fresh_cache / "models" / "minilm-qa-quick.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text(
-        "[fold0] fine-tuning on 1200 questions\n"
-        "train fold0:   3%|▎         | 2/76 [00:11<07:34,  6.14s/step]\r"
-        "train fold0:  21%|██        | 16/76 [00:58<02:23,  2.40s/step, loss=4.512]\r",
-        encoding="utf-8",
+def test_the_estimate_is_the_median_timed_step_times_the_runs_own_steps_and_tokens(
+    real_data, fresh_cache, timed
+):
+    record = Q.measure("squad11")
+    quick_kw, full_kw = timed  # the quick profile's batch first (with the answering's forward passes)
+    assert quick_kw["batch"] == Q.QUICK.batch_size and quick_kw["forward_batch"] == 32  # the agent's batch
+    assert full_kw["batch"] == PROFILES["full"].batch_size and full_kw["forward_batch"] == 0
+    for kw in timed:  # the mean padded window of each run: realistic lengths
+        assert kw["tokens"] % 32 == 0 and 96 <= kw["tokens"] <= 384
+    assert 96 <= quick_kw["forward_tokens"] <= 384
+
+    quick = Q.estimate(record, Q.QUICK)
+    work = record["work"]["quick"]
+    # the run's own plan: 1,200 questions (the limit) in at least as many windows, batches of 4
+    assert quick["trained"] == Q.QUICK.limit and quick["answered"] == Q.QUICK.limit + 2595
+    assert quick["windows"] >= quick["trained"] and quick["steps"] == math.ceil(quick["windows"] / 4)
+    assert 4 * 384 * quick["steps"] >= work["step_tokens"] >= 32 * quick["windows"]
+    step_median, opt_median = statistics.median([1.8, 8.7, 2.0, 1.7, 1.9]), 0.2  # steps less AdamW
+    per_token = step_median / (4 * quick_kw["tokens"])
+    assert quick["train_s"] == pytest.approx(quick["steps"] * opt_median + work["step_tokens"] * per_token)
+    per_window_token = 1.5 / (32 * quick_kw["forward_tokens"])
+    assert quick["answer_s"] == pytest.approx(work["forward_tokens"] * per_window_token)
+    assert quick["load_s"] == pytest.approx(3 * 0.5)  # train, answer, register
+    assert quick["total_s"] == pytest.approx(quick["train_s"] + quick["answer_s"] + quick["load_s"])
+    assert quick["timed_steps"] == quick["timed_forwards"] == 5
+
+    full = Q.estimate(record, PROFILES["full"])  # its own batch size's timed steps, its own work
+    fw = record["work"]["full"]
+    assert (full["models"], full["answered"]) == (3, 10570)
+    assert full["steps"] == fw["steps"] == sum(math.ceil(n / 32) for n in fw["job_windows"]) * 2
+    per_token = step_median / (32 * full_kw["tokens"])
+    assert full["train_s"] == pytest.approx(fw["steps"] * opt_median + fw["step_tokens"] * per_token)
+    assert full["answer_s"] == pytest.approx(fw["forward_tokens"] * per_window_token)
+    assert full["load_s"] == pytest.approx(7 * 0.5)
+
+    assert Q.expected_seconds("squad11") == quick and len(timed) == 2  # kept on disk, not re-measured
+
+
+def test_a_stale_measurement_is_taken_again(real_data, fresh_cache, timed, monkeypatch):
+    Q.measure("squad11")
+    assert Q.stored_measurement("squad11") is not None
+    threads = Q.torch.get_num_threads()
+    with monkeypatch.context() as m:
+        m.setattr(Q.torch, "get_num_threads", lambda: threads + 1)  # torch's threads changed
+        assert Q.stored_measurement("squad11") is None
+    assert Q.stored_measurement("squad11") is not None
+    monkeypatch.setattr(Q, "STALE_AFTER_S", 0.0)  # older than allowed
+    assert Q.stored_measurement("squad11") is None
+    Q.expected_seconds("squad11")
+    assert len(timed) == 4
+
+
+def test_timing_takes_several_steps_after_a_warm_up(bert_path, monkeypatch):
+    """time_training_step on a tiny model with a clock whose k-th reading is k²: every interval
+    is known, so the lists show which steps were timed (five, not the warm-up)."""
+    from transformers import AutoModelForQuestionAnswering
+
+    ticks = iter(range(1000))
+    monkeypatch.setattr(qa_training, "_clock", lambda: next(ticks) ** 2)
+    calls = []
+    real = AutoModelForQuestionAnswering.from_pretrained
+
+    def load(*args, **kwargs):
+        model = real(*args, **kwargs)
+        model.register_forward_hook(lambda m, i, o: calls.append((m.training, i)))
+        return model
+
+    monkeypatch.setattr(AutoModelForQuestionAnswering, "from_pretrained", load)
+    t = qa_training.time_training_step(
+        qa_training.QATrainConfig(base=str(bert_path)), "cpu", batch=4, tokens=64, forward_batch=8
     )
-    # a process whose command line names train_agent.py stands for the run
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "train_agent.py"])
+    sq = [k * k for k in range(1000)]
+    assert t["load_s"] == sq[1] - sq[0]
+    # readings 2-4: the warm-up step; then three per step (start, after backward, after AdamW)
+    assert t["train_step_s"] == [sq[k + 2] - sq[k] for k in range(5, 20, 3)]
+    assert t["optimizer_s"] == [sq[k + 2] - sq[k + 1] for k in range(5, 20, 3)]
+    # readings 20-21: the warm-up forward; then two per forward pass
+    assert t["forward_s"] == [sq[k + 1] - sq[k] for k in range(22, 32, 2)]
+    assert [training for training, _ in calls] == [True] * 6 + [False] * 6  # warm-ups + 5 each
+
+
+def _progress_file(agent_id: str, **fields) -> Path:
+    path = progress_path(agent_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    base = {"state": "running", "pid": os.getpid(), "updated_at": time.time(), "message": ""}
+    path.write_text(json.dumps(base | fields), encoding="utf-8")
+    return path
+
+
+def test_status_reads_the_progress_file_and_a_dead_pid_means_stopped(real_data, fresh_cache, monkeypatch):
+    monkeypatch.setattr(Q, "_PROCS", {})
+    assert Q.training_status("squad11").state == "idle"
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # stands for the run
     try:
-        (fresh_cache / "models" / "minilm-qa-quick.pid").write_text(str(proc.pid))
+        _progress_file("minilm-qa-quick", pid=proc.pid, stage="fine-tuning", done=16, total=302, left_s=143.5)
         s = Q.training_status("squad11")
-        assert (s.state, s.stage, s.done, s.total, s.left_s) == ("running", "fine-tuning", 16, 76, 143.0)
-        with log.open("a", encoding="utf-8") as f:
-            f.write("\n[fold0] answering 3795 held-out questions\n")
-            f.write("answer fold0:  10%|█ | 384/3795 [00:09<01:20, 42q/s]")
+        assert (s.state, s.stage, s.done, s.total, s.left_s) == ("running", "fine-tuning", 16, 302, 143.5)
+        _progress_file("minilm-qa-quick", pid=proc.pid, stage="answering", done=384, total=3795, left_s=80)
         s = Q.training_status("squad11")
         assert (s.stage, s.done, s.total, s.left_s) == ("answering", 384, 3795, 80.0)
+        # a file nobody has written for a long while: its pid is someone else's now
+        _progress_file("minilm-qa-quick", pid=proc.pid, stage="answering", done=1, total=9, updated_at=0.0)
+        assert Q.training_status("squad11").state == "failed"
+        _progress_file("minilm-qa-quick", pid=proc.pid, stage="answering", done=384, total=3795, left_s=None)
+        assert Q.training_status("squad11").left_s is None
     finally:
         proc.kill()
         proc.wait()
-    with log.open("a", encoding="utf-8") as f:
-        f.write("\nerror: fold0: No space left on device\n")
-    s = Q.training_status("squad11")  # ended without registering its pool: failed, with the reason
-    assert s.state == "failed" and "No space left" in s.message
+    # the process is gone and the file never finished: stopped, and the log says why
+    s = Q.training_status("squad11")
+    assert s.state == "failed" and f"process {proc.pid} ended during answering" in s.message
+    log = fresh_cache / "models" / "minilm-qa-quick.log"
+    log.write_text(
+        "answer fold0:  10%|█ | 384/3795\r\nerror: fold0: No space left on device\n", encoding="utf-8"
+    )
+    assert Q.training_status("squad11").message == "error: fold0: No space left on device"
+    _progress_file("minilm-qa-quick", state="failed", stage="answering", message="MemoryError: out of memory")
+    assert Q.training_status("squad11").message == "MemoryError: out of memory"  # the run said so itself
+    _progress_file("minilm-qa-quick", state="done", stage="registering", pid=proc.pid)
+    assert Q.training_status("squad11").state == "idle"  # finished, but its pool is not this dataset's
 
 
-def test_single_query_page_offers_the_quick_model_then_shows_its_run(real_data, fresh_cache, monkeypatch):
-    """No pool answers new text: the page offers the quick model with this machine's expected
-    time; the button starts the run, whose progress the page then shows; a run that stopped says so."""
-    from pathlib import Path
+def test_the_run_starts_as_a_package_module_and_its_pid_is_watched(real_data, fresh_cache, monkeypatch):
+    monkeypatch.setattr(Q, "_PROCS", {})
+    real = subprocess.Popen
+    measuring = real([sys.executable, "-c", "import time; time.sleep(60)"])
+    monkeypatch.setattr(Q, "_MEASURING", {"squad11": measuring})
+    started = []
 
+    def popen(cmd, **kw):
+        started.append((cmd, kw))
+        return real([sys.executable, "-c", "import time; time.sleep(60)"])
+
+    monkeypatch.setattr(Q.subprocess, "Popen", popen)
+    _progress_file("minilm-qa-quick", state="failed", stage="answering", message="an older run")
+    Q.start_training("squad11")
+    ((cmd, kw),) = started
+    assert cmd == [
+        sys.executable,
+        "-m",
+        "l2d_core.agents.train_cli",
+        "--dataset",
+        "squad11",
+        "--profile",
+        "quick",
+    ]
+    assert kw["cwd"] == Q.PROJECT_ROOT and kw["env"]["L2D_CACHE_DIR"] == str(fresh_cache)
+    assert measuring.poll() is not None  # the measurement under way was stopped: it would slow the run
+    proc = Q._PROCS["minilm-qa-quick"]
+    try:
+        assert not progress_path("minilm-qa-quick").exists()  # the older run's file is gone
+        assert Q.training_status("squad11") == Q.TrainingStatus("running", "starting")
+        Q.start_training("squad11")
+        assert len(started) == 1  # one run at a time
+    finally:
+        proc.kill()
+        proc.wait()
+    assert Q.training_status("squad11").state == "idle"  # it ended before writing anything
+
+
+def test_single_query_page_draws_at_once_then_fills_in_the_time_and_shows_the_run(
+    real_data, fresh_cache, timed, monkeypatch
+):
+    """No pool answers new text: the page draws while the time is being measured (in a
+    background process, never waited for), then shows the measured time; the button starts the
+    run, whose progress the page then shows; a run that stopped says so."""
     from streamlit.testing.v1 import AppTest
 
     import dashboard.live_agent as page_module
 
-    monkeypatch.setattr(Q, "time_training_step", lambda **kw: {"train_step_s": 3.0, "forward_s": 0.6})
-    procs = []
+    class Pending:  # a measurement process that has not finished
+        def poll(self):
+            return None
 
-    def start(dataset):  # stands for the real run: a process named like it, and its log
-        proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "train_agent.py"])
-        procs.append(proc)
-        (fresh_cache / "models").mkdir(exist_ok=True)
-        (fresh_cache / "models" / "minilm-qa-quick.pid").write_text(str(proc.pid))
-        (fresh_cache / "models" / "minilm-qa-quick.log").write_text(
-            "train fold0:  50%|█████     | 38/76 [01:50<01:50,  2.9s/step]\r", encoding="utf-8"
-        )
-
-    monkeypatch.setattr(page_module, "start_training", start)
-    page_module._expected.clear()  # an earlier test's figure must not be shown here
-    root = Path(__file__).resolve().parent.parent
-    at = AppTest.from_file(str(root / "dashboard/single_query.py"), default_timeout=600)
+    spawned = []
+    monkeypatch.setattr(Q, "_spawn", lambda args, log, **kw: spawned.append(args) or Pending())
+    at = AppTest.from_file(str(ROOT / "dashboard/single_query.py"), default_timeout=600)
+    t0 = time.perf_counter()
     at.run()
     assert not at.exception, at.exception
-    expected = Q.expected_seconds("squad11")
+    assert time.perf_counter() - t0 < 60 and timed == []  # nothing was timed in the page's process
+    assert spawned == [["-m", "l2d_core.app_logic.quick_agent", "squad11"]]
     offer = next(i.value for i in at.info if "quick model" in i.value)
-    assert f"about {expected['total_s'] / 60:.0f} min here" in offer and "P3-quick" in offer
+    assert "being measured now" in offer and "about" not in offer and "P3-quick" in offer
+    assert any("Measuring the time" in c.value for c in at.caption)
+    at.run()
+    assert len(spawned) == 1  # one measurement at a time
+
+    # what the background process does: the quick profile's timing is kept first (here the
+    # full profile's batch size then fails): the page shows it and goes on waiting for the rest
+    fake = Q.time_training_step
+
+    def quick_only(config, device, **kw):
+        if kw["batch"] != Q.QUICK.batch_size:
+            raise RuntimeError("stopped")
+        return fake(config, device, **kw)
+
+    monkeypatch.setattr(Q, "time_training_step", quick_only)
+    with pytest.raises(RuntimeError):
+        Q.measure("squad11")
+    at.run()
+    assert not at.exception, at.exception
+    quick = Q.expected_seconds("squad11")
+    offer = next(i.value for i in at.info if "quick model" in i.value)
+    assert f"about {quick['total_s'] / 60:.0f} min on this machine now" in offer
+    assert "in all (being measured)" in offer
+    assert any("Measuring the time" in c.value for c in at.caption)
+
+    monkeypatch.setattr(Q, "time_training_step", fake)
+    record = Q.measure("squad11")
+    at.run()
+    assert not at.exception, at.exception
+    quick, full = Q.estimate(record, Q.QUICK), Q.estimate(record, PROFILES["full"])
+    offer = next(i.value for i in at.info if "quick model" in i.value)
+    assert f"about {quick['total_s'] / 60:.0f} min on this machine now" in offer
+    assert f"about {page_module._minutes(full['total_s'])} on this machine now" in offer
+    assert f"{quick['steps']:,} steps" in offer and "trains 3 models" in offer
+    assert not any("Measuring the time" in c.value for c in at.caption)
+
+    procs = []
+
+    def start(dataset):  # stands for the real run: a live process and the progress file it writes
+        proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        procs.append(proc)
+        _progress_file("minilm-qa-quick", pid=proc.pid, stage="fine-tuning", done=38, total=302, left_s=330.0)
+
+    monkeypatch.setattr(page_module, "start_training", start)
     button = next(b for b in at.button if b.label == "Train the quick model")
     try:
         button.click().run()
         assert not at.exception, at.exception
         assert any("Training the quick model" in i.value for i in at.info)
+        left = (330.0 + quick["answer_s"]) / 60
+        assert any(
+            "38 of 302 steps" in p.proto.text and f"{left:.0f} min left in all" in p.proto.text
+            for p in at.get("progress")
+        )
     finally:
         for p in procs:
             p.kill()
@@ -109,8 +292,6 @@ def test_single_query_page_offers_the_quick_model_then_shows_its_run(real_data, 
 
 
 def test_once_a_pool_answers_new_text_the_page_switches_to_it(real_data, fresh_cache, bert_path):
-    from pathlib import Path
-
     from streamlit.testing.v1 import AppTest
 
     from l2d_core.agents import AgentSpec, register_agent, register_pool
@@ -123,8 +304,7 @@ def test_once_a_pool_answers_new_text_the_page_switches_to_it(real_data, fresh_c
     register_agent(spec, replace=True)
     register_pool(PoolSpec("P3-quick", "squad11", spec.id, ("rnet-plus", "bert-ens"), "test"), replace=True)
     assert Q.training_status("squad11").state == "done"
-    root = Path(__file__).resolve().parent.parent
-    at = AppTest.from_file(str(root / "dashboard/single_query.py"), default_timeout=600)
+    at = AppTest.from_file(str(ROOT / "dashboard/single_query.py"), default_timeout=600)
     at.run()
     assert not at.exception, at.exception
     assert at.selectbox(key="pool").value == "P3"

@@ -1,15 +1,22 @@
-"""scripts/train_agent.py on a tiny BERT built offline and a few real SQuAD questions:
-cross-fitting (no model answers an article it was trained on), registration, resume."""
+"""scripts/train_agent.py (a thin wrapper of l2d_core.agents.train_cli) on a tiny BERT built
+offline and a few real SQuAD questions: cross-fitting (no model answers an article it was
+trained on), registration, resume, and the progress file the dashboard reads."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import train_agent
 from _tiny_models import one_thread
+
+from l2d_core.agents import train_cli
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -21,15 +28,38 @@ def _one_thread():
 ARGS = ["--agent-id", "tiny-qa", "--limit", "6", "--epochs", "1", "--batch-size", "4", "--quiet"]
 
 
-def test_crossfitted_training_registers_the_agent_and_resumes(real_data, fresh_cache, bert_path, capsys):
+def test_crossfitted_training_registers_the_agent_and_resumes(
+    real_data, fresh_cache, bert_path, capsys, monkeypatch
+):
     from l2d_core.agents import get_agent, get_pool
     from l2d_core.agents.cache import AgentCache
     from l2d_core.data import BENCHMARK_TEST_ARTICLES, load_dataset
 
     argv = [*ARGS, "--base", str(bert_path), "--pools", "P3-tiny=rnet-plus,bert-ens", "P2-tiny=bert-ens"]
+    seen = []  # the progress file as the dashboard would read it, at every write
+    write = train_cli.Progress._write
+
+    def spy(self, **fields):
+        write(self, **fields)
+        seen.append(train_cli.read_progress("tiny-qa"))
+
+    monkeypatch.setattr(train_cli.Progress, "_write", spy)
     assert train_agent.main(argv) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert "tiny-qa:" in out and "EM" in out and "training total" in out
+    stages = [(p["stage"], p["model"]) for p in seen]
+    assert stages[0] == ("starting", "") and seen[-1]["state"] == "done"
+    assert [s for s in dict.fromkeys(stages) if s[0] != "starting"] == [
+        *[("fine-tuning", m) for m in ("fold0", "fold1", "full")],
+        *[("answering", m) for m in ("fold0", "fold1", "full")],
+        ("registering", "full"),
+    ]
+    for stage in ("fine-tuning", "answering"):  # every step and every answer counted, up to its total
+        ends = [p for p in seen if p["stage"] == stage and p["done"] == p["total"] > 0]
+        assert len(ends) >= 3 and all(p["left_s"] == 0 for p in ends)
+    assert max(p["total"] for p in seen if p["stage"] == "answering") == 6  # --limit 6 per model
+    assert all(p["pid"] == os.getpid() and p["updated_at"] <= time.time() for p in seen)
+    assert not list((fresh_cache / "models").glob(".*.part"))  # written through a temporary file
 
     root = fresh_cache / "models" / "tiny-qa"
     plan = json.loads((root / "crossfit.json").read_text())
@@ -86,6 +116,26 @@ def test_bad_base_model_is_a_clear_error(real_data, fresh_cache, tmp_path, capsy
     assert rc == 2
     err = capsys.readouterr().err
     assert "error:" in err and "nowhere" in err and "Traceback" not in err
+    p = train_cli.read_progress("tiny-qa")  # the dashboard reads why it stopped
+    assert p["state"] == "failed" and "nowhere" in p["message"] and p["stage"] == "fine-tuning"
+
+
+def test_the_script_is_the_package_module_and_keeps_its_help():
+    assert train_agent.main is train_cli.main
+    root = Path(__file__).resolve().parent.parent
+    by_path = subprocess.run(
+        [sys.executable, "scripts/train_agent.py", "--help"], cwd=root, capture_output=True, text=True
+    )
+    by_module = subprocess.run(
+        [sys.executable, "-m", "l2d_core.agents.train_cli", "--help"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+    assert by_path.returncode == by_module.returncode == 0
+    assert "--profile {full,quick}" in by_path.stdout and "cross-fitted" in by_path.stdout
+    # the same text after the usage lines (whose program name differs)
+    assert by_path.stdout.split("\n\n", 1)[1] == by_module.stdout.split("\n\n", 1)[1]
 
 
 def test_quick_profile_trains_one_model_and_its_pool_routes_on_what_it_answered(

@@ -19,7 +19,7 @@ import json
 import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -39,6 +39,7 @@ __all__ = [
     "train_features",
     "train_qa_model",
     "time_training_step",
+    "training_batches",
     "is_trained",
     "MARKER",
 ]
@@ -188,47 +189,101 @@ PROFILES = {
 }
 
 
+_clock = time.perf_counter  # the timer of :func:`time_training_step` (a test may replace it)
+
+
+def training_batches(
+    lengths: Sequence[int], batch_size: int, epochs: int, seed: int = 0
+) -> list[tuple[int, int]]:
+    """(windows, padded tokens) of every step :func:`train_qa_model` takes on windows of these
+    token ``lengths``: the same length-grouped batches in the same seeded order, each padded to a
+    multiple of 32 tokens as its collator pads them — what an estimate of its time is made from."""
+    rng = random.Random(seed)
+    return [
+        (len(idx), -(-max(lengths[j] for j in idx) // 32) * 32)
+        for _ in range(epochs)
+        for idx in _length_grouped_batches(lengths, batch_size, rng)
+    ]
+
+
 def time_training_step(
     config: QATrainConfig = QATrainConfig(),
     device: str | None = None,
-    batch: int = 16,
+    batch: int = 4,
     tokens: int = 192,
-    forward_batch: int = 64,
-) -> dict[str, float]:
-    """Seconds of one training step (forward, backward, AdamW) on ``batch`` windows and of one
-    forward pass on ``forward_batch`` windows (as the trained model answers), ``tokens`` tokens
-    each, of the base model on ``device``: the least of two timings after a warm-up step — what
-    an estimate of a training run's time on this machine is made from."""
+    forward_batch: int = 32,
+    forward_tokens: int = 192,
+    repeats: int = 5,
+) -> dict:
+    """How long the base model of ``config`` takes on ``device`` here, in seconds: ``load_s``
+    (loading it), then after one warm-up step each, ``repeats`` training steps on ``batch``
+    windows of ``tokens`` tokens (``train_step_s``: forward, backward, gradient clipping, AdamW;
+    ``optimizer_s``: the clipping and AdamW part of each, which does not grow with the batch) and
+    ``repeats`` forward passes without gradients on ``forward_batch`` windows of
+    ``forward_tokens`` tokens (``forward_s``, as the trained model answers; none when
+    ``forward_batch`` is 0). Lists, one entry per timed step: an estimate takes their median. The
+    windows carry some padding, as real batches do."""
     from transformers import AutoModelForQuestionAnswering
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.set_verbosity_error()
     dev = pick_device(device)
     bf16 = config.bf16 if config.bf16 is not None else (dev.type == "cuda" or cpu_has_fast_bf16())
+    t0 = _clock()
     model = AutoModelForQuestionAnswering.from_pretrained(config.base_path()).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=config.lr)
+    load_s = _clock() - t0
+    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    vocab = model.config.vocab_size
 
-    def timed(step) -> float:
-        t0 = time.perf_counter()
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
-            step()
+    def windows(n: int, length: int) -> dict:
+        mask = torch.ones(n, length, dtype=torch.long)
+        mask[: n // 2, length - length // 8 :] = 0  # the shorter windows of a batch, padded
+        ids = torch.randint(min(1000, vocab - 1), vocab, (n, length))
+        return {"input_ids": ids.to(dev), "attention_mask": mask.to(dev)}
+
+    def sync() -> None:
         if dev.type == "cuda":
             torch.cuda.synchronize()
-        return time.perf_counter() - t0
 
-    def train_step() -> None:
-        ids = torch.randint(1000, 2000, (batch, tokens), device=dev)
-        pos = torch.zeros(batch, dtype=torch.long, device=dev)
-        model.train()(input_ids=ids, start_positions=pos, end_positions=pos).loss.backward()
+    def train_step() -> tuple[float, float]:
+        inputs = windows(batch, tokens)
+        pos = torch.randint(0, tokens // 2, (batch,), device=dev)
+        t0 = _clock()
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = model.train()(**inputs, start_positions=pos, end_positions=pos).loss
+        loss.backward()
+        sync()
+        t1 = _clock()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
         opt.step()
         opt.zero_grad(set_to_none=True)
+        sync()
+        t2 = _clock()
+        return t2 - t0, t2 - t1
 
-    def forward() -> None:
-        with torch.no_grad():
-            model.eval()(input_ids=torch.randint(1000, 2000, (forward_batch, tokens), device=dev))
+    def forward() -> float:
+        inputs = windows(forward_batch, forward_tokens)
+        t0 = _clock()
+        with torch.inference_mode(), torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
+            model.eval()(**inputs)
+        sync()
+        return _clock() - t0
 
-    timed(train_step)  # warm-up: first-call allocations
+    train_step()  # warm-ups: first-call allocations
+    steps = [train_step() for _ in range(repeats)]
+    if forward_batch:
+        forward()
     return {
-        "train_step_s": min(timed(train_step) for _ in range(2)),
-        "forward_s": min(timed(forward) for _ in range(2)) / forward_batch * batch,  # per ``batch``
+        "load_s": load_s,
+        "train_step_s": [s for s, _ in steps],
+        "optimizer_s": [o for _, o in steps],
+        "forward_s": [forward() for _ in range(repeats if forward_batch else 0)],
+        "batch": batch,
+        "tokens": tokens,
+        "forward_batch": forward_batch,
+        "forward_tokens": forward_tokens,
+        "device": str(dev),
+        "torch_threads": torch.get_num_threads(),
     }
 
 
@@ -239,9 +294,11 @@ def train_qa_model(
     device: str | None = None,
     progress: bool = True,
     meta: dict | None = None,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> dict:
     """Fine-tune ``config.base`` on ``records`` and save it to ``out_dir``; returns the stats
-    written to ``out_dir/l2d_training.json`` (config, windows, steps, seconds, final loss)."""
+    written to ``out_dir/l2d_training.json`` (config, windows, steps, seconds, final loss).
+    ``on_step(done, total)`` hears of every step (and of step 0 before the first)."""
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer, DataCollatorWithPadding
     from transformers.utils import logging as hf_logging
 
@@ -274,6 +331,8 @@ def train_qa_model(
     t0 = time.perf_counter()
     losses: list[float] = []
     bar = tqdm(total=total, desc=f"train {Path(out_dir).name}", unit="step", disable=not progress)
+    report = on_step or (lambda done, total: None)
+    report(0, total)
     for _ in range(config.epochs):
         for idx in _length_grouped_batches(lengths, config.batch_size, rng):
             batch = _collate(collator, feats, idx, dev)
@@ -287,6 +346,7 @@ def train_qa_model(
             losses.append(float(loss.detach()))
             bar.update(1)
             bar.set_postfix(loss=f"{np.mean(losses[-50:]):.3f}")
+            report(len(losses), total)
     bar.close()
     seconds = time.perf_counter() - t0
     out = Path(out_dir)
