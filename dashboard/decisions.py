@@ -15,13 +15,16 @@ from dashboard.widgets import (
 from l2d_core.app_logic.decisions import (
     BRUSH,
     brush_axes,
+    compared_dict,
     decisions_chart,
     decisions_frame,
     explain,
     filter_decisions,
+    option_labels,
 )
 from l2d_core.app_logic.explorer import router_view
 from l2d_core.app_logic.highlight import context_html, label_colors, legend_html, md_plain
+from l2d_core.report.charts import compared_chart
 
 st.title("Routing decisions")
 dataset, pool = select_pool()
@@ -122,7 +125,14 @@ if missing:
     st.caption(f"Answer not found verbatim in the context: {', '.join(missing)}.")
 if not rec.answers:
     st.caption("Unanswerable question: the right answer is no answer.")
-st.dataframe(ex["table"], hide_index=True)
+compared = compared_dict(view.decision, i, agents)
+if compared is not None:
+    left, right = st.columns([2, 3])
+    chart = compared_chart(compared, ex["winner"], option_labels(compared, agents))
+    left.altair_chart(chart, key="dec_compared", width="stretch")
+    right.dataframe(ex["table"], hide_index=True)
+else:
+    st.dataframe(ex["table"], hide_index=True)
 if ex["signals"] and getattr(router, "confidence_", False):
     st.caption(
         f"What the router read besides the answers — {bench.pool.main}'s own confidence in its answer: "

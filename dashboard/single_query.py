@@ -13,6 +13,7 @@ from dashboard.widgets import (
     select_routers,
     shown_errors,
 )
+from l2d_core.app_logic.decisions import option_labels
 from l2d_core.app_logic.live import answers_frame, live_pools, main_runs_live, query_gflops
 from l2d_core.deploy import deploy
 from l2d_core.evaluation.registry import router_label
@@ -149,9 +150,8 @@ if main.get("confidence") and reads_answer:
 left, right = st.columns(2)
 compared = r["compared"]
 if compared is not None:
-    first = compared["step"] == "first stage"
-    labels = {ids[0]: f"keep {ids[0]}'s answer", asked["agent"]: f"ask {asked['agent']}"} if first else None
-    left.altair_chart(compared_chart(compared, r["agent"], labels), key="sq_cost_chart", width="stretch")
+    chart = compared_chart(compared, r["agent"], option_labels(compared, ids))
+    left.altair_chart(chart, key="sq_cost_chart", width="stretch")
     left.caption(f"{compared['quantity'].capitalize()}: {compared['note']}.")
 if r["chance_wrong"] is not None:
     p = pd.DataFrame(

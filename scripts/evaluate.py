@@ -24,6 +24,8 @@ from l2d_core.app_logic.cost_settings import add_cost_arguments, checked_budget,
 from l2d_core.data import DATASETS
 from l2d_core.evaluation.benchmark import BETA_POINTS, PRICE_POINTS, prepare
 from l2d_core.evaluation.comparison import evaluate_router
+from l2d_core.evaluation.registry import make_router, router_ids
+from l2d_core.method.training import PAPER_CONFIG
 
 
 def budget_line(b: dict) -> str:
@@ -38,8 +40,7 @@ def budget_line(b: dict) -> str:
         f"query on the test articles: {got:.4g} (95% interval {ci[0]:.4g} – {ci[1]:.4g})"
     )
     return line + (f"\nnote: this router {b['note']}" if b["note"] else "")
-from l2d_core.evaluation.registry import make_router, router_ids
-from l2d_core.method.training import PAPER_CONFIG
+
 
 JSON_KEYS = (
     "em",

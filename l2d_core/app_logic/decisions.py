@@ -131,6 +131,36 @@ def explain(bench: Benchmark, view: RouterView, i: int) -> dict:
     }
 
 
+def compared_dict(decision, i: int, ids) -> dict | None:
+    """What decided question ``i`` in the routing API's form (``step``, ``quantity``, ``note``,
+    ``values`` per agent, None where not weighed): what the pages' charts draw.
+
+    >>> from l2d_core.evaluation.points import Decision
+    >>> d = Decision(np.array([1]), expected=np.array([[0.4, 0.2, np.nan]]))
+    >>> compared_dict(d, 0, ("g", "m1", "m2"))["values"]
+    {'g': 0.4, 'm1': 0.2, 'm2': None}
+    """
+    c = decision.compared(i)
+    if c is None:
+        return None
+    stage = c["stage"]
+    values = {a: (None if np.isnan(v) else float(v)) for a, v in zip(ids, c["values"].tolist())}
+    return {"step": stage.name, "quantity": stage.quantity, "note": stage.note, "values": values}
+
+
+def option_labels(compared: dict | None, ids) -> dict[str, str] | None:
+    """How a chart names the options of the step that decided: a two-stage cascade's first step
+    weighs keeping the main answer against asking an expert (other steps: the agents' ids).
+
+    >>> option_labels({"step": "first stage", "values": {"g": 0.3, "m1": 0.5, "m2": None}}, ("g", "m1", "m2"))
+    {'g': "keep g's answer", 'm1': 'ask m1'}
+    """
+    if not compared or compared["step"] != "first stage":
+        return None
+    asked = next(a for a, v in compared["values"].items() if v is not None and a != ids[0])
+    return {ids[0]: f"keep {ids[0]}'s answer", asked: f"ask {asked}"}
+
+
 def _number(x: float) -> str:
     return "∞" if x == np.inf else ("−∞" if x == -np.inf else f"{x:.3f}")
 

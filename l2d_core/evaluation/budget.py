@@ -48,12 +48,13 @@ __all__ = [
     "surcharge_choice",
     "price_choice",
     "reach_note",
+    "pinned_note",
     "budget_decision",
 ]
 
 BUDGET_KINDS = ("share", "gflops")  # share of queries on which an expert is called; mean GFLOPs per query
 SHARE_STEP = 0.01  # the surcharge's step per query, as a fraction of the spread of the calibration scores
-PRICE_STEP = 0.05  # the log-price's step per query, per unit of relative overspend
+PRICE_STEP = 0.15  # the log-price's step per query, per unit of relative overspend
 PRICE_RANGE = (1e-4, 1e4)  # λ (errors per TFLOP) the GFLOPs follower moves within
 
 
@@ -249,6 +250,27 @@ class PriceFollower:
             j = choice[t] = int(np.argmin(errors[t] + 2.0 * lam * extra_gflops[t] / 1000.0))
             self.observe(float(base[t] + extra_gflops[t, j]))
         return choice, used
+
+
+def pinned_note(target: float, spent: float, price: np.ndarray) -> str:
+    """Why a followed GFLOPs budget was not met on a stream when the price sat at an end of its
+    range (nearly free compute and still under the budget; or the dearest price and still over
+    it), or "" when it was met or the price could move.
+
+    >>> pinned_note(800.0, 450.0, np.full(10, PRICE_RANGE[0]))[:48]
+    'it spends 450.0 GFLOPs per query on these questi'
+    """
+    lo, hi = PRICE_RANGE
+    if abs(spent - target) <= 0.05 * target:
+        return ""
+    if spent < target and (price <= lo * 1.001).mean() > 0.1:
+        return (
+            f"it spends {spent:.1f} GFLOPs per query on these questions: more compute is not expected to "
+            f"help them (compute was nearly free, λ = {lo:g}, on {(price <= lo * 1.001).mean():.0%} of them)"
+        )
+    if spent > target and (price >= hi * 0.999).mean() > 0.1:
+        return f"it cannot spend less than {spent:.1f} GFLOPs per query on these questions"
+    return ""
 
 
 def budget_stage(kind: str, target: float) -> Stage:

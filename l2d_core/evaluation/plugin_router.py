@@ -27,6 +27,7 @@ from .budget import (
     budget_stage,
     calibrate_price,
     defer_margin,
+    pinned_note,
     price_choice,
     price_values,
     reach_note,
@@ -177,7 +178,8 @@ class PlugInRouter(Router):
             training_share=float((cal_choice != 0).mean()),
             training_gflops=float((b_cal + x_cal[np.arange(len(cal_choice)), cal_choice]).mean()),
             reachable=(least, most),
-            note=reach_note("gflops", target, least, most),
+            note=reach_note("gflops", target, least, most)
+            or pinned_note(target, float((base + extra[np.arange(len(choice)), choice]).mean()), price),
             follower=state,
         )
         return d, info
