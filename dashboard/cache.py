@@ -2,23 +2,29 @@
 
 Heavy objects (the prepared benchmark, fitted routers, the agent cache) are held once per
 process with ``st.cache_resource``; tables and figures are ``st.cache_data`` /
-``st.cache_resource`` keyed by what determines them.
+``st.cache_resource`` keyed by what determines them. The long waits before a cached object is
+there show a progress bar with the time left instead of a spinner: the dataset's embeddings
+(a background job, :mod:`l2d_core.app_logic.jobs`) and a router's fit (``dashboard.progress``).
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import streamlit as st
 
+from dashboard.progress import Background, timed_bar, wait_for
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.registry import get_agent, get_pool
 from l2d_core.app_logic.explorer import default_router as pick_default
 from l2d_core.app_logic.explorer import sweep_frame
+from l2d_core.app_logic.jobs import embedding_key, expected_duration, record_duration, start_embedding, status
 from l2d_core.app_logic.live import answer_with
 from l2d_core.app_logic.overview import agent_table
 from l2d_core.evaluation.benchmark import Benchmark, embeddings_on_disk, prepare
-from l2d_core.evaluation.registry import make_router, router_class
+from l2d_core.evaluation.registry import make_router, router_class, router_label
 from l2d_core.evaluation.results import load_results
 from l2d_core.evaluation.router import Router
 from l2d_core.evaluation.validation import waiting
@@ -31,6 +37,7 @@ __all__ = [
     "default_router",
     "routers_waiting",
     "embeddings_ready",
+    "ensure_embeddings",
     "agent_cache",
     "agent_summary",
     "sweep",
@@ -40,10 +47,20 @@ __all__ = [
 ]
 
 
-@st.cache_resource(show_spinner="Loading the benchmark's questions and every agent's answers…")
 def benchmark(dataset: str, pool: str, embeddings: bool = False) -> Benchmark:
-    """The pool on the benchmark split; with the question/context embeddings only when asked."""
+    """The pool on the benchmark split; with the question/context embeddings only when asked
+    (computed first where missing, with a progress bar: :func:`ensure_embeddings`)."""
+    if embeddings:
+        ensure_embeddings(dataset)
+    return _benchmark(dataset, pool, embeddings)
+
+
+@st.cache_resource(show_spinner="Loading the benchmark's questions and every agent's answers…")
+def _benchmark(dataset: str, pool: str, embeddings: bool) -> Benchmark:
     return prepare(dataset, pool, features_needed=embeddings)
+
+
+benchmark.clear = _benchmark.clear
 
 
 @st.cache_data(show_spinner=False)
@@ -51,12 +68,86 @@ def embeddings_ready(dataset: str) -> bool:
     return embeddings_on_disk(dataset)
 
 
-@st.cache_resource(
-    show_spinner="Fitting the router on the training articles (once per pool)…", max_entries=64
-)
+def ensure_embeddings(dataset: str) -> None:
+    """Every question and context of ``dataset`` embedded: where some are not, the embedding job
+    runs (started, or joined when it runs already) and this page waits with its progress bar —
+    texts embedded of all and the time left. The job writes each batch to the embedding cache:
+    a tab closed midway leaves it running, and a job stopped midway keeps what it embedded."""
+    if embeddings_ready(dataset):
+        return
+    start_embedding(dataset)
+    note = (
+        f"Once per dataset for every pool of {dataset}, kept on disk. It runs in a process of its own: "
+        "closing this tab does not stop it."
+    )
+    last = wait_for(lambda: status(embedding_key(dataset)), note)
+    embeddings_ready.clear()
+    if not embeddings_ready(dataset):
+        why = last.error or "it ended without embedding every text"
+        st.error(
+            f"Embedding the questions and contexts of {dataset} stopped ({why}). Reload the page to "
+            "carry on: the texts embedded so far are kept."
+        )
+        st.stop()
+
+
+_FITTED: set[tuple[str, str, str]] = set()  # routers fitted in this process (in _fitted_router's cache)
+_FITS: dict[tuple[str, str, str], Background] = {}  # routers being fitted now
+_FITS_LOCK = threading.Lock()
+TRAINED_S = 1.0  # a fit this long trained a head (loading one stored on disk takes a fraction of it)
+
+
+def _fit(router_id: str, bench: Benchmark) -> Router:
+    """Fit one router, timing it: a fit that trained is this machine's measure for the next."""
+    start = time.perf_counter()
+    router = make_router(router_id).fit(bench)
+    if (took := time.perf_counter() - start) > TRAINED_S:
+        record_duration(f"fit|{router_id}", took, len(bench.train))
+    return router
+
+
 def fitted_router(dataset: str, pool: str, router_id: str) -> Router:
+    """The router fitted on the training articles (once per pool and process). A router that
+    reads the embeddings waits for them first (:func:`ensure_embeddings`); the fit shows a bar
+    with the time left, scaled from this router's last fit on this machine. The fit runs in a
+    thread of its own: a rerun meanwhile waits for the same fit rather than starting another."""
+    cls = router_class(router_id)
+    reads = cls is not None and cls.reads_embeddings
+    if reads:
+        ensure_embeddings(dataset)
+    key = (dataset, pool, router_id)
+    if key not in _FITTED:
+        bench = benchmark(dataset, pool, reads)
+        with _FITS_LOCK:
+            task = _FITS.get(key)
+            if task is None or task.error is not None:  # a failed fit is tried again
+                task = _FITS[key] = Background(lambda: _fit(router_id, bench))
+        n = len(bench.train)
+        what = f"Fitting {router_label(router_id)} on {n:,} training questions (once per pool)"
+        router = timed_bar(task, what, expected_duration(f"fit|{router_id}", n))
+        with _FITS_LOCK:
+            if key not in _FITTED:
+                _fitted_router(dataset, pool, router_id, _router=router)
+                _FITTED.add(key)
+                _FITS.pop(key, None)
+    return _fitted_router(dataset, pool, router_id)
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _fitted_router(dataset: str, pool: str, router_id: str, _router: Router | None = None) -> Router:
+    """The fitted router of :func:`fitted_router` (``_router``: fitted already, kept here)."""
+    if _router is not None:
+        return _router
     cls = router_class(router_id)
     return make_router(router_id).fit(benchmark(dataset, pool, cls is not None and cls.reads_embeddings))
+
+
+def _clear_fitted() -> None:
+    _FITTED.clear()
+    _fitted_router.clear()
+
+
+fitted_router.clear = _clear_fitted
 
 
 @st.cache_data(show_spinner=False)

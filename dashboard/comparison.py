@@ -4,11 +4,29 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard.cache import benchmark, comparison_results
+from dashboard.cache import comparison_results
+from dashboard.progress import job_bar
 from dashboard.widgets import select_pool, shown_errors
 from l2d_core import report
-from l2d_core.app_logic.comparison import run_and_save
+from l2d_core.app_logic.comparison import comparison_status, start_comparison
+from l2d_core.app_logic.jobs import duration
 from l2d_core.evaluation.results import list_results
+
+
+@st.fragment(run_every=2.0)
+def _running(dataset: str, pool: str) -> None:
+    """The comparison job's bar, read from its progress file every 2 s; the whole page is drawn
+    again when it ends (its results, or why it stopped)."""
+    job = comparison_status(dataset, pool)
+    if not job.running:
+        st.rerun()
+    job_bar(job)
+    st.caption(
+        f"Running for {duration(job.elapsed_s)} in a process of its own: closing this tab does not "
+        "stop it, and it saves its results when done (this page, reloaded or in another tab, "
+        "shows it again)."
+    )
+
 
 st.title("Router comparison")
 st.caption(
@@ -23,14 +41,19 @@ st.caption(
 )
 dataset, pool = select_pool()
 
-if st.button(f"Run comparison for this pool ({dataset} {pool})", key="cmp_run"):
-    with st.status(f"Comparing routers on {dataset} {pool}…", expanded=True) as box:
-        with shown_errors():
-            saved = run_and_save(
-                benchmark(dataset, pool, True), progress=box.write
-            )  # every router: embeddings too
-        box.update(label=f"Saved {saved}", state="complete", expanded=False)
-    st.session_state["cmp_file"] = str(saved)
+job = comparison_status(dataset, pool)
+if not job.running and st.button(f"Run comparison for this pool ({dataset} {pool})", key="cmp_run"):
+    with shown_errors():
+        job = start_comparison(dataset, pool)
+if job.running:
+    st.session_state["cmp_job"] = (dataset, pool)  # its results are shown when it is done
+    _running(dataset, pool)
+elif job.state == "failed":
+    st.error(f"The last comparison run on {dataset} {pool} stopped: {job.error}.")
+elif job.state == "done" and st.session_state.get("cmp_job") == (dataset, pool):
+    st.session_state.pop("cmp_job")
+    st.success(f"Saved {job.result} ({duration(job.elapsed_s)}).")
+    st.session_state["cmp_file"] = job.result  # the run's results are the ones shown
 
 files = [str(p) for p in list_results()]
 if not files:

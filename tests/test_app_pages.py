@@ -10,7 +10,10 @@ rerun takes about a second.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -362,3 +365,94 @@ def test_the_training_time_shown_is_measured_on_this_machine():
     assert all(h.trained == 1 for h in heads)
     took = re.fullmatch(r"about (\d+\.\d) s each here, measured", training_time())
     assert took and float(took.group(1)) >= 0.05
+
+
+# --- the router comparison as a background job -------------------------------------------------
+
+
+def comparison_page(tmp_path, monkeypatch) -> AppTest:
+    monkeypatch.setenv("L2D_REPORTS_DIR", str(tmp_path / "reports"))
+    return page("dashboard/comparison.py")  # the default pool: squad11 P3
+
+
+def bars(at: AppTest) -> list[tuple[int, str]]:
+    return [(p.proto.value, p.proto.text) for p in at.get("progress")]
+
+
+def job_until(key: str, until, timeout: float = 300.0):
+    from l2d_core.app_logic import jobs
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if until(s := jobs.status(key)):
+            return s
+        time.sleep(0.1)
+    pytest.fail(f"job {key} never got there: {jobs.status(key)}")
+
+
+def stop_job(pid: int) -> None:
+    from l2d_core.app_logic import jobs
+
+    os.kill(pid, signal.SIGKILL)
+    end = time.monotonic() + 30
+    while time.monotonic() < end and jobs.status("reap") is not None and os.path.exists(f"/proc/{pid}"):
+        time.sleep(0.05)  # status() reaps this process's own children
+
+
+def test_the_comparison_page_shows_a_running_job_in_every_tab(real_data, fresh_cache, tmp_path, monkeypatch):
+    """A comparison running (a stand-in job counting routers under the page's job key) is shown
+    with its bar — routers done of all, time left — in a new tab too, with no second run offered;
+    once its process is gone the page says it stopped and offers the run again."""
+    from l2d_core.app_logic import jobs
+    from l2d_core.app_logic.comparison import comparison_key
+
+    key = comparison_key("squad11", "P3")
+    stage = "Comparing the routers on squad11 P3"
+    args = {"n": 400, "dt": 0.25, "out": str(tmp_path / "x.json"), "stage": stage, "unit": "routers"}
+    job = jobs.start(key, "tests.test_jobs:counting", args)
+    try:
+        job_until(key, lambda s: s.done >= 2)
+        at = ran(comparison_page(tmp_path, monkeypatch))
+        assert "cmp_run" not in [b.key for b in at.button]  # running: no second run offered
+        ((value, text),) = bars(at)
+        said = re.fullmatch(rf"{stage}: item (\d+) done \((\d+) of 400 routers\); about (.+) left", text)
+        assert said and said.group(1) == said.group(2), text
+        assert value == int(int(said.group(2)) / 400 * 100)
+        assert any("closing this tab does not stop it" in c.value for c in at.caption)
+        job_until(key, lambda s: s.done >= int(said.group(2)) + 2)
+        other_tab = ran(comparison_page(tmp_path, monkeypatch))
+        ((_, later),) = bars(other_tab)
+        assert int(re.search(r"\((\d+) of 400", later).group(1)) > int(said.group(2))
+        assert jobs.status(key).pid == job.pid
+    finally:
+        stop_job(job.pid)
+    ran(at)
+    assert not bars(at) and at.button(key="cmp_run")
+    assert any(e.value == "The last comparison run on squad11 P3 stopped: stopped." for e in at.error)
+
+
+@slow
+def test_the_comparison_button_starts_a_job_that_counts_what_it_embeds(
+    real_data, fresh_cache, tmp_path, monkeypatch
+):
+    """On a fresh cache the button starts the comparison job; the page draws its bar at once, and
+    the job's first long stage, the embeddings, is counted (texts embedded of all, time left)."""
+    from l2d_core.app_logic.comparison import comparison_status
+
+    at = ran(comparison_page(tmp_path, monkeypatch))
+    assert any("No results yet" in i.value for i in at.info) and not bars(at)
+    ran(at.button(key="cmp_run").click())
+    job = comparison_status("squad11", "P3")
+    try:
+        assert job.running and job.title == "Router comparison on squad11 P3"
+        ((value, text),) = bars(at)
+        assert value == 0 and text.startswith(("Starting… (", "Loading the questions")), text
+        embedding = job_until(job.key, lambda s: s.unit == "texts" and s.done > 0)
+        assert embedding.pid == job.pid and embedding.total == 12606  # 2,067 contexts, 10,539 questions
+        ran(at)
+        ((value, text),) = bars(at)
+        embedded = r"Embedding the questions and contexts: ([\d,]+) of 12,606 texts; about (.+) left"
+        said = re.fullmatch(embedded, text)
+        assert said and value == int(int(said.group(1).replace(",", "")) / 12606 * 100), text
+    finally:
+        stop_job(job.pid)

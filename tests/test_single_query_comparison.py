@@ -10,6 +10,7 @@ and with a stub model whose logits are set by hand.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from streamlit.testing.v1 import AppTest
 from l2d_core.agents import AgentSpec, get_agent
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.runners import ExtractiveAgent
+from l2d_core.app_logic.comparison import comparison_status
 from l2d_core.app_logic.live import answer_with, check_expected_answer, runnable_agent
 from l2d_core.data import QARecord
 from l2d_core.deploy import deploy
@@ -328,10 +330,20 @@ def test_comparison_page_without_results_then_run(p2_results, tmp_path, monkeypa
     assert set(at.dataframe[0].value["router"]) == set(p2_results["routers"])
     assert len(at.get("plotly_chart")) == 3  # cost–EM, PGR (two agents), TDL
     assert len(at.get("download_button")) == 1
-    # the button computes the selected pool and saves reports/<dataset>-<pool>/results.json
+    # the button starts the comparison of the selected pool as a background job (a progress bar
+    # meanwhile), which saves reports/<dataset>-<pool>/results.json; the page then shows it
     at.selectbox(key="pool").set_value("P2")
     at.button(key="cmp_run").click().run()
     assert not at.exception, at.exception
+    assert len(at.get("progress")) == 1
+    job = comparison_status("squad11", "P2")
+    while job.running:
+        time.sleep(1.0)
+        job = comparison_status("squad11", "P2")
+    at.run()
+    assert not at.exception, at.exception
     saved = tmp_path / "squad11-P2" / "results.json"
+    assert job.state == "done" and job.result == str(saved), job
     assert saved.is_file() and at.selectbox(key="cmp_file").value == str(saved)
+    assert any(s.value.startswith(f"Saved {saved} (") for s in at.success)
     assert load_results(saved)["routers"].keys() == p2_results["routers"].keys()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
@@ -20,7 +21,7 @@ from ..data.records import QADataset, QARecord
 from ..method.costs import COST_RULES, CostConfig
 from ..paths import DEFAULT_ENCODER, cache_dir
 from ..routers.encoder import Encoder, load_encoder
-from ..routers.features import featurize
+from ..routers.features import feature_texts, featurize
 from ..stores import open_disk_cache
 
 __all__ = [
@@ -171,13 +172,16 @@ def prepare(
     progress: bool = False,
     features_needed: bool = True,
     limit_train: int | None = None,
+    embed_progress: Callable[[int, int, float], None] | None = None,
 ) -> Benchmark:
     """Load data, split by the BENCHMARK.md test articles, featurize every split.
 
     ``val_fraction`` carves validation articles out of the training articles (seeded);
     ``limit_train`` keeps a random sample of that many training questions (seed 0), before
     featurizing; ``features_needed=False`` skips the encoder (enough for routers that read no
-    embeddings).
+    embeddings). ``embed_progress(done, total, work)`` follows the embedding of the texts not in
+    the embedding cache yet (:meth:`~l2d_core.routers.encoder.Encoder.embed`'s ``step``; not
+    called when every text is cached).
     """
     if not 0.0 <= val_fraction < 1.0:
         raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
@@ -198,6 +202,10 @@ def prepare(
         )
         val_mask = np.isin(train.titles, list(val_ds.titles))
         val, train = train.take(val_mask), train.take(~val_mask)
+    if features_needed and embed_progress is not None:  # every split's texts in one counted run
+        recs = [ds[q] for split in (train, val, test) if split is not None for q in split.qids]
+        enc = encoder_for(encoder)
+        enc.embed(feature_texts(enc, recs, features), progress=progress, step=embed_progress)
 
     def embed(split: RoutingData) -> np.ndarray:
         recs = [ds[q] for q in split.qids]

@@ -221,14 +221,17 @@ def run_comparison(
     boot_seed: int = 0,
     prices: Sequence[float] = PRICE_POINTS,
     params: dict[str, dict] | None = None,
+    step: Callable[[int, int, str], None] | None = None,
 ) -> Results:
     """Every router (default: :func:`router_ids`) on ``bench``: summaries per seed, then mean and
     std over ``seeds``; points averaged over seeds; paired bootstrap intervals over the test
     questions (``n_boot`` resamples; 0 skips them). Besides the BENCHMARK.md β₁ points (the
     paper's GFLOPs rule), every router is also evaluated at the per-TFLOP prices ``prices``.
 
-    ``progress`` gets one line per router (the dashboard shows it in a status box); ``params``
-    maps a router id to its constructor parameters (e.g. the rejector's full mode).
+    ``progress`` gets one line per router as it starts (the benchmark script prints it);
+    ``step(k, n, router id)`` is called as each router is done, ``k`` of ``n`` (the dashboard's
+    progress bar); ``params`` maps a router id to its constructor parameters (e.g. the
+    rejector's full mode).
     """
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
@@ -277,7 +280,8 @@ def run_comparison(
     results["tdl_random"] = {beta_key(b): M.random_tdl(c, None, seeds)[0] for b, c in cost_by_beta.items()}
     ref_q = {beta_key(b): query_costs(c).mean(axis=1) for b, c in cost_by_beta.items()}  # (N,) each
     weights = M.bootstrap_weights(len(test), n_boot, boot_seed) if n_boot > 0 else None
-    for rid in routers if routers is not None else router_ids(bench):
+    ids = list(routers if routers is not None else router_ids(bench))
+    for done, rid in enumerate(ids, 1):
         if progress:
             progress(f"{rid}: {len(seeds)} seed(s)")
         fitted = [make_router(rid, **(params or {}).get(rid, {})).fit(bench, s) for s in seeds]
@@ -325,5 +329,7 @@ def run_comparison(
         for p in points:
             p.pop("_q", None)
         results["routers"][rid] = entry
+        if step:
+            step(done, len(ids), rid)
     results["pareto_front"] = _pareto_all(results["routers"])
     return results

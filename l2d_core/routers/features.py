@@ -28,6 +28,7 @@ __all__ = [
     "FEATURE_KINDS",
     "CONFIDENCE_COLUMNS",
     "featurize",
+    "feature_texts",
     "answer_features",
     "extra_features",
     "confidence_features",
@@ -59,6 +60,16 @@ def featurize(
     q = embed([r.question for r in records])  # (N, H)
     c = c_vec[[c_of[r.context] for r in records]]  # (N, H)
     return np.concatenate([q, c, q * c, np.abs(q - c)], axis=1)
+
+
+def feature_texts(encoder: Encoder, records: Sequence[QARecord], kind: str = "separate") -> list[str]:
+    """The texts :func:`featurize` embeds for ``records`` (each context once), so that a caller
+    can embed them first with a progress callback (:meth:`Encoder.embed`'s ``step``)."""
+    if kind == "pair":
+        return [f"{r.question}{encoder.tokenizer.sep_token}{r.context}" for r in records]
+    if kind != "separate":
+        raise ValueError(f"unknown feature kind {kind!r}; known: {FEATURE_KINDS}")
+    return [*dict.fromkeys(r.context for r in records), *dict.fromkeys(r.question for r in records)]
 
 
 def answer_features(

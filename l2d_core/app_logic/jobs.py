@@ -1,0 +1,398 @@
+"""Background jobs that outlive a page: a long computation runs in its own process and says how
+far it is in a progress file that any page, tab or server process reads back.
+
+A job is a module-level function ``fn(report, **kwargs)`` named ``"package.module:function"``;
+:func:`start` runs it as ``python -m l2d_core.app_logic.jobs`` in a process session of its own,
+so that a closed browser tab, a page's rerun or a stopped server leave it running, and what it
+returns (a path) is kept. It calls ``report(done, total, current)`` as its work goes (and
+``report.stage(...)`` between stages); :func:`status` reads where it is.
+
+The progress file ``<cache>/jobs/<key>.json`` is written whole and renamed into place (never
+half-written): ``state`` (running / done / failed), ``stage``, ``done``, ``total``, ``unit``,
+``current`` item, ``elapsed_s``, ``left_s`` (the stage's time left: elapsed time over the share
+of the stage's work done), ``result`` path or ``error`` (one line), ``pid`` and ``updated_at``.
+A job whose process is gone while its file says running is reported as failed, "stopped".
+Nothing here reads a job's text output (which goes to ``<key>.log`` for people to read).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+
+from filelock import FileLock
+
+from ..paths import DEFAULT_ENCODER, PROJECT_ROOT, cache_dir, data_dir
+
+__all__ = [
+    "JobStatus",
+    "Reporter",
+    "job_key",
+    "job_file",
+    "start",
+    "status",
+    "describe",
+    "duration",
+    "timed",
+    "record_duration",
+    "expected_duration",
+    "embedding_key",
+    "embedding_step",
+    "start_embedding",
+    "embed_dataset",
+]
+
+WRITE_EVERY_S = 0.5  # the most often a job rewrites its progress file (and always at a stage's end)
+_PROCS: dict[str, subprocess.Popen] = {}  # jobs this process started (reaped when they end)
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """Where a job stands (``state`` ``idle``: never started here)."""
+
+    key: str
+    state: str = "idle"
+    title: str = ""
+    stage: str = ""
+    done: int = 0
+    total: int = 0
+    unit: str = ""
+    current: str = ""
+    elapsed_s: float = 0.0
+    left_s: float | None = None
+    result: str | None = None
+    error: str = ""
+    pid: int | None = None
+    pid_start: int | None = None  # the process's start time (clock ticks): a reused pid is not it
+    started_at: float | None = None
+    updated_at: float | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+    @property
+    def fraction(self) -> float:
+        """Share of the stage's items done (0 before the stage's total is known)."""
+        return min(1.0, self.done / self.total) if self.total > 0 else 0.0
+
+
+def job_key(*parts: str) -> str:
+    """A job's key from its parts, safe as a file name (pure).
+
+    >>> job_key("comparison", "squad11", "P3 live/x")
+    'comparison-squad11-P3_live_x'
+    """
+    return "-".join(re.sub(r"[^A-Za-z0-9._]+", "_", str(p)) for p in parts)
+
+
+def job_file(key: str) -> Path:
+    """The progress file of a job."""
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", key):
+        raise ValueError(f"bad job key {key!r}: letters, digits, '.', '_' and '-' only")
+    return cache_dir() / "jobs" / f"{key}.json"
+
+
+def _lock(key: str) -> FileLock:
+    return FileLock(f"{job_file(key)}.lock", timeout=60)
+
+
+def _write(path: Path, doc: dict) -> None:
+    """The whole file through a temporary file and a rename: a reader never sees half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(doc, out)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _read(key: str) -> dict | None:
+    path = job_file(key)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {"state": "failed", "error": "its progress file could not be read"}
+    return doc if isinstance(doc, dict) else {"state": "failed", "error": "its progress file is not a record"}
+
+
+def _start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot; None without /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def _alive(pid: int | None, started: int | None) -> bool:
+    """Whether the job's process still runs: it exists, is no zombie, and is the same process."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):  # gone, or someone else's (a job is ours)
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True  # no /proc: the signal test is all there is
+    return state not in ("Z", "X") and (started is None or _start_ticks(pid) == started)
+
+
+def _reap() -> None:
+    """Collect the exit status of jobs this process started (no zombies left behind)."""
+    for key, proc in list(_PROCS.items()):
+        if proc.poll() is not None:
+            del _PROCS[key]
+
+
+def status(key: str) -> JobStatus:
+    """Where job ``key`` stands, from its progress file; a running job's elapsed time and time
+    left are brought up to now, and one whose process is gone is failed, "stopped"."""
+    _reap()
+    doc = _read(key)
+    if doc is None:
+        return JobStatus(key)
+    known = {f.name for f in fields(JobStatus)} - {"key"}
+    s = JobStatus(key, **{k: v for k, v in doc.items() if k in known})
+    if not s.running:
+        return s
+    if not _alive(s.pid, s.pid_start):
+        return replace(s, state="failed", error="stopped", left_s=None)
+    lag = max(0.0, time.time() - (s.updated_at or time.time()))
+    left = None if s.left_s is None else max(0.0, s.left_s - lag)
+    return replace(s, elapsed_s=s.elapsed_s + lag, left_s=left)
+
+
+def start(key: str, target: str, kwargs: dict | None = None, title: str = "") -> JobStatus:
+    """Start ``target`` (``"module:function"``, called as ``function(report, **kwargs)``; the
+    arguments are JSON) as job ``key`` in a process of its own — unless a job ``key`` is running
+    already: then that one's status is returned and nothing is started (two pages, two tabs or
+    two server processes asking at once start one job)."""
+    path = job_file(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _lock(key):
+        now = status(key)
+        if now.running:
+            return now
+        env = {
+            **os.environ,
+            "L2D_CACHE_DIR": str(cache_dir()),
+            "L2D_DATA_DIR": str(data_dir()),
+            "PYTHONPATH": os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p),
+            "PYTHONUNBUFFERED": "1",
+        }
+        cmd = [sys.executable, "-m", "l2d_core.app_logic.jobs", key, target, json.dumps(kwargs or {})]
+        with open(path.with_suffix(".log"), "w", encoding="utf-8") as log:
+            proc = subprocess.Popen(
+                cmd,
+                cwd=PROJECT_ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own session: a Ctrl-C of the server leaves it running
+            )
+        _PROCS[key] = proc
+        t = time.time()
+        first = JobStatus(
+            key, "running", title, "Starting", pid=proc.pid, pid_start=_start_ticks(proc.pid), started_at=t
+        )
+        _write(path, {**asdict(replace(first, updated_at=t)), "target": target, "kwargs": kwargs or {}})
+    return status(key)
+
+
+class Reporter:
+    """What a job's function is given: ``report(done, total, current, work=None)`` as its work
+    goes (``work``: the share of the stage's work done, when items differ in cost — the time
+    left follows it instead of the count), ``report.stage(name, unit, total)`` between stages."""
+
+    def __init__(self, key: str):
+        self.key, self.path = key, job_file(key)
+        with _lock(key):  # held by start() until it has written the job's first record
+            self.doc = _read(key) or {}
+        now = time.time()
+        self.started = float(self.doc.get("started_at") or now)
+        self.doc.update(state="running", pid=os.getpid(), pid_start=_start_ticks(os.getpid()))
+        self.doc.update(started_at=self.started, result=None, error="")
+        self._clock, self._written = now, 0.0
+        self.stage("Starting")
+
+    def _save(self, force: bool) -> None:
+        now = time.time()
+        if not force and now - self._written < WRITE_EVERY_S:
+            return
+        self.doc.update(elapsed_s=now - self.started, updated_at=now)
+        with _lock(self.key):
+            _write(self.path, self.doc)
+        self._written = now
+
+    def stage(self, name: str, unit: str = "", total: int = 0) -> None:
+        """A new stage: its count starts at 0 and its clock now."""
+        self.doc.update(stage=name, unit=unit, total=int(total), done=0, current="", left_s=None)
+        self._clock = time.time()
+        self._save(force=True)
+
+    def __call__(self, done: int, total: int, current: str = "", work: float | None = None) -> None:
+        first = int(total) != self.doc.get("total")
+        if first:  # the stage's count is known from now on: its clock starts
+            self.doc["total"], self._clock = int(total), time.time()
+        share = work if work is not None else (done / total if total else 0.0)
+        took = time.time() - self._clock
+        left = took * (1.0 - share) / share if share > 0 else None
+        self.doc.update(done=int(done), current=str(current), left_s=left)
+        self._save(force=first or done >= total)
+
+    def finish(self, state: str, result: str | None = None, error: str = "") -> None:
+        self.doc.update(state=state, result=result, error=error, left_s=None if state != "done" else 0.0)
+        self._save(force=True)
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    text = " ".join(text.split()) or type(exc).__name__
+    return text if len(text) <= limit else f"{text[:limit]}…"
+
+
+def run(key: str, target: str, kwargs: dict) -> int:
+    """The job process: call ``target`` with a :class:`Reporter`, record its result or error."""
+    report = Reporter(key)
+    try:
+        module, name = target.split(":")
+        result = getattr(importlib.import_module(module), name)(report, **kwargs)
+    except BaseException as exc:  # any end of the job is recorded; its log has the traceback
+        traceback.print_exc()
+        report.finish("failed", error=_one_line(exc))
+        return 1
+    report.finish("done", result=None if result is None else str(result))
+    return 0
+
+
+def duration(seconds: float) -> str:
+    """A time span in words (pure).
+
+    >>> duration(42.4), duration(200), duration(3 * 3600 + 7 * 60)
+    ('42 s', '3 min 20 s', '3 h 7 min')
+    """
+    s = int(round(seconds))
+    if s < 90:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s" if s < 600 else f"{round(s / 60)} min"
+    return f"{s // 3600} h {s % 3600 // 60} min"
+
+
+def describe(s: JobStatus) -> str:
+    """A running job's progress in words: stage, items done of all, the item just done, time left.
+
+    >>> describe(JobStatus("k", "running", stage="Comparing routers", done=3, total=21,
+    ...          unit="routers", current="l2d-sdl", left_s=250.0))
+    'Comparing routers: l2d-sdl done (3 of 21 routers); about 4 min 10 s left'
+    """
+    if not s.total:
+        return f"{s.stage or 'Starting'}… ({duration(s.elapsed_s)} so far)"
+    counted = f"{s.done:,} of {s.total:,} {s.unit}"
+    counted = f"{s.current} done ({counted})" if s.current else counted
+    left = f"about {duration(s.left_s)} left" if s.left_s is not None else "timing the first items"
+    return f"{s.stage}: {counted}; {left}"
+
+
+# --- how long work that counts nothing took here: the time left of the next such work ---------
+
+
+def _durations() -> Path:
+    return cache_dir() / "jobs" / "durations.json"
+
+
+def record_duration(kind: str, seconds: float, size: int) -> None:
+    """Keep how long one piece of work of ``kind`` (e.g. fitting one router) took on this
+    machine for ``size`` items (e.g. training questions); the latest measurement is kept."""
+    path = _durations()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{path}.lock", timeout=60):
+        try:
+            doc = dict(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):
+            doc = {}
+        doc[kind] = {"seconds": float(seconds), "size": int(size), "at": time.time()}
+        _write(path, doc)
+
+
+def expected_duration(kind: str, size: int) -> float | None:
+    """The time ``kind`` should take for ``size`` items, scaled from its last measurement here
+    (None: never measured on this machine)."""
+    try:
+        last = json.loads(_durations().read_text(encoding="utf-8"))[kind]
+        return float(last["seconds"]) * size / max(int(last["size"]), 1)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def timed(took_s: float, expected_s: float | None) -> tuple[float, str]:
+    """A bar's share and time left for work that counts nothing, from its expected duration.
+
+    >>> timed(3.0, 12.0), timed(3.0, None)
+    ((0.25, 'about 9 s left (timed here before)'), (0.0, '3 s so far (not timed on this machine yet)'))
+    """
+    if not expected_s:
+        return 0.0, f"{duration(took_s)} so far (not timed on this machine yet)"
+    left = duration(max(expected_s - took_s, 0.0))
+    return min(took_s / expected_s, 0.99), f"about {left} left (timed here before)"
+
+
+# --- the embedding job: every question and context of a dataset, once ---------------------------
+
+
+def embedding_key(dataset: str, encoder: str = DEFAULT_ENCODER, features: str = "separate") -> str:
+    return job_key("embeddings", dataset, encoder, features)
+
+
+def embedding_step(report: Reporter):
+    """An encoder's ``step(done, total, work)`` that reports as the stage "Embedding …"."""
+    started = []
+
+    def step(done: int, total: int, work: float) -> None:
+        if not started:
+            report.stage("Embedding the questions and contexts", "texts", total)
+            started.append(True)
+        report(done, total, work=work)
+
+    return step
+
+
+def embed_dataset(report: Reporter, dataset: str, encoder: str = DEFAULT_ENCODER, features: str = "separate"):
+    """The job: embed every question and context of ``dataset`` into the embedding cache (those
+    :func:`~l2d_core.evaluation.benchmark.embeddings_on_disk` checks), each batch kept as done."""
+    from ..data import load_dataset
+    from ..evaluation.benchmark import encoder_for
+    from ..routers.features import feature_texts
+
+    report.stage("Loading the encoder and the questions")
+    enc = encoder_for(encoder)
+    enc.embed(feature_texts(enc, list(load_dataset(dataset)), features), step=embedding_step(report))
+
+
+def start_embedding(dataset: str, encoder: str = DEFAULT_ENCODER, features: str = "separate") -> JobStatus:
+    """Start (or attach to) the embedding job of ``dataset``."""
+    kwargs = {"dataset": dataset, "encoder": encoder, "features": features}
+    title = f"Embedding the questions and contexts of {dataset}"
+    return start(embedding_key(dataset, encoder, features), f"{__name__}:embed_dataset", kwargs, title)
+
+
+if __name__ == "__main__":
+    sys.exit(run(sys.argv[1], sys.argv[2], json.loads(sys.argv[3])))
