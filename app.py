@@ -5,11 +5,15 @@ import sys
 import streamlit as st
 
 from dashboard.defaults import DATASET_CHOICES, DEFAULT_POOL
+from l2d_core.agents.registry import cheap_builtin_agents, get_pool
 from l2d_core.agents.routing_data import read_in_early
 
-st.set_page_config(page_title="L2D routing for extractive QA", layout="wide")
-if "torch" not in sys.modules:  # a fresh server: the default pool is read in on another core
-    read_in_early(DATASET_CHOICES[0], DEFAULT_POOL)  # while the page imports torch
+# an emoji favicon is drawn by the browser itself (a :material/…: one is fetched from a font host)
+st.set_page_config(page_title="L2D routing for extractive QA", page_icon="🔀", layout="wide")
+if "torch" not in sys.modules:  # a fresh server: while the page imports torch, the default pool and
+    # the helper agents its best router reads are read in on another core
+    helpers = cheap_builtin_agents(DATASET_CHOICES[0], get_pool(DEFAULT_POOL).main)
+    read_in_early(DATASET_CHOICES[0], DEFAULT_POOL, helpers)
 st.navigation(
     [
         st.Page("dashboard/overview.py", title="Overview", icon=":material/home:", default=True),

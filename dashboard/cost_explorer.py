@@ -4,7 +4,7 @@ their metrics and the cost–EM plane."""
 import pandas as pd
 import streamlit as st
 
-from dashboard.cache import benchmark, fitted_router, sweep, sweep_charts
+from dashboard.cache import benchmark, embeddings_ready, fitted_router, sweep, sweep_charts
 from dashboard.widgets import (
     default_caption,
     default_choice,
@@ -25,10 +25,20 @@ from l2d_core.app_logic.explorer import (
     TILE_WORDS,
     budget_words,
     explore,
+    needs_embeddings,
     ranking_frame,
     untrained_settings,
 )
-from l2d_core.deploy import EXPORTABLE, deploy, export_folder, export_problem, serve_commands, zip_folder
+from l2d_core.app_logic.live import new_text_advice
+from l2d_core.deploy import (
+    EXPORTABLE,
+    deploy,
+    export_folder,
+    export_problem,
+    new_text_problem,
+    serve_commands,
+    zip_folder,
+)
 from l2d_core.evaluation.registry import router_label
 from l2d_core.method.costs import CostConfig, InvalidCostError
 from l2d_core.report import charts
@@ -298,12 +308,17 @@ def results() -> None:
         d1, d2 = st.columns([1, 2])
         rid = d1.selectbox("Router to save", deployable, format_func=router_label, key="deploy_router")
         folder = export_folder(pool, rid, costs, budget)
+        only_dataset = new_text_problem(routers[rid])  # said before saving, not after a failed curl
+        if only_dataset:
+            d1.info(f"{router_label(rid)}: {only_dataset}. {new_text_advice(dataset)}")
         if d1.button("Save for the routing API", key="deploy_save", icon=":material/save:"):
             with shown_errors(), st.spinner("Saving the router…"):
                 deploy(routers[rid], costs, budget).save(folder)
         if (folder / "router.json").is_file():
-            d2.markdown(f"Saved to `{folder}`. Serve it with the routing API, then send it queries:")
-            d2.code(serve_commands(folder), language="bash")
+            what = "a question of the dataset, by its id" if only_dataset else "your own text"
+            d2.markdown(f"Saved to `{folder}`. Serve it with the routing API, then send it {what}:")
+            qid = bench.test_records[0].qid if only_dataset else None
+            d2.code(serve_commands(folder, qid=qid), language="bash")
             d2.download_button(
                 "Router folder (zip)",
                 zip_folder(folder),
@@ -325,6 +340,11 @@ with st.expander("How the routers rank on validation articles"):
         st.table(ranks.style.format(fmt).hide(axis="index"))  # a plain table: no data grid to load
     if pending:
         st.caption(f"Not ranked yet (being prepared): {', '.join(map(router_label, pending))}.")
+    if not embeddings_ready(dataset) and (unranked := needs_embeddings()):
+        st.caption(
+            f"Not ranked: {', '.join(map(router_label, unranked))} — read the question and context, whose "
+            "embeddings are not computed here yet (pick one in the sidebar to compute them: minutes, once)."
+        )
     st.caption(
         "Each router on the training articles, each question routed by a head that never saw its article: "
         "its EM above random mixing of single agents at the same compute, at the price λ where that is "

@@ -105,14 +105,14 @@ reads_answer = "main_answer" in r["signals"]
 if reads_answer:
     c3.metric(
         "Main agent on this query",
-        f"{paid['main']:.2f} GFLOPs",
+        f"{paid['main']:.3g} GFLOPs",
         help=f"{main['agent']} always answers first ({main['gflops_source']} GFLOPs of this query)",
     )
 else:
-    c3.metric("Text encoder", f"{paid['encoder']:.2f} GFLOPs", help="the router reads the query's embeddings")
+    c3.metric("Text encoder", f"{paid['encoder']:.3g} GFLOPs", help="the router reads the query's embeddings")
 c4.metric(
     "GFLOPs of this query",
-    f"{paid['total']:.2f}",
+    f"{paid['total']:.3g}",
     help="what ran on this query: the main agent, the expert asked for a second opinion when it answered, "
     "and the agent whose answer is kept when it answered",
 )

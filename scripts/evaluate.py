@@ -156,7 +156,7 @@ def main(argv=None) -> int:
             costs = costs_from_arguments(args, bench, b, by_hand=not args.sweep)
             rows.append({**evaluate_router(bench, router, costs, budget=budget), "beta1": b})
     except (KeyError, ValueError, FileNotFoundError, LookupError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}", file=sys.stderr)
         return 2
     if args.json:
         keep = ("beta", "alpha", "budget")

@@ -23,6 +23,7 @@ import _bootstrap  # noqa: F401
 from l2d_core.agents import get_pool, list_pools
 from l2d_core.app_logic.cost_settings import add_cost_arguments, checked_budget, costs_from_arguments
 from l2d_core.app_logic.explorer import default_router
+from l2d_core.app_logic.live import new_text_advice
 from l2d_core.deploy import ArtifactError, deploy, serve_commands
 from l2d_core.evaluation.benchmark import prepare
 from l2d_core.evaluation.registry import make_router, router_class, router_ids
@@ -61,6 +62,7 @@ def export(args):
     costs = costs_from_arguments(args, bench)
     deployed = deploy(make_router(router_id).fit(bench, args.seed), costs, budget)
     deployed.save(args.out)
+    args.example_qid = bench.test_records[0].qid
     return deployed
 
 
@@ -77,12 +79,14 @@ def main(argv=None) -> int:
         f"costs: {json.dumps(d['costs'])}"
         + (f"; budget: {d['budget']['kind']} {d['budget']['target']:g}" if d["budget"] else "")
     )
+    qid = None
     if not d["routes_new_text"]:
         print(
-            "note: this router reads agents known only by their prediction files: "
-            "it routes the dataset's questions only"
+            "note: this router reads agents known only by their prediction files: it routes the dataset's "
+            "questions by id, not new text. " + new_text_advice(d["dataset"])
         )
-    print("serve it and send it a query:\n" + serve_commands(args.out))
+        qid = args.example_qid  # a question of the test articles
+    print("serve it and send it a query:\n" + serve_commands(args.out, qid=qid))
     return 0
 
 

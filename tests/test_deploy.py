@@ -117,7 +117,7 @@ def test_cascade_on_new_text_reads_the_main_answer_and_pays_it_once(cascade, tmp
 
 
 @pytest.mark.parametrize("budget", [("share", 0.3), ("gflops", 40.0)])
-def test_a_budget_travels_with_the_artifact_and_is_followed_the_same_way(live_bench, cascade, tmp_path, budget):
+def test_a_budget_travels_with_the_artifact_and_is_followed_alike(live_bench, cascade, tmp_path, budget):
     """The artifact starts the budget's follower where the benchmark did: routing the test
     questions in order makes the same decisions, query by query, and explains them the same way."""
     costs = live_bench.costs(0.05)

@@ -66,15 +66,19 @@ def test_single_query_page_routes_own_text_on_a_live_pool(live_bench, monkeypatc
     from streamlit.testing.v1 import AppTest
 
     import dashboard.cache
+    from l2d_core.app_logic.explorer import DefaultChoice
     from l2d_core.method.costs import CostConfig
 
     # the page's benchmark is the slice (the tiny model answered only its questions)
     monkeypatch.setattr(dashboard.cache, "prepare", lambda *args, **kwargs: live_bench)
-    monkeypatch.setattr(dashboard.cache, "pick_default", lambda bench, **kw: ("l2d-cascade", []))
+    monkeypatch.setattr(
+        dashboard.cache, "pick_default", lambda bench, **kw: DefaultChoice("l2d-cascade", 0.1, 1.0, [])
+    )
     page = Path(__file__).resolve().parent.parent / "dashboard" / "single_query.py"
     at = AppTest.from_file(str(page), default_timeout=600)
     at.session_state["dataset"], at.session_state["pool"] = "squad11", "Tiny-live"
     at.session_state["costs"] = CostConfig((0.0,), (0.0,))  # a free expert: the cascade defers
+    at.session_state["costs_pool"] = ("squad11", "Tiny-live")
     at.run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     assert at.radio(key="sq_source").options == ["Dataset question", "Your own text"]
@@ -85,6 +89,10 @@ def test_single_query_page_routes_own_text_on_a_live_pool(live_bench, monkeypatc
     assert not at.exception, at.exception
     assert at.metric[0].value == "bert-ens"
     assert any("Would defer to **bert-ens**" in w.value for w in at.warning)
+    # bert-ens did not run: not paid; the tile adds up only what ran (the tiny model, measured here)
+    ran_here = float(at.metric[3].value)
+    assert ran_here == float(at.metric[2].value.split()[0]) > 0  # GFLOPs of this query = the main agent's
+    assert any("Not paid, because it could not answer this text: bert-ens" in c.value for c in at.caption)
     status = dict(zip(at.dataframe[1].value["agent"], at.dataframe[1].value["status"]))
     assert status == {"tiny-live": "ran now", "bert-ens": "cannot answer new text"}
     assert any("confidence in its answer" in c.value for c in at.caption)
@@ -99,10 +107,13 @@ def test_single_query_page_two_stage_cascade_names_the_expert_it_would_ask(live_
     from streamlit.testing.v1 import AppTest
 
     import dashboard.cache
+    from l2d_core.app_logic.explorer import DefaultChoice
     from l2d_core.evaluation.staged_router import StagedRouter
 
     monkeypatch.setattr(dashboard.cache, "prepare", lambda *args, **kwargs: live_bench)
-    monkeypatch.setattr(dashboard.cache, "pick_default", lambda bench, **kw: ("l2d-staged", []))
+    monkeypatch.setattr(
+        dashboard.cache, "pick_default", lambda bench, **kw: DefaultChoice("l2d-staged", 0.1, 1.0, [])
+    )
     monkeypatch.setattr(StagedRouter, "threshold", lambda self, costs: -np.inf)  # it always doubts
     page = Path(__file__).resolve().parent.parent / "dashboard" / "single_query.py"
     at = AppTest.from_file(str(page), default_timeout=600)

@@ -71,7 +71,8 @@ def url(artifact):
 def test_route_answer_batch_and_agents(url):
     code, r = call(f"{url}/v1/route", Q)
     assert code == 200 and r["agent"] in ("tiny-live", "bert-ens")
-    assert set(r["compared"]["values"]) == {"tiny-live", "bert-ens"} and r["signals"]["main_answer"] in CONTEXT
+    assert set(r["compared"]["values"]) == {"tiny-live", "bert-ens"}
+    assert r["signals"]["main_answer"] in CONTEXT
     assert r["compared"]["values"][r["agent"]] == min(r["compared"]["values"].values())  # what decided
     assert r["gflops"]["router"] > 0 and r["request_ms"] > 0
     code, batch = call(f"{url}/v1/route", [Q, {**Q, "question": "When was Moby-Dick written?"}])

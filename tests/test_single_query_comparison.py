@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _charts import chart_rows
 from _tiny_models import VOCAB, LogitsByToken, bert_tokenizer, one_thread
 from streamlit.testing.v1 import AppTest
 
@@ -86,7 +87,8 @@ def test_a_deployed_router_on_test_questions_matches_the_batch_policies(p3):
         assert list(r["chance_wrong"]) == ["match-lstm", "rnet-plus", "bert-ens"]
         np.testing.assert_allclose(p_err_of(r), p_all[i], rtol=1e-4)  # the benchmark's own features
         ec = expected_costs(p_all[i : i + 1], costs)[0]
-        np.testing.assert_allclose(list(r["expected_costs"].values()), ec, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(list(r["compared"]["values"].values()), ec, rtol=1e-4, atol=1e-6)
+        assert r["compared"]["quantity"] == "expected cost" and r["compared"]["step"] == ""
         assert r["agent_index"] == plugin_policy(p_all[i : i + 1], costs)[0]
         assert r["gflops"]["router"] == p3.rejector_gflops > 1.0 and r["latency_ms"] > 0
         s = scored.route(rec.question, rec.context, rec.qid)
@@ -99,7 +101,7 @@ def test_a_deployed_router_on_new_text_and_costs_move_the_choice(p3):
     plugin = make_router("l2d-plugin").fit(p3)
     r = deploy(plugin, p3.costs(0.0)).route(q, context)
     p = p_err_of(r)
-    assert ((p >= 0) & (p <= 1)).all() and np.isfinite(list(r["expected_costs"].values())).all()
+    assert ((p >= 0) & (p <= 1)).all() and np.isfinite(list(r["compared"]["values"].values())).all()
     again = deploy(plugin, p3.costs(0.0)).route(q, context)
     np.testing.assert_allclose(p_err_of(again), p, rtol=1e-5)
     # prohibitive expert costs: the main agent is the only sensible choice
@@ -298,6 +300,7 @@ def test_run_comparison_on_p2(p2, p2_results, tmp_path):
 
 def test_single_query_page_answers_a_dataset_question(p3):
     at = AppTest.from_file(str(ROOT / "dashboard/single_query.py"), default_timeout=600)
+    at.session_state["pool"] = "P3"
     at.run()
     assert not at.exception, at.exception
     # the first test question (the selectbox default); every agent's cached answer is shown
@@ -308,7 +311,12 @@ def test_single_query_page_answers_a_dataset_question(p3):
     assert answers[chosen] in at.success[0].value
     table = at.dataframe[1].value
     assert list(table["answer"]) == list(answers.values())
-    assert set(table["status"]) == {"cached answer"}
+    assert set(table["status"]) == {"recorded answer"} and "None" not in table.to_string()
+    # what the chart marks is what was routed, and the GFLOPs tile adds up only what ran
+    (chart,) = at.get("vega_lite_chart")
+    rows = chart_rows(chart)
+    marked = [r["agent"] for r in rows if r["choice"] == "chosen"]
+    assert len(marked) == 1 and (chosen in marked[0])
     assert at.selectbox(key="sq_index").options[0] == f"{rec.question}  [{rec.title}]"
 
     # P3's main agent is a prediction file: no own-text input, and the page says where to go

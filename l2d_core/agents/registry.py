@@ -141,6 +141,15 @@ def builtin_agent_ids() -> frozenset[str]:
     return frozenset(a["id"] for a in _read(BUILTIN).get("agents", []))
 
 
+def cheap_builtin_agents(dataset: str, main: str, max_gflops: float = 5.0) -> tuple[str, ...]:
+    """BENCHMARK.md's agents of ``dataset`` (``builtin.json``: user imports never change what the
+    benchmark reads) other than ``main``, at most ``max_gflops`` each: a post-hoc router's helpers."""
+    builtin = builtin_agent_ids()
+    return tuple(
+        a.id for a in list_agents(dataset) if a.id in builtin and a.id != main and a.gflops <= max_gflops
+    )
+
+
 def builtin_pool_names() -> frozenset[str]:
     """The names of BENCHMARK.md's pools (``builtin.json``)."""
     return frozenset(p["name"] for p in _read(BUILTIN).get("pools", []))
@@ -161,10 +170,19 @@ def list_pools(dataset: str | None = None) -> list[PoolSpec]:
     return [p for p in _load()[1].values() if dataset is None or p.dataset == dataset]
 
 
+# pools a command makes (the live agents of scripts/train_agent.py's profiles), and that command
+MADE_BY = {
+    "P3-quick": "python scripts/train_agent.py --profile quick",
+    "P3-live": "python scripts/train_agent.py",
+    "P2-live": "python scripts/train_agent.py",
+}
+
+
 def get_pool(name: str) -> PoolSpec:
     pools = _load()[1]
     if name not in pools:
-        raise KeyError(f"unknown pool {name!r}; known: {', '.join(sorted(pools))}")
+        made = f" (`{MADE_BY[name]}` makes it)" if name in MADE_BY else ""
+        raise KeyError(f"unknown pool {name!r}{made}; known: {', '.join(sorted(pools))}")
     return pools[name]
 
 

@@ -182,13 +182,15 @@ def _import_in_child(dataset_name: str, agent_ids: Sequence[str], on_agent) -> N
         )
 
 
-def read_in_early(dataset_name: str, pool_name: str) -> None:
-    """Start reading a pool's prediction-file agents in, in a child process (so on another core),
-    while this process goes on: a fresh dashboard imports torch and scikit-learn meanwhile, and
-    its first view waits for both. :func:`ensure_cached` waits for it. Once per process, cache
-    folder and dataset; the child skips what is cached already."""
+def read_in_early(dataset_name: str, pool_name: str, also: Sequence[str] = ()) -> None:
+    """Start reading a pool's prediction-file agents (and ``also``: the default router's helper
+    agents) in, in a child process (so on another core), while this process goes on: a fresh
+    dashboard imports torch and scikit-learn meanwhile, and its first view waits for both.
+    :func:`ensure_cached` waits for it. Once per process, cache folder and dataset; the child
+    skips what is cached already."""
     key = (str(cache_dir()), dataset_name)
-    ids = [a for a in get_pool(pool_name).agent_ids if get_agent(a).kind == "prediction_file"]
+    wanted = dict.fromkeys([*get_pool(pool_name).agent_ids, *also])
+    ids = [a for a in wanted if get_agent(a).kind == "prediction_file"]
     if key in _EARLY or not ids:
         return
     runner = ThreadPoolExecutor(1)

@@ -16,7 +16,7 @@ from ..evaluation.benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
 from ..evaluation.budget import BudgetResult, budget_decision
 from ..evaluation.gain import gain_over_mixing
 from ..evaluation.points import Decision, decision_metrics
-from ..evaluation.registry import router_label
+from ..evaluation.registry import ROUTERS, router_label
 from ..evaluation.router import Router
 from ..evaluation.validation import Ranked, candidates, rank_by_validation
 from ..method.costs import CostConfig, cost_matrix
@@ -37,6 +37,7 @@ __all__ = [
     "default_router",
     "budget_words",
     "ranking_frame",
+    "needs_embeddings",
 ]
 
 # Metric tiles: label, metric key, value format, delta format, which way is better (None: neither),
@@ -398,3 +399,9 @@ def ranking_frame(ranking: list[Ranked]) -> pd.DataFrame:
         [(router_label(r.router_id), r.gain, r.price, r.aiq) for r in ranking],
         columns=["router", "EM above random mixing", "at λ (errors per TFLOP)", "AIQ (EM %)"],
     )
+
+
+def needs_embeddings() -> list[str]:
+    """The routers ranked on validation that read the question and context embeddings (ranked
+    only once those are computed)."""
+    return [r for r, c in ROUTERS.items() if c.validated and c.reads_embeddings]

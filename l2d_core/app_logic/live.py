@@ -29,6 +29,7 @@ __all__ = [
     "runnable_agent",
     "query_gflops",
     "answers_frame",
+    "new_text_advice",
 ]
 
 RUNNABLE_KINDS = ("extractive", "generative")  # agent kinds this module can run on new text
@@ -58,6 +59,23 @@ def main_runs_live(pool: PoolSpec) -> bool:
 def live_pools(dataset: str) -> list[str]:
     """The pools of ``dataset`` whose main agent answers new text."""
     return [p.name for p in list_pools(dataset) if main_runs_live(p)]
+
+
+def new_text_advice(dataset: str) -> str:
+    """Where to route new text instead, for a router that routes the dataset's questions only:
+    the routers that read the question and context route any text on the same pool, and a pool
+    whose main agent answers new text answers it (or the command that makes one)."""
+    live = live_pools(dataset)
+    where = (
+        f"pools whose main agent answers new text: {', '.join(live)}"
+        if live
+        else "a pool whose main agent answers new text comes with `python scripts/train_agent.py --profile "
+        "quick` (P3-quick)"
+    )
+    return (
+        "For new text: l2d-plugin and l2d-sdl route any question on this pool (they read the question "
+        f"and context, not an agent's answer); {where}."
+    )
 
 
 def check_expected_answer(context: str, answer: str) -> dict:

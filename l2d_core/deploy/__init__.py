@@ -7,7 +7,7 @@
 """
 
 from .artifact import ARTIFACT_FORMAT, ArtifactError
-from .deployed import EXPORTABLE, DeployedRouter, deploy, export_problem, load_router
+from .deployed import EXPORTABLE, DeployedRouter, deploy, export_problem, load_router, new_text_problem
 from .export import export_folder, export_router, serve_commands, zip_folder
 from .signals import QueryError
 
@@ -19,6 +19,7 @@ __all__ = [
     "QueryError",
     "deploy",
     "export_problem",
+    "new_text_problem",
     "export_folder",
     "export_router",
     "serve_commands",

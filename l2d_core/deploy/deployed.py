@@ -13,18 +13,17 @@ as unable to answer new text, never faked.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 from safetensors import SafetensorError
 
 from ..agents.registry import AgentSpec, PoolSpec, get_agent
+from ..app_logic.live import RUNNABLE_KINDS
 from ..data import load_dataset
 from ..evaluation.benchmark import encoder_for
 from ..evaluation.budget import (
-    Follower,
-    PriceFollower,
     budget_decision,
     budget_stage,
     price_choice,
@@ -32,7 +31,6 @@ from ..evaluation.budget import (
 )
 from ..evaluation.builtin_routers import SDL_STAGES, PluginRouter, PosthocRouter, SDLRouter, ZeroRouter
 from ..evaluation.plugin_router import PLUGIN_STAGES
-from ..evaluation.points import Stage
 from ..evaluation.registry import router_label
 from ..evaluation.router import AgentRouter, Router
 from ..evaluation.staged_router import StagedRouter
@@ -49,10 +47,11 @@ from .artifact import (
     versions,
     write_manifest,
 )
+from .decided import Decided, follower_from
 from .signals import QueryError, RouteInputs, answer_chosen, check_query, main_answers, query_features
 from .staged import StagedHeads, route_staged
 
-__all__ = ["EXPORTABLE", "DeployedRouter", "deploy", "load_router", "export_problem"]
+__all__ = ["EXPORTABLE", "DeployedRouter", "deploy", "load_router", "export_problem", "new_text_problem"]
 
 # what each kind of saved router keeps: its estimator class (None: a fixed agent)
 ESTIMATORS = {
@@ -68,47 +67,6 @@ EXPORTABLE = (
 )
 
 
-@dataclass
-class Decided:
-    """What a deployed router decided for a batch: the agents, what it compared per agent (NaN:
-    not an option at the step that decided; the chosen agent has the least), its error
-    estimates, which step decided each query and those steps."""
-
-    choice: np.ndarray
-    values: np.ndarray | None = None
-    p_err: np.ndarray | None = None
-    stage: np.ndarray | None = None
-    stages: tuple[Stage, ...] = ()
-
-    def compared(self, n: int, ids) -> dict | None:
-        """The response's account of query ``n``: the step, what its values are, and the value of
-        each agent (None: not an option at that step)."""
-        if self.values is None:
-            return None
-        stage = self.stages[0 if self.stage is None else int(self.stage[n])]
-        row = self.values[n]
-        return {
-            "step": stage.name,
-            "quantity": stage.quantity,
-            "note": stage.note,
-            "values": {a: (None if np.isnan(v) else float(v)) for a, v in zip(ids, row.tolist())},
-        }
-
-
-def follower_from(budget: dict | None):
-    """The budget's follower, from the starting state saved in the artifact (None: no budget)."""
-    if not budget:
-        return None
-    state = budget.get("follower") or {}
-    cls = PriceFollower if "log_price" in state else Follower  # a price, or a threshold on a score
-    try:
-        return cls(**state)
-    except TypeError:
-        raise ArtifactError(
-            "the artifact's budget has no follower state (exported by an older version): export it again"
-        ) from None
-
-
 def export_problem(router: Router) -> str | None:
     """Why ``router`` cannot be saved as an artifact (``None``: it can)."""
     if isinstance(router, SDLRouter) and router.mode != "fast":
@@ -118,6 +76,24 @@ def export_problem(router: Router) -> str | None:
     if isinstance(router, PosthocRouter | StagedRouter | PluginRouter | SDLRouter | ZeroRouter | AgentRouter):
         return None
     return f"{router.id} cannot route a new query on its own; exportable: {EXPORTABLE}"
+
+
+def new_text_problem(router: Router) -> str | None:
+    """Why a fitted router, once saved, cannot route a question it has never seen (``None``: it
+    can): it reads the answer of an agent known only by its prediction file. It still routes the
+    dataset's questions by id."""
+    posthoc = router if isinstance(router, PosthocRouter) else getattr(router, "first_", None)
+    if posthoc is None or not isinstance(posthoc, PosthocRouter):
+        return None
+    bench = router.bench_
+    needs = [bench.pool.main, *posthoc.helpers_]
+    dead = [a for a in needs if get_agent(a).kind not in RUNNABLE_KINDS]
+    if not dead:
+        return None
+    return (
+        f"it reads the answers of {', '.join(dead)}, known only by {'its' if len(dead) == 1 else 'their'} "
+        "prediction file: it routes this dataset's questions by id, not new text"
+    )
 
 
 def deploy(router: Router, costs: CostConfig, budget: tuple[str, float] | None = None) -> DeployedRouter:

@@ -70,10 +70,13 @@ def zip_folder(folder: str | Path) -> bytes:
 CURL_EXAMPLE = {"question": "Who wrote Moby-Dick?", "context": "Moby-Dick is a novel by Herman Melville."}
 
 
-def serve_commands(folder: str | Path, port: int = 8000) -> str:
-    """The shell lines that serve an artifact folder and send it one query."""
+def serve_commands(folder: str | Path, port: int = 8000, qid: str | None = None) -> str:
+    """The shell lines that serve an artifact folder and send it one query: new text, or the
+    question ``qid`` of its dataset (a router that reads answers recorded in prediction files
+    routes those only)."""
+    body = {"qid": qid} if qid is not None else CURL_EXAMPLE
     return (
         f"python scripts/serve.py --router {folder} --port {port}\n"
         f"curl -s localhost:{port}/v1/route -H 'content-type: application/json' \\\n"
-        f"  -d '{json.dumps(CURL_EXAMPLE)}'"
+        f"  -d '{json.dumps(body)}'"
     )

@@ -24,7 +24,7 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from ..agents.registry import builtin_agent_ids, get_agent, list_agents
+from ..agents.registry import cheap_builtin_agents, get_agent, list_agents
 from ..agents.routing_data import RoutingData
 from ..method.costs import CostConfig
 from ..method.policies import plugin_policy
@@ -73,8 +73,7 @@ def posthoc_helpers(
     """The default helpers of a post-hoc router: the BENCHMARK.md agents of ``dataset``
     (``builtin.json``, so user imports never change the benchmark figures) other than the main
     agent, at most ``max_gflops`` each. Cheap experts of the pool count (P10's dcr … match-lstm)."""
-    builtin = builtin_agent_ids()
-    return tuple(h for h in default_helpers(dataset, main, (), max_gflops) if h in builtin)
+    return cheap_builtin_agents(dataset, main, max_gflops)
 
 
 def posthoc_gflops(data: RoutingData, helpers: Sequence[str]) -> tuple[RoutingData, float]:
