@@ -18,7 +18,7 @@ import streamlit as st
 from dashboard.progress import Background, timed_bar, wait_for
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.registry import get_agent, get_pool
-from l2d_core.app_logic.explorer import default_router as pick_default
+from l2d_core.app_logic.default_view import default_router as pick_default
 from l2d_core.app_logic.explorer import sweep_frame
 from l2d_core.app_logic.jobs import embedding_key, expected_duration, record_duration, start_embedding, status
 from l2d_core.app_logic.live import answer_with

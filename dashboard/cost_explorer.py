@@ -20,15 +20,8 @@ from dashboard.widgets import (
     training_time,
 )
 from l2d_core.app_logic.cost_settings import beta_limits, cost_from_upload, rule_beta1
-from l2d_core.app_logic.explorer import (
-    SWEEPS,
-    TILE_WORDS,
-    budget_words,
-    explore,
-    needs_embeddings,
-    ranking_frame,
-    untrained_settings,
-)
+from l2d_core.app_logic.default_view import needs_embeddings, ranking_frame
+from l2d_core.app_logic.explorer import SWEEPS, TILE_WORDS, budget_words, explore, untrained_settings
 from l2d_core.app_logic.live import new_text_advice
 from l2d_core.deploy import (
     EXPORTABLE,

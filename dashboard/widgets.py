@@ -13,7 +13,7 @@ import streamlit as st
 from dashboard.cache import benchmark, default_router, routers_waiting
 from dashboard.defaults import DATASET_CHOICES, DEFAULT_POOL
 from l2d_core.agents import get_pool, list_pools
-from l2d_core.app_logic.explorer import DefaultChoice
+from l2d_core.app_logic.default_view import DefaultChoice
 from l2d_core.data import DATASETS, DataFormatError
 from l2d_core.evaluation.posthoc_inputs import import_helpers
 from l2d_core.evaluation.registry import router_ids, router_label

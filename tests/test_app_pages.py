@@ -21,7 +21,7 @@ from _charts import chart_rows
 from streamlit.testing.v1 import AppTest
 
 from l2d_core.app_logic.cost_settings import cost_from_upload, rule_beta1
-from l2d_core.app_logic.explorer import default_router
+from l2d_core.app_logic.default_view import default_router
 from l2d_core.app_logic.highlight import answer_spans, context_html
 from l2d_core.evaluation.benchmark import embeddings_on_disk, prepare
 from l2d_core.evaluation.registry import router_ids, router_label
@@ -111,7 +111,7 @@ def test_cost_explorer_defaults(explorer):
 
 def test_default_caption_is_true_before_and_after_the_ranking():
     from dashboard.widgets import default_caption
-    from l2d_core.app_logic.explorer import DefaultChoice
+    from l2d_core.app_logic.default_view import DefaultChoice
     from l2d_core.evaluation.validation import Ranked
 
     before = default_caption(DefaultChoice("l2d-cascade", 0.1, 2.6, None), {})

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from dashboard.defaults import DATASET_CHOICES, DEFAULT_POOL
-from l2d_core.app_logic.explorer import default_router
+from l2d_core.app_logic.default_view import default_router
 from l2d_core.evaluation.benchmark import prepare
 
 ROOT = Path(__file__).resolve().parent.parent

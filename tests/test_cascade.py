@@ -158,7 +158,7 @@ def test_a_first_view_need_not_wait_for_the_ranking(slices, fresh_cache, monkeyp
     """``rank=False`` fits nothing: without a ranking on disk a router ready stands in and the
     ranking is None; once ranked (the page does it after drawing), the same call reads the best."""
     import l2d_core.evaluation.validation as V
-    from l2d_core.app_logic.explorer import default_router
+    from l2d_core.app_logic.default_view import default_router
 
     b = slices["informative"]
     ids = ["l2d-cascade", "l2d-posthoc"]

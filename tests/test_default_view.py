@@ -9,7 +9,8 @@ import pytest
 from dashboard.defaults import DATASET_CHOICES, DEFAULT_POOL
 from l2d_core.agents import get_pool
 from l2d_core.agents.registry import builtin_pool_names
-from l2d_core.app_logic.explorer import default_router, router_view
+from l2d_core.app_logic.default_view import default_router
+from l2d_core.app_logic.explorer import router_view
 from l2d_core.evaluation.benchmark import prepare
 from l2d_core.evaluation.registry import make_router
 

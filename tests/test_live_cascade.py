@@ -66,7 +66,7 @@ def test_single_query_page_routes_own_text_on_a_live_pool(live_bench, monkeypatc
     from streamlit.testing.v1 import AppTest
 
     import dashboard.cache
-    from l2d_core.app_logic.explorer import DefaultChoice
+    from l2d_core.app_logic.default_view import DefaultChoice
     from l2d_core.method.costs import CostConfig
 
     # the page's benchmark is the slice (the tiny model answered only its questions)
@@ -107,7 +107,7 @@ def test_single_query_page_two_stage_cascade_names_the_expert_it_would_ask(live_
     from streamlit.testing.v1 import AppTest
 
     import dashboard.cache
-    from l2d_core.app_logic.explorer import DefaultChoice
+    from l2d_core.app_logic.default_view import DefaultChoice
     from l2d_core.evaluation.staged_router import StagedRouter
 
     monkeypatch.setattr(dashboard.cache, "prepare", lambda *args, **kwargs: live_bench)

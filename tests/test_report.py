@@ -328,10 +328,10 @@ def _sweep(router: str, k: float) -> pd.DataFrame:
 def test_sweep_charts():
     frame = pd.concat([_sweep("SDL", 10), _sweep("Plug-in", 5)], ignore_index=True)
     charts = R.sweep_charts(frame)
-    names = ["EM vs β₁", "GFLOPs/EM vs β₁", "Allocation vs β₁", "Deferral loss vs random over β₁"]
+    names = ["EM vs β₁", "GFLOPs/EM vs β₁", "Allocation vs β₁", "Loss vs random routing over β₁"]
     assert list(charts) == names
     assert set(charts["Allocation vs β₁"].data["agent"]) == {"small", "big"}
-    curves = set(charts["Deferral loss vs random over β₁"].data["curve"])
+    curves = set(charts["Loss vs random routing over β₁"].data["curve"])
     assert curves == {"this router", "random (uniform)", "random (same shares)"}
     assert all(c.title == name for name, c in charts.items())
     # two routers: told apart by dashes where colour means something else
@@ -343,7 +343,7 @@ def test_sweep_charts():
     for chart in [*charts.values(), *marked.values()]:
         _assert_human_chart(chart)
     one = R.sweep_charts(_sweep("SDL", 10).drop(columns="tdl_random_matched"))
-    assert set(one["Deferral loss vs random over β₁"].data["curve"]) == {"this router", "random (uniform)"}
+    assert set(one["Loss vs random routing over β₁"].data["curve"]) == {"this router", "random (uniform)"}
     assert "strokeDash" not in one["Allocation vs β₁"].to_dict()["encoding"]
     price = R.sweep_charts(frame.rename(columns={"beta1": "price"}), x="price", x_title="λ (errors/TFLOP)")
     assert list(price)[0] == "EM vs λ (errors/TFLOP)"

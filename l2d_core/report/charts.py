@@ -75,7 +75,12 @@ def plane_chart(points: pd.DataFrame, log_x: bool = False) -> alt.LayerChart:
     marks["shape"] = marks["kind"].map(lambda k: _PLANE_MARKERS[k][0])
     marks["size"] = marks["kind"].map(lambda k: _PLANE_MARKERS[k][1])
     texted = marks[marks["kind"] != "baseline"].sort_values("gflops", kind="stable")
-    texted = texted.assign(above=[k % 2 == 0 for k in range(len(texted))])
+    texted = texted.assign(
+        above=[k % 2 == 0 for k in range(len(texted))],
+        tag=texted["name"]
+        .str.split(" (", n=1, regex=False)
+        .str[0],  # a router's short name; the legend has it all
+    )
     tip = [
         alt.Tooltip("name:N", title="name"),
         alt.Tooltip("shown as:N"),
@@ -85,7 +90,7 @@ def plane_chart(points: pd.DataFrame, log_x: bool = False) -> alt.LayerChart:
     line = (
         alt.Chart(hull.assign(line="zero router (mixing single agents)"))
         .mark_line(strokeDash=[3, 3], color="gray")
-        .encode(x=x, y=y, opacity=alt.Opacity("line:N", legend=alt.Legend(title=None)))
+        .encode(x=x, y=y, opacity=alt.Opacity("line:N", legend=alt.Legend(title=None, labelLimit=320)))
     )
     dots = (
         alt.Chart(marks)
@@ -95,14 +100,16 @@ def plane_chart(points: pd.DataFrame, log_x: bool = False) -> alt.LayerChart:
             y=y,
             shape=alt.Shape("shape:N", scale=None),
             size=alt.Size("size:Q", scale=None),
-            color=alt.Color("name:N", title="agent or router", sort=list(marks["name"])),
+            color=alt.Color(
+                "name:N", title="agent or router", sort=list(marks["name"]), legend=alt.Legend(labelLimit=320)
+            ),
             tooltip=tip,
         )
     )
     labels = [
         alt.Chart(texted[texted["above"] == above])
         .mark_text(dy=-14 if above else 14, fontSize=11)
-        .encode(x=x, y=y, text="name:N")
+        .encode(x=x, y=y, text="tag:N")
         for above in (True, False)
     ]
     return alt.layer(line, dots, *labels).properties(title="Cost–EM plane", height=_HEIGHT)
@@ -137,7 +144,7 @@ def sweep_charts(frame: pd.DataFrame, x: str = "beta1", x_title: str = "β₁") 
     ...     "gflops_per_em": [1.0, 0.5], "tdl": [0.3, 0.4], "tdl_random": [0.5, 0.6],
     ...     "tdl_random_matched": [0.4, 0.5], "share a": [0.2, 0.9], "share b": [0.8, 0.1]})
     >>> list(sweep_charts(f))
-    ['EM vs β₁', 'GFLOPs/EM vs β₁', 'Allocation vs β₁', 'Deferral loss vs random over β₁']
+    ['EM vs β₁', 'GFLOPs/EM vs β₁', 'Allocation vs β₁', 'Loss vs random routing over β₁']
     """
     share_cols = [c for c in frame.columns if c.startswith("share ")]
     shares = frame.melt([x, "router"], share_cols, "agent", "share")
@@ -166,7 +173,7 @@ def sweep_charts(frame: pd.DataFrame, x: str = "beta1", x_title: str = "β₁") 
             alt.Color("agent:N", title="answered by", sort=_order(shares["agent"])),
             by_router,
         ),
-        f"Deferral loss vs random over {x_title}": lines(
+        f"Loss vs random routing over {x_title}": lines(
             losses,
             alt.Y("loss:Q", title="true deferral loss (errors + costs per query)"),
             alt.Color("curve:N", title="policy", sort=list(_SWEEP_CURVES.values())),
