@@ -207,11 +207,19 @@ def sweep_charts(frame, x: str, x_title: str) -> dict:
 
 
 @st.cache_data(show_spinner="Asking the agents…", max_entries=64)
-def pool_answers(pool: str, question: str, context: str, qid: str | None, expected: str | None) -> list[dict]:
-    """Every agent of the pool on one query (latency is the first call's)."""
+def pool_answers(
+    pool: str,
+    question: str,
+    context: str,
+    qid: str | None,
+    expected: str | None,
+    helpers: tuple[str, ...] = (),
+) -> list[dict]:
+    """Every agent of the pool on one query, then each helper agent a router reads (latency is
+    the first call's)."""
     return [
         answer_with(get_agent(a), question, context, qid, agent_cache(), expected or None)
-        for a in get_pool(pool).agent_ids
+        for a in dict.fromkeys([*get_pool(pool).agent_ids, *helpers])
     ]
 
 

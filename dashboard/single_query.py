@@ -14,7 +14,7 @@ from dashboard.widgets import (
     shown_errors,
 )
 from l2d_core.app_logic.decisions import option_labels
-from l2d_core.app_logic.live import answers_frame, live_pools, main_runs_live, query_gflops
+from l2d_core.app_logic.live import answers_frame, helper_ids, live_pools, main_runs_live, query_gflops
 from l2d_core.deploy import deploy
 from l2d_core.evaluation.registry import router_label
 from l2d_core.report.charts import compared_chart
@@ -87,13 +87,15 @@ else:
 
 with shown_errors():
     router = fitted_router(dataset, pool, router_id)
-    answers = pool_answers(pool, question, context, qid, expected or None)
+    helpers = helper_ids(router)
+    everyone = pool_answers(pool, question, context, qid, expected or None, helpers)
     # the same object as an exported router (scripts/export_router.py) and the routing API
     r = deploy(router, costs).route(question, context, qid)
 ids = list(bench.pool.agent_ids)
-chosen = next(a for a in answers if a["agent"] == r["agent"])
+chosen = next(a for a in everyone if a["agent"] == r["agent"])
+answers = everyone[: len(ids)]  # the pool's agents; the helpers' answers follow
 main = answers[0]
-paid = query_gflops(r, answers, router.params.get("helpers") or getattr(router, "helpers_", ()))
+paid = query_gflops(r, everyone, helpers)
 c1, c2, c3, c4 = st.columns(4)
 c1.metric("Routed to", r["agent"], help=router_label(router_id))
 c2.metric(
@@ -106,7 +108,8 @@ if reads_answer:
     c3.metric(
         "Main agent on this query",
         f"{paid['main']:.3g} GFLOPs",
-        help=f"{main['agent']} always answers first ({main['gflops_source']} GFLOPs of this query)",
+        help=f"{main['agent']} always answers first ({main['gflops_source']} GFLOPs of this query)"
+        + (f"; the helper agents {', '.join(helpers)} too: {paid['helpers']:.3g} GFLOPs" if helpers else ""),
     )
 else:
     c3.metric("Text encoder", f"{paid['encoder']:.3g} GFLOPs", help="the router reads the query's embeddings")

