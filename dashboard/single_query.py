@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard.cache import benchmark, fitted_router, pool_answers
+from dashboard.cache import benchmark, embeddings_ready, fitted_router, pool_answers
 from dashboard.live_agent import offer_quick_agent, switch_pool_button
 from dashboard.widgets import (
     cost_from_state,
@@ -14,7 +14,14 @@ from dashboard.widgets import (
     shown_errors,
 )
 from l2d_core.app_logic.decisions import option_labels
-from l2d_core.app_logic.live import answers_frame, helper_ids, live_pools, main_runs_live, query_gflops
+from l2d_core.app_logic.live import (
+    answers_frame,
+    helper_ids,
+    live_pools,
+    main_runs_live,
+    new_text_routers,
+    query_gflops,
+)
 from l2d_core.deploy import deploy
 from l2d_core.evaluation.registry import router_label
 from l2d_core.report.charts import compared_chart
@@ -56,8 +63,18 @@ if not live:
 
 sources = ("Dataset question", "Your own text") if live else ("Dataset question",)
 source = st.radio("Query", sources, key="sq_source", horizontal=True)
-default = best if best in ROUTABLE else "l2d-cascade"
-router_id = select_routers("sq_router", default, multiple=False, where=st, ids=ROUTABLE)
+menu = list(ROUTABLE)
+if source == "Your own text":  # only routers whose inputs all run on new text
+    menu = new_text_routers(bench, [r for r in ROUTABLE if embeddings_ready(dataset) or r != "l2d-plugin"])
+    left_out = [router_label(r) for r in ROUTABLE if r not in menu]
+    if left_out:
+        st.caption(
+            f"Not offered for your own text: {', '.join(left_out)} — each reads an agent that cannot answer "
+            "new text here (a helper known only by its prediction file), or embeddings not computed yet."
+        )
+ranked = [r.router_id for r in ranking or [] if r.router_id in menu]
+default = best if best in menu else (ranked[0] if ranked else menu[0])
+router_id = select_routers("sq_router", default, multiple=False, where=st, ids=menu)
 if best not in ROUTABLE and ranking is not None:
     st.caption(
         f"The best router of {pool} on validation articles, {router_label(best)}, routes the dataset's "

@@ -31,6 +31,7 @@ __all__ = [
     "answers_frame",
     "new_text_advice",
     "helper_ids",
+    "new_text_routers",
 ]
 
 RUNNABLE_KINDS = ("extractive", "generative")  # agent kinds this module can run on new text
@@ -311,3 +312,23 @@ def helper_ids(router) -> tuple[str, ...]:
     first stage's of a two-stage cascade); none for the others."""
     first = getattr(router, "first_", router)
     return tuple(getattr(first, "helpers_", ()) or ())
+
+
+def new_text_routers(bench, router_ids) -> list[str]:
+    """The routers of ``router_ids`` that route new text on ``bench``'s pool: every agent whose
+    answer they read first (the main agent, helper agents) runs here; a router that reads only
+    the question and context routes any text."""
+    from ..evaluation.registry import make_router
+
+    out = []
+    for rid in router_ids:
+        router = make_router(rid)
+        if hasattr(router, "helper_ids"):  # reads the main agent's answer and helpers'
+            reads = (bench.pool.main, *router.helper_ids(bench))
+        elif hasattr(router, "helpers"):  # a two-stage cascade: the main agent and its helpers
+            reads = (bench.pool.main, *router.helpers)
+        else:
+            reads = ()
+        if all(can_answer_new_text(get_agent(a)) for a in reads):
+            out.append(rid)
+    return out

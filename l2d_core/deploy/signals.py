@@ -135,11 +135,15 @@ def main_answers(inputs: RouteInputs, records: list[QARecord], qids=None) -> lis
     table = {}
     for a in [inputs.pool.main, *inputs.helpers]:
         if qids is None and not inputs.runs(a):
+            fix = (
+                "or deploy a pool whose main agent answers new text (P3-quick after `python "
+                "scripts/train_agent.py --profile quick`)"
+                if a == inputs.pool.main
+                else "or a router of this pool that reads no helper agent (l2d-cascade, l2d-staged)"
+            )
             raise QueryError(
                 f"this router reads the answer of {a}, which is known only by its prediction file and "
-                "cannot answer new text: send the qid of a question of the router's dataset, or deploy a "
-                "pool whose main agent answers new text (P3-quick after `python scripts/train_agent.py "
-                "--profile quick`)",
+                f"cannot answer new text: send the qid of a question of the router's dataset, {fix}",
                 "context",
             )
         table[a] = agent_answers(inputs, a, records, qids)
