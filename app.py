@@ -5,8 +5,8 @@ import sys
 import streamlit as st
 
 from dashboard.defaults import DATASET_CHOICES, DEFAULT_POOL
+from l2d_core.agents.read_in import read_in_early
 from l2d_core.agents.registry import cheap_builtin_agents, get_pool
-from l2d_core.agents.routing_data import read_in_early
 
 # an emoji favicon is drawn by the browser itself (a :material/…: one is fetched from a font host)
 st.set_page_config(page_title="L2D routing for extractive QA", page_icon="🔀", layout="wide")

@@ -20,7 +20,7 @@ import sys
 import _bootstrap  # noqa: F401
 
 from l2d_core.agents import list_pools
-from l2d_core.app_logic.cost_settings import add_cost_arguments, checked_budget, costs_from_arguments
+from l2d_core.cli import add_cost_arguments, checked_budget, costs_from_arguments
 from l2d_core.data import DATASETS
 from l2d_core.evaluation.benchmark import BETA_POINTS, PRICE_POINTS, prepare
 from l2d_core.evaluation.comparison import evaluate_router

@@ -21,9 +21,9 @@ from pathlib import Path
 import _bootstrap  # noqa: F401
 
 from l2d_core.agents import get_pool, list_pools
-from l2d_core.app_logic.cost_settings import add_cost_arguments, checked_budget, costs_from_arguments
 from l2d_core.app_logic.default_view import default_router
 from l2d_core.app_logic.live import new_text_advice
+from l2d_core.cli import add_cost_arguments, checked_budget, costs_from_arguments
 from l2d_core.deploy import ArtifactError, deploy, serve_commands
 from l2d_core.evaluation.benchmark import prepare
 from l2d_core.evaluation.registry import make_router, router_class, router_ids

@@ -25,7 +25,7 @@ from pathlib import Path
 import _bootstrap  # noqa: F401
 import export_router
 
-from l2d_core.app_logic.cost_settings import add_cost_arguments
+from l2d_core.cli import add_cost_arguments
 from l2d_core.deploy import ArtifactError, load_router
 from l2d_core.deploy.api import ROUTER_ENV, THREADS_ENV
 from l2d_core.paths import cache_dir

@@ -20,7 +20,7 @@ LAYERS = (
     ("method",),
     ("routers",),
     ("evaluation",),
-    ("report", "app_logic", "deploy"),
+    ("report", "app_logic", "deploy", "cli"),
 )
 MAX_LINES = 400
 

@@ -26,7 +26,8 @@ from l2d_core.agents import (
 )
 from l2d_core.agents import prediction_file as pf_module
 from l2d_core.agents.cache import RECORD_FIELDS, AgentCache
-from l2d_core.agents.routing_data import AgentNotCachedError, load_routing_data
+from l2d_core.agents.read_in import AgentNotCachedError
+from l2d_core.agents.routing_data import load_routing_data
 from l2d_core.data import (
     BENCHMARK_TEST_ARTICLES,
     DataFormatError,

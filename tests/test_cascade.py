@@ -215,7 +215,7 @@ def test_first_view_ranks_the_routers_ready_now(fresh_cache):
 
 
 def test_agents_read_in_by_child_processes_fail_with_the_childs_message(fresh_cache):
-    from l2d_core.agents.routing_data import import_agents
+    from l2d_core.agents.read_in import import_agents
     from l2d_core.data import load_dataset
 
     with pytest.raises(ValueError, match="reading in the answers of no-such-agent failed: .*no-such-agent"):

@@ -6,10 +6,11 @@ import sys
 
 import pytest
 
-from l2d_core.agents import routing_data
+from l2d_core.agents import read_in
 from l2d_core.agents.cache import AgentCache
+from l2d_core.agents.read_in import read_in_early
 from l2d_core.agents.registry import get_pool
-from l2d_core.agents.routing_data import load_routing_data, read_in_early
+from l2d_core.agents.routing_data import load_routing_data
 from l2d_core.data import load_dataset
 
 
@@ -21,7 +22,7 @@ def test_the_pool_is_read_in_by_a_child_process_and_this_one_waits_for_it(fresh_
     pool = get_pool("P3")
     read_in_early("squad11", "P3")
     read_in_early("squad11", "P3")  # once per process, cache folder and dataset
-    monkeypatch.setattr(routing_data, "import_predictions", _refuse_in_this_process)
+    monkeypatch.setattr(read_in, "import_predictions", _refuse_in_this_process)
     data = load_routing_data(load_dataset("squad11"), pool)
     assert data.agent_ids == pool.agent_ids and len(data.qids) == len(load_dataset("squad11"))
     cache = AgentCache(fresh_cache / "agents")

@@ -131,12 +131,12 @@ def test_em_and_f1_match_the_import_reports(p3):
 
 def test_cached_agents_are_not_reimported(p3, squad11, monkeypatch):
     rd, _, cache = p3
-    import l2d_core.agents.routing_data as rd_module
+    import l2d_core.agents.read_in as read_in_module
 
     def boom(*a, **k):
         raise AssertionError("re-imported an agent that is already cached")
 
-    monkeypatch.setattr(rd_module, "import_predictions", boom)
+    monkeypatch.setattr(read_in_module, "import_predictions", boom)
     again = load_routing_data(squad11, P3, cache)  # a plain tuple of agent ids works too
     np.testing.assert_array_equal(again.em, rd.em)
     np.testing.assert_array_equal(again.start_ok, rd.start_ok)

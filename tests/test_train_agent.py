@@ -146,7 +146,8 @@ def test_quick_profile_trains_one_model_and_its_pool_routes_on_what_it_answered(
     while a model agent with gaps and no such mark is refused."""
     from l2d_core.agents import get_agent, get_pool
     from l2d_core.agents.cache import AgentCache
-    from l2d_core.agents.routing_data import AgentNotCachedError, load_routing_data
+    from l2d_core.agents.read_in import AgentNotCachedError
+    from l2d_core.agents.routing_data import load_routing_data
     from l2d_core.data import BENCHMARK_TEST_ARTICLES, benchmark_split, load_dataset
 
     argv = ["--profile", "quick", "--base", str(bert_path), "--limit", "6", "--batch-size", "4", "--quiet"]

@@ -1,4 +1,5 @@
-"""Agents: the registry of agents and pools, and the ways an agent's answers reach the cache.
+"""Agents: the registry of agents and pools, and the ways an agent's answers reach the cache
+(reading them in on first use, in child processes too: :mod:`.read_in`).
 
 The runnable agents (``ExtractiveAgent``, ``GenerativeAgent``, ``PredictionFileAgent``,
 ``load_agent``, ``run_into_cache``, … from :mod:`.runners`) are exported lazily, so that

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ..agents.cache import AgentCache
+from ..agents.read_in import ensure_cached
 from ..agents.registry import get_agent
-from ..agents.routing_data import ensure_cached
 from ..data import load_dataset
 
 __all__ = ["agent_table"]

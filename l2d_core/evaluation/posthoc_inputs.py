@@ -9,8 +9,9 @@ from functools import lru_cache
 import numpy as np
 
 from ..agents.cache import AgentCache
+from ..agents.read_in import import_agents, needs_import
 from ..agents.registry import get_agent
-from ..agents.routing_data import RoutingData, import_agents, load_routing_data, needs_import
+from ..agents.routing_data import RoutingData, load_routing_data
 from ..data.records import QADataset
 from ..paths import cache_dir
 from ..qa.squad_eval import normalize_all
@@ -48,7 +49,7 @@ def helpers_to_import(bench: Benchmark, helpers: Sequence[str]) -> tuple[str, ..
 
 def import_helpers(bench: Benchmark, helpers: Sequence[str], on_done=None, processes: int = 0) -> None:
     """Read in the helpers' answers that are not read in yet (see
-    :func:`~l2d_core.agents.routing_data.import_agents`: ``on_done(k, n, agent_id)`` after each;
+    :func:`~l2d_core.agents.read_in.import_agents`: ``on_done(k, n, agent_id)`` after each;
     ``processes`` > 0 runs them in child processes)."""
     import_agents(bench.dataset, helpers_to_import(bench, helpers), processes, on_done)
 
