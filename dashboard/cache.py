@@ -24,12 +24,11 @@ from l2d_core.app_logic.jobs import embedding_key, expected_duration, record_dur
 from l2d_core.app_logic.live import answer_with
 from l2d_core.app_logic.overview import agent_table
 from l2d_core.evaluation.benchmark import Benchmark, embeddings_on_disk, prepare
-from l2d_core.evaluation.registry import make_router, router_class, router_label
 from l2d_core.evaluation.results import load_results
-from l2d_core.evaluation.router import Router
 from l2d_core.evaluation.validation import waiting
 from l2d_core.paths import cache_dir
 from l2d_core.report import charts
+from l2d_core.routers.registry import Router, make_router, router_class, router_label
 
 __all__ = [
     "benchmark",

@@ -24,7 +24,6 @@ from l2d_core.app_logic.default_view import needs_embeddings, ranking_frame
 from l2d_core.app_logic.explorer import SWEEPS, TILE_WORDS, budget_words, explore, untrained_settings
 from l2d_core.app_logic.live import new_text_advice
 from l2d_core.deploy import (
-    EXPORTABLE,
     deploy,
     export_folder,
     export_problem,
@@ -32,9 +31,9 @@ from l2d_core.deploy import (
     serve_commands,
     zip_folder,
 )
-from l2d_core.evaluation.registry import router_label
 from l2d_core.method.costs import CostConfig, InvalidCostError
 from l2d_core.report import charts
+from l2d_core.routers.registry import router_label, routers
 
 SUB = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 ALPHA_MAX = 2.0
@@ -296,7 +295,8 @@ def results() -> None:
     for problem in filter(None, problems.values()):
         st.caption(f"Not offered: {problem}.")
     if not deployable:
-        st.caption("None of the routers shown can route a new query on its own: " + EXPORTABLE + " can.")
+        can = ", ".join(router_label(r) for r, cls in routers().items() if cls.exportable)
+        st.caption(f"None of the routers shown can route a new query on its own; these can: {can}.")
     else:
         d1, d2 = st.columns([1, 2])
         rid = d1.selectbox("Router to save", deployable, format_func=router_label, key="deploy_router")

@@ -15,7 +15,6 @@ from dashboard.widgets import (
 from l2d_core.app_logic.decisions import (
     BRUSH,
     brush_axes,
-    compared_dict,
     decisions_chart,
     decisions_frame,
     explain,
@@ -125,7 +124,7 @@ if missing:
     st.caption(f"Answer not found verbatim in the context: {', '.join(missing)}.")
 if not rec.answers:
     st.caption("Unanswerable question: the right answer is no answer.")
-compared = compared_dict(view.decision, i, agents)
+compared = view.decision.explain(i, agents)
 if compared is not None:
     left, right = st.columns([2, 3])
     chart = compared_chart(compared, ex["winner"], option_labels(compared, agents))

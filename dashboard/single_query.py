@@ -23,13 +23,13 @@ from l2d_core.app_logic.live import (
     query_gflops,
 )
 from l2d_core.deploy import deploy
-from l2d_core.evaluation.registry import router_label
 from l2d_core.report.charts import compared_chart
+from l2d_core.routers.registry import router_class, router_label, routers
 
 # routers that route a single query with error estimates: the cascade family reads the main
 # agent's answer, the plug-in router reads the question and context
-CASCADES = ("l2d-staged", "l2d-cascade", "l2d-posthoc")
-ROUTABLE = (*CASCADES, "l2d-plugin")
+# the L2D routers that route one query on their own (each says so: ``exportable``)
+ROUTABLE = tuple(r for r, cls in routers().items() if cls.exportable and cls.family == "l2d")
 
 st.title("Single query")
 st.caption(
@@ -65,7 +65,8 @@ sources = ("Dataset question", "Your own text") if live else ("Dataset question"
 source = st.radio("Query", sources, key="sq_source", horizontal=True)
 menu = list(ROUTABLE)
 if source == "Your own text":  # only routers whose inputs all run on new text
-    menu = new_text_routers(bench, [r for r in ROUTABLE if embeddings_ready(dataset) or r != "l2d-plugin"])
+    ready = [r for r in ROUTABLE if embeddings_ready(dataset) or not router_class(r).reads_embeddings]
+    menu = new_text_routers(bench, ready)
     left_out = [router_label(r) for r in ROUTABLE if r not in menu]
     if left_out:
         st.caption(

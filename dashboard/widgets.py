@@ -13,11 +13,11 @@ import streamlit as st
 from dashboard.cache import benchmark, default_router, routers_waiting
 from dashboard.defaults import DATASET_CHOICES, DEFAULT_POOL
 from l2d_core.agents import get_pool, list_pools
+from l2d_core.agents.read_in import import_agents
 from l2d_core.app_logic.default_view import DefaultChoice
 from l2d_core.data import DATASETS, DataFormatError
-from l2d_core.evaluation.posthoc_inputs import import_helpers
-from l2d_core.evaluation.registry import router_ids, router_label
 from l2d_core.method.costs import CostConfig, InvalidCostError
+from l2d_core.routers.registry import router_ids, router_label
 
 __all__ = [
     "DATASET_CHOICES",
@@ -134,7 +134,7 @@ def finish_preparing(dataset: str, pool: str, ranking, pending: dict, where) -> 
     names = " and ".join(router_label(r) for r in pending)
     step = _bar(where, f"Preparing {names}: reading the answers of {len(agents)} more agents", "agents")
     with shown_errors():  # in two child processes: this server keeps serving the page drawn so far
-        import_helpers(benchmark(dataset, pool), agents, step, processes=2)
+        import_agents(benchmark(dataset, pool).dataset, agents, processes=2, on_done=step)
     where.empty()
     routers_waiting.clear()
     st.rerun()

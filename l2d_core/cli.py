@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .evaluation.budget import check_budget
 from .method.costs import CostConfig, InvalidCostError
+from .routers.budget import check_budget
 
 __all__ = ["add_cost_arguments", "checked_budget", "costs_from_arguments"]
 

@@ -8,6 +8,7 @@ data — with a warning that names the file, and an empty store takes its place.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sqlite3
@@ -20,7 +21,7 @@ import diskcache
 
 from .paths import cache_dir
 
-__all__ = ["CorruptStoreWarning", "open_disk_cache", "set_aside", "atomic_save_file"]
+__all__ = ["CorruptStoreWarning", "open_disk_cache", "set_aside", "atomic_save_file", "model_fingerprint"]
 
 
 class CorruptStoreWarning(UserWarning):
@@ -78,3 +79,24 @@ def atomic_save_file(tensors: dict, path: str | Path) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def model_fingerprint(path: str) -> str:
+    """A content fingerprint of a model folder that survives copying it elsewhere: its
+    ``config.json`` and the names and sizes of its weight and tokenizer files (a hub id or a
+    missing path: the id itself).
+
+    >>> model_fingerprint("no/such/model") == model_fingerprint("no/such/model")
+    True
+    """
+    p = Path(path).expanduser()
+    h = hashlib.sha256()
+    if p.is_dir():
+        for f in sorted(p.iterdir()):
+            if f.is_file() and f.suffix in (".json", ".safetensors", ".bin", ".txt", ".model"):
+                h.update(f"{f.name}:{f.stat().st_size}\n".encode())
+                if f.name == "config.json":
+                    h.update(f.read_bytes())
+    else:
+        h.update(str(path).encode())
+    return h.hexdigest()[:16]

@@ -22,7 +22,7 @@ import _bootstrap  # noqa: F401
 from l2d_core.agents import get_pool, list_pools
 from l2d_core.evaluation.benchmark import embeddings_on_disk, prepare
 from l2d_core.evaluation.budget import budget_decision
-from l2d_core.evaluation.registry import ROUTERS, make_router
+from l2d_core.routers.registry import make_router, routers
 
 SHARE_TOLERANCE = 0.02  # the realised share within this of the target
 GFLOPS_TOLERANCE = 0.05  # the realised GFLOPs within this fraction of the target
@@ -62,7 +62,7 @@ def rows_for(pool: str, args) -> list[dict]:
     g = bench.test.agent_gflops
     spends = args.gflops or [float(g[0] + f * (g.max() - g[0])) for f in (0.25, 0.5)]
     rows = []
-    for rid, cls in ROUTERS.items():
+    for rid, cls in routers().items():
         if not cls.supports_budget or (cls.reads_embeddings and not embeddings):
             continue
         router = make_router(rid).fit(bench)

@@ -26,13 +26,13 @@ from l2d_core.agents.cache import AgentCache
 from l2d_core.evaluation.benchmark import BETA_POINTS, encoder_for, prepare
 from l2d_core.evaluation.budget import budget_decision
 from l2d_core.evaluation.points import evaluate_choice
-from l2d_core.evaluation.posthoc_inputs import posthoc_features
-from l2d_core.evaluation.registry import make_router
-from l2d_core.method.policies import plugin_policy
+from l2d_core.method.policies import learned_policy, plugin_policy
 from l2d_core.method.training import FAST_CONFIG, POSTHOC_CONFIG, SDL_FAST_CONFIG
 from l2d_core.routers.head import Projection
 from l2d_core.routers.posthoc import PosthocRejector
-from l2d_core.routers.rejector import SDLRejector
+from l2d_core.routers.posthoc_inputs import posthoc_features
+from l2d_core.routers.registry import make_router
+from l2d_core.routers.sdl import SDLRejector
 
 
 def timed(fn, runs: int) -> list[float]:
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
     report(
         f"head training ({len(bench.train)} questions)",
         timed(
-            lambda: SDLRejector(config=FAST_CONFIG, costs=costs).fit(bench.X_train, bench.train),
+            lambda: SDLRejector(config=FAST_CONFIG, costs=costs).fit(bench.X_train, bench.train.errors),
             max(3, args.runs // 2),
         ),
         "<= 3 s",
@@ -121,8 +121,9 @@ def main(argv=None) -> int:
     def sdl_sweep():
         for b in BETA_POINTS:
             c = bench.costs(b)
-            est = SDLRejector(config=FAST_CONFIG, costs=c).fit(bench.X_train, bench.train)
-            evaluate_choice(est.predict(bench.X_test), bench.test, c, bench.rejector_gflops)
+            est = SDLRejector(config=FAST_CONFIG, costs=c).fit(bench.X_train, bench.train.errors)
+            choice = learned_policy(est.decision_function(bench.X_test))
+            evaluate_choice(choice, bench.test, c, bench.rejector_gflops)
 
     report(
         "SDL β sweep, 7 points (fresh training, MLP head)",
@@ -141,7 +142,8 @@ def main(argv=None) -> int:
 
     def sdl_fit(b: float, init=None, config=SDL_FAST_CONFIG) -> SDLRejector:
         est = SDLRejector(config=config, costs=bench.costs(b))
-        return est.fit(bench.X_train, bench.train, bench.X_val, bench.val, init=init, projection=projection)
+        val = (bench.X_val, bench.val.errors) if bench.val is not None else (None, None)
+        return est.fit(bench.X_train, bench.train.errors, *val, init=init, projection=projection)
 
     report(
         "SDL head fit, new setting, L-BFGS cold",
@@ -178,7 +180,10 @@ def main(argv=None) -> int:
     for name, cfg in (("32 units, L-BFGS (default)", POSTHOC_CONFIG), ("64 units, AdamW", FAST_CONFIG)):
         report(
             f"cascade refit ({F.shape[1]} columns), {name}",
-            timed(lambda cfg=cfg: PosthocRejector(config=cfg).fit(F, bench.train), max(3, args.runs // 2)),
+            timed(
+                lambda cfg=cfg: PosthocRejector(config=cfg).fit(F, bench.train.errors, bench.train.titles),
+                max(3, args.runs // 2),
+            ),
             "-",
             lambda t: f"{t:.2f} s",
         )

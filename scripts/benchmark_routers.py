@@ -42,9 +42,8 @@ from l2d_core.evaluation import comparison as C
 from l2d_core.evaluation import results as store
 from l2d_core.evaluation.benchmark import prepare
 from l2d_core.evaluation.paper import paper_table
-from l2d_core.evaluation.registry import router_ids
-from l2d_core.evaluation.router import AGENT_PREFIX
 from l2d_core.method.training import PAPER_CONFIG
+from l2d_core.routers.registry import AGENT_PREFIX, router_ids
 
 QUICK_SEEDS = (0,)
 QUICK_LIMIT_TRAIN = 1500

@@ -24,8 +24,8 @@ from l2d_core.cli import add_cost_arguments, checked_budget, costs_from_argument
 from l2d_core.data import DATASETS
 from l2d_core.evaluation.benchmark import BETA_POINTS, PRICE_POINTS, prepare
 from l2d_core.evaluation.comparison import evaluate_router
-from l2d_core.evaluation.registry import make_router, router_ids
 from l2d_core.method.training import PAPER_CONFIG
+from l2d_core.routers.registry import make_router, router_ids
 
 
 def budget_line(b: dict) -> str:

@@ -26,7 +26,7 @@ from l2d_core.app_logic.live import new_text_advice
 from l2d_core.cli import add_cost_arguments, checked_budget, costs_from_arguments
 from l2d_core.deploy import ArtifactError, deploy, serve_commands
 from l2d_core.evaluation.benchmark import prepare
-from l2d_core.evaluation.registry import make_router, router_class, router_ids
+from l2d_core.routers.registry import make_router, router_class, router_ids
 
 
 def parse_args(argv):

@@ -22,8 +22,8 @@ import _bootstrap  # noqa: F401
 from l2d_core.agents import get_pool, list_pools
 from l2d_core.app_logic.explorer import router_view
 from l2d_core.evaluation.benchmark import embeddings_on_disk, prepare
-from l2d_core.evaluation.registry import make_router, router_label
 from l2d_core.evaluation.validation import rank_by_validation
+from l2d_core.routers.registry import make_router, router_label
 
 
 def parse_args(argv):

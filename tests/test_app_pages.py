@@ -24,8 +24,8 @@ from l2d_core.app_logic.cost_settings import cost_from_upload, rule_beta1
 from l2d_core.app_logic.default_view import default_router
 from l2d_core.app_logic.highlight import answer_spans, context_html
 from l2d_core.evaluation.benchmark import embeddings_on_disk, prepare
-from l2d_core.evaluation.registry import router_ids, router_label
 from l2d_core.method.costs import CostConfig, InvalidCostError
+from l2d_core.routers.registry import router_ids, router_label
 
 ROOT = Path(__file__).resolve().parent.parent
 P3_GFLOPS = (100.0, 1730.0)  # rnet-plus, bert-ens (builtin.json)

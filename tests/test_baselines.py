@@ -21,16 +21,23 @@ from sklearn.exceptions import NotFittedError
 from l2d_core import report
 from l2d_core.agents.routing_data import RoutingData
 from l2d_core.evaluation import comparison as C
-from l2d_core.evaluation import store
 from l2d_core.evaluation.benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
-from l2d_core.evaluation.registry import router_ids
 from l2d_core.evaluation.results import save_results
-from l2d_core.evaluation.router import TARGET_SHARES
 from l2d_core.method.costs import CostConfig
 from l2d_core.method.training import FAST_CONFIG
-from l2d_core.routers.ensemble import EnsembleRouter, majority_vote, rescore
-from l2d_core.routers.hybrid import HybridRouter, calibrate_threshold, hybrid_labels
-from l2d_core.routers.quality import KNNRouter, MLPRouter, cost_aware_choice, lambda_grid, utility_choice
+from l2d_core.routers import trained
+from l2d_core.routers.base import TARGET_SHARES
+from l2d_core.routers.ensemble import majority_vote, rescore
+from l2d_core.routers.hybrid import HybridClassifier, hybrid_labels, share_thresholds
+from l2d_core.routers.quality import (
+    KNNAccuracy,
+    MLPAccuracy,
+    cost_aware_choice,
+    lambda_grid,
+    quality_targets,
+    utility_choice,
+)
+from l2d_core.routers.registry import router_ids
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -67,19 +74,19 @@ def test_calibrate_threshold_hits_the_target_share():
     rng = np.random.default_rng(0)
     s = rng.beta(2, 5, size=2000)
     shares = np.linspace(0, 1, 21)
-    thr = calibrate_threshold(s, shares)
+    thr = share_thresholds(s, shares)
     got = np.array([(s < t).mean() for t in thr])  # share sent to the expert
     np.testing.assert_allclose(got, shares, atol=1e-12)
     # on fresh scores of the same distribution the share is close (RouteLLM's assumption)
     fresh = rng.beta(2, 5, size=20000)
     np.testing.assert_allclose([(fresh < t).mean() for t in thr], shares, atol=0.03)
     # ties: never more than the target goes to the expert
-    assert (np.full(10, 0.3) < calibrate_threshold(np.full(10, 0.3), 0.5)).mean() == 0.0
-    assert isinstance(calibrate_threshold(s, 0.25), float)
+    assert (np.full(10, 0.3) < share_thresholds(np.full(10, 0.3), 0.5)).mean() == 0.0
+    assert isinstance(share_thresholds(s, 0.25), float)
     with pytest.raises(ValueError):
-        calibrate_threshold(s, 1.5)
+        share_thresholds(s, 1.5)
     with pytest.raises(ValueError):
-        calibrate_threshold(np.array([]), 0.5)
+        share_thresholds(np.array([]), 0.5)
 
 
 def test_hybrid_labels_by_hand():
@@ -134,38 +141,36 @@ def test_majority_vote_and_ensemble_em_by_hand():
     ]
     golds = [["Paris"], ["Paris"], ["Seine River", "Seine"], ["Loire"], ["Rhine"], ["x"]]
     # training EM: agent 2 strongest, then 0, then 1
-    train = _toy(np.array([[1, 0, 1], [1, 0, 1], [0, 1, 1], [0, 0, 1]]))
-    ens = EnsembleRouter().fit(None, train)
-    assert ens.order_ == (2, 0, 1)
-    win = ens.predict(np.array(answers, dtype=object))
+    # tie order: training EM, agent 2 strongest, then 0, then 1
+    order = (2, 0, 1)
+    win = majority_vote(np.array(answers, dtype=object), order)
     assert win.tolist() == [0, 2, 0, 2, 0, 2]
-    texts = ens.vote(np.array(answers, dtype=object))
+    texts = [row[j] for row, j in zip(answers, win)]
     assert list(texts) == ["Paris", "Nice", "the Seine", "Rhone", "Rhine", None]
     em, f1 = rescore(texts, golds)
     assert em.tolist() == [1, 0, 1, 0, 1, 0]  # by hand
     assert f1.tolist() == [1, 0, 1, 0, 1, 0]
-    assert ens.score(np.array(answers, dtype=object))[0].tolist() == [2, 2, 1]
     assert majority_vote(np.array([["a", "b"]], dtype=object), [1, 0]).tolist() == [1]
     with pytest.raises(ValueError):
         majority_vote(np.array([["a", "b"]], dtype=object), [0, 0])
-    with pytest.raises(NotFittedError):
-        EnsembleRouter().predict(np.array(answers, dtype=object))
 
 
 LONGER = FAST_CONFIG.but(epochs=40)  # 600 toy rows are 3 batches an epoch
 ESTIMATORS = {
-    "r-det": lambda: HybridRouter(LONGER, kind="det"),
-    "r-prob": lambda: HybridRouter(LONGER, kind="prob"),
-    "r-trans": lambda: HybridRouter(LONGER, kind="trans"),
-    "knn": lambda: KNNRouter(k=15),
-    "mlp": lambda: MLPRouter(LONGER),
+    "hybrid": lambda: HybridClassifier(LONGER),
+    "knn": lambda: KNNAccuracy(k=15),
+    "mlp": lambda: MLPAccuracy(LONGER),
 }
+
+
+def _scores(est, X):
+    return est.predict_proba(X) if isinstance(est, HybridClassifier) else est.predict(X)
 
 
 @pytest.mark.parametrize("name", list(ESTIMATORS))
 def test_estimator_contract_and_a_planted_signal(name):
-    """``__init__`` stores arguments only; ``fit`` returns self; the router finds a feature that
-    tells when the main agent is right."""
+    """``__init__`` stores arguments only; ``fit(X, y)`` returns self; the estimator finds a
+    feature that tells when the main agent is right."""
     rng = np.random.default_rng(0)
     n = 600
     main_ok = rng.random(n) < 0.6
@@ -174,40 +179,37 @@ def test_estimator_contract_and_a_planted_signal(name):
     X = np.concatenate([signal, 0.5 * rng.standard_normal((n, 4))], axis=1)
     data = _toy(ok)
     est = ESTIMATORS[name]()
+    y = hybrid_labels(data, "det", 2)[0] if name == "hybrid" else quality_targets(data, "em")
     assert not [k for k in vars(est) if k.endswith("_")]  # learned state exists only after fit
     assert clone(est).get_params() == est.get_params()  # scikit-learn's contract
     with pytest.raises(NotFittedError):
-        est.score(X)
+        _scores(est, X)
     with pytest.raises(ValueError):
-        est.fit(X[:10], data)
-    assert est.fit(X, data) is est
-    s = est.score(X)
-    if isinstance(est, HybridRouter):
-        assert est.strong_ == 2 and s.shape == (n,) and 0 <= s.min() <= s.max() <= 1
+        est.fit(X[:10], y)
+    assert est.fit(X, y) is est
+    s = _scores(est, X)
+    if name == "hybrid":
+        assert s.shape == (n,) and 0 <= s.min() <= s.max() <= 1
         assert s[main_ok].mean() > s[~main_ok].mean() + 0.3
-        assert set(np.unique(est.predict(X, 0.5))) <= {0, 2}
-        assert (est.predict(X, -np.inf) == 0).all() and (est.predict(X, np.inf) == 2).all()
     else:
         assert s.shape == (n, 3) and 0 <= s.min() <= s.max() <= 1
         assert s[main_ok, 0].mean() > s[~main_ok, 0].mean() + 0.3
-        assert (est.predict(X, 0.0) == 0).all()  # cheapest
-        assert (est.predict(X, np.inf) == s.argmax(1)).all()
+        assert (utility_choice(s, 0.0, np.array([1.0, 2.0, 3.0])) == 0).all()  # cheapest
 
 
-@pytest.mark.parametrize("name", ["r-prob", "r-trans", "mlp"])
-def test_head_routers_survive_save_and_load(name, tmp_path):
-    """A checkpoint holds what the router learned and how it was built: scores, parameters and
-    learned fields come back the same."""
+@pytest.mark.parametrize("name", ["hybrid", "mlp"])
+def test_head_estimators_survive_save_and_load(name, tmp_path):
+    """A checkpoint holds what the estimator learned and how it was built: scores and parameters
+    come back the same."""
     rng = np.random.default_rng(1)
     ok = rng.random((300, 3)) < [0.6, 0.8, 0.9]
     X = rng.standard_normal((300, 6)).astype(np.float32)
-    est = ESTIMATORS[name]().fit(X, _toy(ok, f1=ok * 0.9))
+    data = _toy(ok, f1=ok * 0.9)
+    y = hybrid_labels(data, "prob", 2)[0] if name == "hybrid" else quality_targets(data, "f1")
+    est = ESTIMATORS[name]().fit(X, y)
     loaded = type(est).load(est.save(tmp_path / name))
     assert loaded.get_params() == est.get_params()
-    np.testing.assert_allclose(loaded.score(X), est.score(X), rtol=1e-6)
-    learned = ("strong_", "t_", "label_mean_") if isinstance(est, HybridRouter) else ("cost_",)
-    for attr in learned:
-        np.testing.assert_array_equal(getattr(loaded, attr), getattr(est, attr))
+    np.testing.assert_allclose(_scores(loaded, X), _scores(est, X), rtol=1e-6)
 
 
 # ------------------------------------------------------------------------------- a real slice
@@ -228,26 +230,32 @@ def test_each_router_fits_and_predicts_on_a_real_slice(p3_slice):
     n, a = len(b.test), b.test.n_agents
     assert a == 3 and 150 < n < 600 and len(b.train) > 300
     cfg = FAST_CONFIG.but(epochs=5)
+    strong = b.train.agent_ids.index("bert-ens")  # the expert of best training EM
     for kind in ("det", "prob", "trans"):
-        est = HybridRouter(config=cfg, kind=kind).fit(b.X_train, b.train)
-        assert est.strong_ == b.train.agent_ids.index("bert-ens")  # the expert of best training EM
-        assert 0 < est.label_mean_ < 1 and np.isfinite(est.t_)
-        s_tr, s_te = est.score(b.X_train), est.score(b.X_test)
+        y, t = hybrid_labels(b.train, kind, strong)
+        assert 0 < y.mean() < 1 and np.isfinite(t)
+        est = HybridClassifier(config=cfg).fit(b.X_train, y)
+        s_tr, s_te = est.predict_proba(b.X_train), est.predict_proba(b.X_test)
         assert s_te.shape == (n,) and np.all((s_te >= 0) & (s_te <= 1))
         for share in (0.0, 0.3, 0.7, 1.0):  # calibrated on the training scores
-            thr = calibrate_threshold(s_tr, share)
-            assert (est.predict(b.X_train, thr) != 0).mean() == pytest.approx(share, abs=0.01)
-            assert set(np.unique(est.predict(b.X_test, thr))) <= {0, est.strong_}
-    for est in (KNNRouter(k=10), MLPRouter(config=cfg), MLPRouter(config=cfg, target="f1")):
-        q = est.fit(b.X_train, b.train).score(b.X_test)
+            thr = share_thresholds(s_tr, share)
+            assert (s_tr < thr).mean() == pytest.approx(share, abs=0.01)
+    for est, target in (
+        (KNNAccuracy(k=10), "em"),
+        (MLPAccuracy(config=cfg), "em"),
+        (MLPAccuracy(config=cfg), "f1"),
+    ):
+        q = est.fit(b.X_train, quality_targets(b.train, target)).predict(b.X_test)
         assert q.shape == (n, a) and np.all((q >= 0) & (q <= 1))
-        assert (est.predict(b.X_test, 0.0) == 0).all()  # match-lstm is the cheapest agent
-        assert (est.predict(b.X_test, np.inf) == q.argmax(1)).all()
+        assert (utility_choice(q, 0.0, b.test.agent_gflops) == 0).all()  # match-lstm is the cheapest agent
+        assert (utility_choice(q, np.inf, b.test.agent_gflops) == q.argmax(1)).all()
     # the ensemble: re-scoring the voted text against the gold answers agrees with the agent
     # cache's EM of the agent whose answer won (same normalized text)
-    ens = EnsembleRouter().fit(b.X_train, b.train)
-    win = ens.predict(b.test.answers)
-    em, f1 = rescore(ens.vote(b.test.answers), [r.answers for r in b.test_records])
+    from l2d_core.routers.registry import make_router
+
+    ens = make_router("ensemble").fit(b)
+    win = ens.win_
+    em, f1 = rescore(b.test.answers[np.arange(n), win], [r.answers for r in b.test_records])
     np.testing.assert_array_equal(em, b.test.em[np.arange(n), win])
     np.testing.assert_allclose(f1, b.test.f1[np.arange(n), win])
 
@@ -341,15 +349,15 @@ def test_two_agent_slice_zero_and_single_agents(p2_slice):
 
 def test_baseline_scores_are_memoized_on_disk(p2_slice, monkeypatch):
     calls = []
-    real_fit = KNNRouter.fit
+    real_fit = KNNAccuracy.fit
 
-    def counting_fit(self, X, data):
+    def counting_fit(self, X, y):
         calls.append(1)
-        return real_fit(self, X, data)
+        return real_fit(self, X, y)
 
-    monkeypatch.setattr(KNNRouter, "fit", counting_fit)
+    monkeypatch.setattr(KNNAccuracy, "fit", counting_fit)
     first = C.run_router(p2_slice, "knn", 0)
     again = C.run_router(p2_slice, "knn", 0)
     assert len(calls) <= 1 and [p["em"] for p in first] == [p["em"] for p in again]
-    key = lambda est: store.artifact_key("knn", p2_slice, store.estimator_params(est))
-    assert key(KNNRouter()) == key(KNNRouter()) and key(KNNRouter()) != key(KNNRouter(k=7))
+    key = lambda est: trained.artifact_key("knn", p2_slice, trained.estimator_params(est))
+    assert key(KNNAccuracy()) == key(KNNAccuracy()) and key(KNNAccuracy()) != key(KNNAccuracy(k=7))

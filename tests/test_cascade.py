@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 from _slices import slice_bench
 
-from l2d_core.evaluation.budget import budget_decision, calibrate_threshold, defer_margin
+from l2d_core.evaluation.budget import budget_decision
 from l2d_core.evaluation.comparison import evaluate_router, run_comparison
-from l2d_core.evaluation.registry import make_router
 from l2d_core.evaluation.validation import rank_by_validation, validation_score
 from l2d_core.method.costs import CostConfig
 from l2d_core.method.policies import expected_costs
+from l2d_core.routers.budget import calibrate_threshold, defer_margin
 from l2d_core.routers.features import CONFIDENCE_COLUMNS, confidence_features
+from l2d_core.routers.registry import make_router
 
 
 def _with_confidence(data, rng, informative: bool):
@@ -192,9 +193,9 @@ def test_a_first_view_need_not_wait_for_the_ranking(slices, fresh_cache, monkeyp
 def test_first_view_ranks_the_routers_ready_now(fresh_cache):
     """On an empty cache the post-hoc router waits for its helper agents: the first ranking has
     the routers that read only the pool, and once the helpers are read in, it has them all."""
-    from l2d_core.evaluation.posthoc_inputs import import_helpers
     from l2d_core.evaluation.validation import candidates, waiting
     from l2d_core.routers.posthoc import posthoc_helpers
+    from l2d_core.routers.posthoc_inputs import import_helpers
 
     b = slice_bench("P2", n_train=4, n_test=1)
     pending = waiting(b)

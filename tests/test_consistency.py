@@ -17,14 +17,14 @@ import pytest
 from _slices import slice_bench
 
 from l2d_core.agents import list_pools
-from l2d_core.app_logic.decisions import compared_dict, explain, option_labels
+from l2d_core.app_logic.decisions import explain, option_labels
 from l2d_core.app_logic.explorer import metric_tiles, router_view
-from l2d_core.app_logic.live import answer_with, query_gflops
+from l2d_core.app_logic.live import answer_with, helper_ids, query_gflops
 from l2d_core.deploy import deploy, export_problem
 from l2d_core.evaluation.benchmark import prepare
 from l2d_core.evaluation.points import decision_metrics
-from l2d_core.evaluation.registry import make_router, router_ids
 from l2d_core.report.charts import compared_chart
+from l2d_core.routers.registry import make_router, router_ids
 
 PRICES = (0.0, 0.1, 1.0)
 
@@ -74,7 +74,7 @@ def check_view(bench, view, sample=4):
     assert not np.isnan(picked).any() and (picked <= values.min(axis=1) + 1e-9).all()
     for i in np.linspace(0, len(choice) - 1, sample).astype(int):
         ex = explain(bench, view, int(i))
-        c = compared_dict(d, int(i), ids)
+        c = d.explain(int(i), ids)
         assert ex["winner"] == ids[choice[i]] and c["step"] == d.stage_of(int(i)).name
         shown = ex["table"][c["quantity"]].tolist()
         winner_value = shown[choice[i]]
@@ -154,9 +154,7 @@ def test_a_routed_dataset_question_shows_what_it_decided_and_paid(real_data, poo
         rows = np.linspace(0, len(ids) and len(bench.test) - 1, 12).astype(int)
         recs = [bench.test_records[i] for i in rows]
         routed = deployed.route_batch([(r.question, r.context) for r in recs], [r.qid for r in recs])
-        helpers = getattr(router, "helpers_", None) or getattr(
-            getattr(router, "first_", None), "helpers_", ()
-        )
+        helpers = helper_ids(router)
         for i, rec, r in zip(rows, recs, routed):
             assert r["agent"] == ids[d.choice[i]]
             if r["compared"] is not None:

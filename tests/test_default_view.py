@@ -12,7 +12,7 @@ from l2d_core.agents.registry import builtin_pool_names
 from l2d_core.app_logic.default_view import default_router
 from l2d_core.app_logic.explorer import router_view
 from l2d_core.evaluation.benchmark import prepare
-from l2d_core.evaluation.registry import make_router
+from l2d_core.routers.registry import make_router
 
 
 def test_the_default_view_is_above_random_mixing_on_the_test_articles(real_data):

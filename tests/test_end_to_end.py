@@ -16,7 +16,7 @@ import pytest
 
 from l2d_core.evaluation.benchmark import BETA_POINTS, prepare
 from l2d_core.evaluation.comparison import evaluate_router
-from l2d_core.evaluation.registry import make_router
+from l2d_core.routers.registry import make_router
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -103,7 +103,7 @@ def test_oracle_bounds_and_random(p3):
 def test_trained_rejector_is_cached_on_disk(p3, monkeypatch):
     costs = p3.costs(0.02)
     first = evaluate_router(p3, "sdl", costs)
-    from l2d_core.routers.rejector import SDLRejector
+    from l2d_core.routers.sdl import SDLRejector
 
     monkeypatch.setattr(SDLRejector, "fit", lambda *a, **k: pytest.fail("refit of a cached setting"))
     again = make_router("sdl").fit(p3, 0)  # a new router: the head comes from disk

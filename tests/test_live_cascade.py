@@ -11,8 +11,8 @@ from l2d_core.agents import PoolSpec, get_agent
 from l2d_core.agents.cache import AgentCache
 from l2d_core.app_logic.live import answer_with, live_pools, main_runs_live
 from l2d_core.deploy import deploy
-from l2d_core.evaluation.registry import make_router
 from l2d_core.method.costs import CostConfig
+from l2d_core.routers.registry import make_router
 
 CONTEXT = "Moby-Dick is an 1851 novel by American writer Herman Melville about the whale."
 
@@ -108,7 +108,7 @@ def test_single_query_page_two_stage_cascade_names_the_expert_it_would_ask(live_
 
     import dashboard.cache
     from l2d_core.app_logic.default_view import DefaultChoice
-    from l2d_core.evaluation.staged_router import StagedRouter
+    from l2d_core.routers.staged import StagedRouter
 
     monkeypatch.setattr(dashboard.cache, "prepare", lambda *args, **kwargs: live_bench)
     monkeypatch.setattr(

@@ -1,5 +1,5 @@
 """Post-hoc rejector: features (l2d_core.routers.features), qid alignment
-(l2d_core.evaluation.posthoc_inputs), estimator and cost accounting (l2d_core.routers.posthoc),
+(l2d_core.routers.posthoc_inputs), estimator (l2d_core.routers.posthoc) and cost accounting,
 operating points (the registry's ``l2d-posthoc`` router)."""
 
 import dataclasses
@@ -10,10 +10,17 @@ from sklearn.exceptions import NotFittedError
 
 from l2d_core.data.records import QUESTION_TYPES, QARecord
 from l2d_core.evaluation.benchmark import BETA_POINTS
-from l2d_core.evaluation.posthoc_inputs import posthoc_answers, posthoc_features
 from l2d_core.method.costs import CostConfig
+from l2d_core.method.policies import plugin_policy
 from l2d_core.routers.features import answer_features, extra_features
-from l2d_core.routers.posthoc import PosthocRejector, default_helpers, posthoc_gflops, posthoc_helpers
+from l2d_core.routers.posthoc import PosthocRejector
+from l2d_core.routers.posthoc_inputs import (
+    default_helpers,
+    posthoc_answers,
+    posthoc_features,
+    posthoc_gflops,
+    posthoc_helpers,
+)
 
 CHEAP = ("logreg", "dcr", "span-clf", "rasor", "rnet", "coattn")  # BENCHMARK.md agents ≤ 5 GFLOPs
 
@@ -119,35 +126,36 @@ def test_estimator_fit_predict_on_a_small_slice(p2, tmp_path):
     est = PosthocRejector()
     assert not hasattr(est, "head_")  # learned state exists only after fit
     with pytest.raises(NotFittedError, match="fit"):
-        est.error_proba(F)
-    assert est.fit(F, data) is est and est.agent_ids_ == ("match-lstm", "bert-ens")
-    p = est.error_proba(F)
+        est.predict_proba(F)
+    assert est.fit(F, data.errors, data.titles) is est  # scikit-learn's fit(X, y), groups: articles
+    p = est.predict_proba(F)
     assert p.shape == (len(data), 2, 2) and np.all((p > 0) & (p < 1))
     main_wrong = data.errors[:, :, 0].any(axis=1)
     assert p[main_wrong, :, 0].mean() > p[~main_wrong, :, 0].mean()  # it learned something
-    choice = est.predict(F, p2.costs(0.05))
+    choice = plugin_policy(p, p2.costs(0.05))
     assert choice.shape == (len(data),) and set(np.unique(choice)) <= {0, 1}
-    assert (est.predict(F, CostConfig((1.0,), (5.0,))) == 0).all()  # the expert is never worth 5
+    assert (plugin_policy(p, CostConfig((1.0,), (5.0,))) == 0).all()  # the expert is never worth 5
     assert est.platt_.shape == (2, 2, 2)  # default: Platt maps fitted on held-out articles
-    raw = PosthocRejector(calibration="none").fit(F, data)
-    assert raw.platt_ is None and not np.allclose(raw.error_proba(F), p)
+    raw = PosthocRejector(calibration="none").fit(F, data.errors, data.titles)
+    assert raw.platt_ is None and not np.allclose(raw.predict_proba(F), p)
     np.testing.assert_allclose(
-        PosthocRejector.load(est.save(tmp_path / "h")).error_proba(F), est.error_proba(F)
+        PosthocRejector.load(est.save(tmp_path / "h")).predict_proba(F), est.predict_proba(F)
     )
     with pytest.raises(ValueError, match="feature rows"):
-        PosthocRejector().fit(F[:-1], data)
+        PosthocRejector().fit(F[:-1], data.errors, data.titles)
 
 
 def test_posthoc_points_pay_the_overhead_and_beat_random(p2):
     from l2d_core.evaluation.comparison import run_router
-    from l2d_core.evaluation.registry import make_router
-    from l2d_core.evaluation.router import DENSE_BETAS
-    from l2d_core.routers.posthoc import GFLOPS_SWEEP
+    from l2d_core.evaluation.points import router_points
+    from l2d_core.routers.base import DENSE_BETAS
+    from l2d_core.routers.posthoc_inputs import GFLOPS_SWEEP
+    from l2d_core.routers.registry import make_router
 
     router = make_router("l2d-posthoc").fit(p2, 0)
     assert router.helpers_ == CHEAP  # the default helpers of the pool's main agent
     assert router.p_err_.shape == (len(p2.test), 2, 2)
-    pts = router.points()
+    pts = router_points(router)
     core = [p for p in pts if not p["dense"]]
     assert [p["beta1"] for p in core] == list(BETA_POINTS)
     assert [p["beta1"] for p in pts if p["dense"]] == [*DENSE_BETAS] + [None] * len(GFLOPS_SWEEP)

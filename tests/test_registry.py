@@ -7,9 +7,18 @@ import numpy as np
 import pytest
 from _slices import slice_bench
 
-from l2d_core.evaluation.points import Decision
-from l2d_core.evaluation.registry import ROUTERS, make_router, router_class, router_ids, router_label
-from l2d_core.evaluation.router import AGENT_PREFIX, Router, register
+from l2d_core.evaluation.points import router_points
+from l2d_core.routers import registry
+from l2d_core.routers.base import Router
+from l2d_core.routers.decision import Decision
+from l2d_core.routers.registry import (
+    AGENT_PREFIX,
+    make_router,
+    register,
+    router_class,
+    router_ids,
+    router_label,
+)
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +38,7 @@ def test_every_router_fits_decides_and_draws(p3, rid):
         assert d.choice.min() >= 0 and d.choice.max() < a and d.overhead_gflops >= 0
         if d.expected is not None:
             assert d.expected.shape == (n, a)
-    points = router.points(betas=(0.0, 0.5), prices=(0.1,))
+    points = router_points(router, betas=(0.0, 0.5), prices=(0.1,))
     assert points and all({"em", "gflops", "share_strong"} <= set(p) for p in points)
     assert all(0 <= p["em"] <= 100 for p in points)
     assert router_label(rid) and router_label(rid) != rid or rid.startswith(AGENT_PREFIX)
@@ -41,7 +50,9 @@ def test_agents_come_with_every_pool_and_short_ids_resolve(p3):
     assert make_router("sdl").id == "l2d-sdl" and make_router("cascade").id == "l2d-cascade"
     one = make_router("agent:bert-ens").fit(p3)
     assert (one.decide(p3.costs(0.1)).choice == p3.test.agent_ids.index("bert-ens")).all()
-    assert router_class("agent:bert-ens") is None and router_class("plugin") is ROUTERS["l2d-plugin"]
+    assert (
+        router_class("agent:bert-ens") is None and router_class("plugin") is registry.routers()["l2d-plugin"]
+    )
     with pytest.raises(KeyError, match="unknown router"):
         make_router("no-such-router")
 
@@ -57,9 +68,14 @@ def test_adding_a_router_is_one_registration(p3):
     try:
         register(Cheapest)
         assert "test-cheapest" in router_ids() and router_label("test-cheapest") == "always the main agent"
-        pts = make_router("test-cheapest").fit(p3).points(betas=(0.0,))
+        pts = router_points(make_router("test-cheapest").fit(p3), betas=(0.0,))
         assert pts[0]["share_strong"] == 0.0
+        register(Cheapest)  # the same class again (a module imported twice): nothing changes
+
+        class Other(Cheapest):
+            label = "another router under the same id"
+
         with pytest.raises(ValueError, match="already registered"):
-            register(Cheapest)
+            register(Other)
     finally:
-        ROUTERS.pop("test-cheapest", None)
+        registry._ROUTERS.pop("test-cheapest", None)

@@ -27,12 +27,13 @@ from sklearn.exceptions import NotFittedError
 from l2d_core.agents.routing_data import RoutingData
 from l2d_core.data.records import QARecord
 from l2d_core.method.costs import CostConfig
-from l2d_core.method.policies import bayes_policy, learned_policy
+from l2d_core.method.policies import bayes_policy, learned_policy, plugin_policy
 from l2d_core.method.training import PAPER_CONFIG, SDL_FAST_CONFIG, TrainConfig, train_loop
 from l2d_core.routers.encoder import Encoder, embedding_key, load_encoder, pool
 from l2d_core.routers.features import featurize
 from l2d_core.routers.head import MLPHead, Projection, load_head_state
-from l2d_core.routers.rejector import FullSDLRejector, PluginRejector, SDLRejector
+from l2d_core.routers.plugin import PluginRejector
+from l2d_core.routers.sdl import FullSDLRejector, SDLRejector
 from l2d_core.runtime import pick_device
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -202,12 +203,12 @@ def features(encoder, problem) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def sdl_est(features, problem) -> SDLRejector:
-    return SDLRejector(config=HEAD_CONFIG, costs=COSTS).fit(features, problem[1])
+    return SDLRejector(config=HEAD_CONFIG, costs=COSTS).fit(features, problem[1].errors)
 
 
 @pytest.fixture(scope="module")
 def plugin_est(features, problem) -> PluginRejector:
-    return PluginRejector(config=HEAD_CONFIG).fit(features, problem[1])
+    return PluginRejector(config=HEAD_CONFIG).fit(features, problem[1].errors)
 
 
 def _bayes(data: RoutingData, costs: CostConfig) -> np.ndarray:
@@ -374,13 +375,12 @@ def test_featurize_pair_and_unknown_kind(encoder, problem):
 
 def test_sdl_rejector_shapes_and_learned_policy(sdl_est, features, problem):
     records, data, cls = problem
-    S = sdl_est.scores(features)
+    S = sdl_est.decision_function(features)
     assert S.shape == (len(data), 2, 3) and np.isfinite(S).all()
-    choice = sdl_est.predict(features)
+    choice = learned_policy(sdl_est.decision_function(features))
     assert choice.shape == (len(data),) and choice.dtype.kind == "i"
     np.testing.assert_array_equal(choice, S.sum(axis=1).argmax(axis=1))
     np.testing.assert_array_equal(choice, learned_policy(S))
-    assert sdl_est.agent_ids_ == AGENTS
     assert len(sdl_est.history_["train"]) == HEAD_CONFIG.epochs
     assert sdl_est.history_["train"][-1] < sdl_est.history_["train"][0]
     # learns the pattern: routes (almost) as the Bayes rule with the true error rates would
@@ -395,24 +395,28 @@ def test_sdl_rejector_needs_costs_and_fit(features, problem):
     assert est.get_params() == {"config": HEAD_CONFIG, "costs": COSTS, "progress": False}
     assert not [k for k in vars(est) if k.endswith("_")]
     with pytest.raises(ValueError, match="costs"):
-        SDLRejector(config=HEAD_CONFIG).fit(features, problem[1])
+        SDLRejector(config=HEAD_CONFIG).fit(features, problem[1].errors)
     with pytest.raises(NotFittedError, match="fit"):
-        SDLRejector(config=HEAD_CONFIG, costs=COSTS).scores(features)
+        SDLRejector(config=HEAD_CONFIG, costs=COSTS).decision_function(features)
 
 
 def test_sdl_rejector_follows_costs(sdl_est, features, problem):
     records, data, cls = problem
-    base = sdl_est.predict(features)
+    base = learned_policy(sdl_est.decision_function(features))
     # expert 2 made expensive: the beta questions go to the main model (cost 2 < 2.2 for expert 1)
     costly2 = CostConfig(alpha=[1.0, 1.0], beta=[0.1, 10.0])
-    pricey = SDLRejector(config=HEAD_CONFIG, costs=costly2).fit(features, data).predict(features)
+    pricey = learned_policy(
+        SDLRejector(config=HEAD_CONFIG, costs=costly2).fit(features, data.errors).decision_function(features)
+    )
     assert (base == 2).sum() >= 0.9 * (cls == 1).sum()
     assert (pricey == 2).sum() == 0
     assert (pricey == _bayes(data, costly2)).mean() >= 0.9
     assert (pricey[cls == 2] == 1).mean() >= 0.9  # gamma questions still go to expert 1
     # every expert far dearer than any error of the main model: everything stays with agent 0
     huge = CostConfig(alpha=[1.0, 1.0], beta=[10.0, 10.0])
-    everything = SDLRejector(config=HEAD_CONFIG, costs=huge).fit(features, data).predict(features)
+    everything = learned_policy(
+        SDLRejector(config=HEAD_CONFIG, costs=huge).fit(features, data.errors).decision_function(features)
+    )
     assert (everything == 0).all()
     assert (base == 0).mean() < 0.5
 
@@ -423,31 +427,45 @@ def test_reduced_rank_sdl_head(features, problem, tmp_path):
     records, data, cls = problem
     k = 32  # of 128 features
     cfg = SDL_FAST_CONFIG.but(rank=k)
-    est = SDLRejector(config=cfg, costs=COSTS).fit(features, data)
+    est = SDLRejector(config=cfg, costs=COSTS).fit(features, data.errors)
     proj = Projection.fit(features, k)
     W = est.head_.net[-1].weight.detach().numpy()
     assert W.shape == (6, features.shape[1])  # a full head: loads and serves like any other
     np.testing.assert_allclose(W - (W @ proj.basis) @ proj.basis.T, 0.0, atol=1e-5)  # in the span
-    assert (est.predict(features) == _bayes(data, COSTS)).mean() >= 0.9  # still learns the pattern
+    assert (
+        learned_policy(est.decision_function(features)) == _bayes(data, COSTS)
+    ).mean() >= 0.9  # still learns the pattern
     # convex: a warm start from another setting, with the projection fitted before, ends at the same head
-    other = SDLRejector(config=cfg, costs=CostConfig(alpha=[1.0, 1.0], beta=[0.1, 10.0])).fit(features, data)
-    warm = SDLRejector(config=cfg, costs=COSTS).fit(
-        features, data, init=other.head_.state_dict(), projection=proj
+    other = SDLRejector(config=cfg, costs=CostConfig(alpha=[1.0, 1.0], beta=[0.1, 10.0])).fit(
+        features, data.errors
     )
-    np.testing.assert_array_equal(warm.predict(features), est.predict(features))
+    warm = SDLRejector(config=cfg, costs=COSTS).fit(
+        features, data.errors, init=other.head_.state_dict(), projection=proj
+    )
+    np.testing.assert_array_equal(
+        learned_policy(warm.decision_function(features)), learned_policy(est.decision_function(features))
+    )
     # same head up to L-BFGS tolerance (a score of ~3 may differ by ~2%)
-    np.testing.assert_allclose(warm.scores(features), est.scores(features), rtol=0.02, atol=0.05)
+    np.testing.assert_allclose(
+        warm.decision_function(features), est.decision_function(features), rtol=0.02, atol=0.05
+    )
     back = SDLRejector.load(est.save(tmp_path / "rank"))
     assert back.config.rank == k
-    np.testing.assert_allclose(back.scores(features), est.scores(features), atol=1e-6)
+    np.testing.assert_allclose(back.decision_function(features), est.decision_function(features), atol=1e-6)
     with pytest.raises(ValueError, match="linear head"):
-        SDLRejector(config=HEAD_CONFIG.but(rank=k), costs=COSTS).fit(features, data)
+        SDLRejector(config=HEAD_CONFIG.but(rank=k), costs=COSTS).fit(features, data.errors)
     # fewer rows than the rank (a tiny slice): the head reads every feature
     few = SDLRejector(config=SDL_FAST_CONFIG.but(rank=64), costs=COSTS)
-    few.fit(features[:20], data.take(np.arange(20)))
-    assert not Projection.applies(64, features[:20]) and few.scores(features).shape == (len(data), 2, 3)
+    few.fit(features[:20], data.errors[:20])
+    assert not Projection.applies(64, features[:20]) and few.decision_function(features).shape == (
+        len(data),
+        2,
+        3,
+    )
     with pytest.raises(ValueError, match=f"rank {k}"):
-        SDLRejector(config=cfg, costs=COSTS).fit(features, data, projection=Projection.fit(features, k + 1))
+        SDLRejector(config=cfg, costs=COSTS).fit(
+            features, data.errors, projection=Projection.fit(features, k + 1)
+        )
 
 
 # ----------------------------------------------------------------------------- (4) plug-in
@@ -455,42 +473,40 @@ def test_reduced_rank_sdl_head(features, problem, tmp_path):
 
 def test_plugin_rejector_probabilities_and_costs_without_refit(plugin_est, features, problem):
     records, data, cls = problem
-    P = plugin_est.error_proba(features)
+    P = plugin_est.predict_proba(features)
     assert P.shape == (len(data), 2, 3) and np.isfinite(P).all()
-    assert ((P >= 0) & (P <= 1)).all()  # open interval: see test_error_proba_strictly_inside
+    assert ((P >= 0) & (P <= 1)).all()  # open interval: see test_predict_proba_strictly_inside
     assert ((P > 0.01) & (P < 0.99)).mean() < 0.5  # confident on this separable problem
     # the error estimates themselves are learned: thresholded they reproduce the outcomes
     assert ((P > 0.5) == data.errors).mean() >= 0.9
     weights = {k: v.clone() for k, v in plugin_est.head_.state_dict().items()}
-    # cost-free: no cost setting is part of the estimator, predict is always given one
-    assert "costs" not in plugin_est.get_params()
-    with pytest.raises(TypeError, match="costs"):
-        plugin_est.predict(features)
+    # cost-free: no cost setting is part of the estimator; the plug-in rule applies one to its estimates
+    assert "costs" not in plugin_est.get_params() and not hasattr(plugin_est, "decision_function")
     settings = [
         COSTS,
         CostConfig(alpha=[1.0, 1.0], beta=[0.1, 10.0]),
         CostConfig(alpha=[1.0, 1.0], beta=[10.0, 10.0]),
     ]
-    choices = [plugin_est.predict(features, c) for c in settings]
+    choices = [plugin_policy(plugin_est.predict_proba(features), c) for c in settings]
     for c, choice in zip(settings, choices):
         assert (choice == _bayes(data, c)).mean() >= 0.9
     assert (choices[1] == 2).sum() == 0 < (choices[0] == 2).sum()
     assert (choices[2] == 0).all()
     # the same setting again gives the same choice (nothing is kept between calls)
-    np.testing.assert_array_equal(plugin_est.predict(features, settings[1]), choices[1])
+    np.testing.assert_array_equal(plugin_policy(plugin_est.predict_proba(features), settings[1]), choices[1])
     for k, v in plugin_est.head_.state_dict().items():  # nothing was refitted
         torch.testing.assert_close(v, weights[k], rtol=0, atol=0)
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
-def test_error_proba_strictly_inside_unit_interval(plugin_est, features):
+def test_predict_proba_strictly_inside_unit_interval(plugin_est, features):
     last = plugin_est.head_.net[-1]  # the fitted head, restored below
     saved = {k: v.clone() for k, v in last.state_dict().items()}
     try:
         with torch.no_grad():  # confident logits, as a well-separated training set gives
             last.weight.zero_()
             last.bias.copy_(torch.tensor([30.0, -100.0, 5.0, 20.0, -20.0, 0.0]))
-        P = plugin_est.error_proba(features[:3])
+        P = plugin_est.predict_proba(features[:3])
     finally:
         last.load_state_dict(saved)
     assert ((P > 0) & (P < 1)).all()
@@ -506,7 +522,6 @@ def test_sdl_save_load_roundtrip(sdl_est, features, tmp_path):
     _no_pickle(path)
     config = json.loads((path / "config.json").read_text())
     assert config["estimator"] == "SDLRejector"
-    assert config["agent_ids"] == list(AGENTS)
     assert config["in_dim"] == 4 * HIDDEN and config["out_shape"] == [2, len(AGENTS)]
     assert config["train"] == HEAD_CONFIG.to_dict()
     assert config["costs"] == {"alpha": [1.0, 1.0], "beta": [0.1, 0.2]}
@@ -515,9 +530,12 @@ def test_sdl_save_load_roundtrip(sdl_est, features, tmp_path):
     np.testing.assert_array_equal(scaler["mean"].numpy(), sdl_est.scaler_.mean_)
     np.testing.assert_array_equal(scaler["scale"].numpy(), sdl_est.scaler_.scale_)
     loaded = SDLRejector.load(path)  # the cost setting comes back from the checkpoint
-    assert loaded.config == HEAD_CONFIG and loaded.agent_ids_ == AGENTS and loaded.costs == COSTS
-    np.testing.assert_array_equal(loaded.scores(features), sdl_est.scores(features))
-    np.testing.assert_array_equal(loaded.predict(features), sdl_est.predict(features))
+    assert loaded.config == HEAD_CONFIG and loaded.costs == COSTS
+    np.testing.assert_array_equal(loaded.decision_function(features), sdl_est.decision_function(features))
+    np.testing.assert_array_equal(
+        learned_policy(loaded.decision_function(features)),
+        learned_policy(sdl_est.decision_function(features)),
+    )
     other = CostConfig(alpha=[1.0, 1.0], beta=[0.3, 0.3])
     assert SDLRejector.load(path, costs=other).costs == other  # constructor arguments override
     with pytest.raises(ValueError, match="SDLRejector"):
@@ -532,8 +550,11 @@ def test_plugin_save_load_roundtrip(plugin_est, features, tmp_path):
     config = json.loads((path / "config.json").read_text())
     assert config["estimator"] == "PluginRejector" and config["pool"] == "P-tiny"
     loaded = PluginRejector.load(path)
-    np.testing.assert_array_equal(loaded.error_proba(features), plugin_est.error_proba(features))
-    np.testing.assert_array_equal(loaded.predict(features, COSTS), plugin_est.predict(features, COSTS))
+    np.testing.assert_array_equal(loaded.predict_proba(features), plugin_est.predict_proba(features))
+    np.testing.assert_array_equal(
+        plugin_policy(loaded.predict_proba(features), COSTS),
+        plugin_policy(plugin_est.predict_proba(features), COSTS),
+    )
 
 
 # ----------------------------------------------------------------------------- (6) determinism
@@ -542,10 +563,10 @@ def test_plugin_save_load_roundtrip(plugin_est, features, tmp_path):
 def test_same_seed_same_scores(features, problem):
     data = problem[1]
     torch.manual_seed(1)
-    a = SDLRejector(config=HEAD_CONFIG.but(epochs=5), costs=COSTS).fit(features, data)
+    a = SDLRejector(config=HEAD_CONFIG.but(epochs=5), costs=COSTS).fit(features, data.errors)
     torch.manual_seed(2)  # unrelated work in between must not matter
-    b = SDLRejector(config=HEAD_CONFIG.but(epochs=5), costs=COSTS).fit(features, data)
-    np.testing.assert_array_equal(a.scores(features), b.scores(features))
+    b = SDLRejector(config=HEAD_CONFIG.but(epochs=5), costs=COSTS).fit(features, data.errors)
+    np.testing.assert_array_equal(a.decision_function(features), b.decision_function(features))
 
 
 def test_seed_controls_training(features, problem):
@@ -554,7 +575,11 @@ def test_seed_controls_training(features, problem):
 
     def fit(seed):
         torch.manual_seed(123)  # same global state (works around the bug above)
-        return SDLRejector(config=cfg.but(seed=seed), costs=COSTS).fit(features, data).scores(features)
+        return (
+            SDLRejector(config=cfg.but(seed=seed), costs=COSTS)
+            .fit(features, data.errors)
+            .decision_function(features)
+        )
 
     np.testing.assert_array_equal(fit(0), fit(0))
     assert not np.allclose(fit(0), fit(1))
@@ -573,28 +598,32 @@ def test_fit_with_validation_restores_best_epoch(features, problem):
     )  # a query of the swapped class
     val = dataclasses.replace(data, start_ok=data.start_ok[order], end_ok=data.end_ok[order])
     est = SDLRejector(config=HEAD_CONFIG.but(epochs=30), costs=COSTS)
-    est.fit(features, data, features, val)
+    est.fit(features, data.errors, features, val.errors)
     h = est.history_
     assert len(h["train"]) == len(h["val"]) == 30
     best = int(h["best_epoch"][0])
     assert best == int(np.argmin(h["val"])) and best < 29
     assert min(h["val"]) < h["val"][-1] - 1e-3
     # the weights in place are those of the best epoch
-    restored = float(est._loss(torch.from_numpy(est.scores(features)), torch.from_numpy(est._targets(val))))
+    restored = float(
+        est._loss(
+            torch.from_numpy(est.decision_function(features)), torch.from_numpy(est._targets(val.errors))
+        )
+    )
     assert restored == pytest.approx(min(h["val"]), rel=1e-5, abs=1e-6)
     # without validation data there is no best epoch
-    plain = SDLRejector(config=HEAD_CONFIG.but(epochs=3), costs=COSTS).fit(features, data)
+    plain = SDLRejector(config=HEAD_CONFIG.but(epochs=3), costs=COSTS).fit(features, data.errors)
     assert plain.history_["val"] == [] and "best_epoch" not in plain.history_
 
 
 def test_length_mismatch_and_empty_training(features, problem, tiny_dir):
     records, data, cls = problem
     with pytest.raises(ValueError, match="feature rows"):
-        SDLRejector(config=HEAD_CONFIG, costs=COSTS).fit(features[:-1], data)
+        SDLRejector(config=HEAD_CONFIG, costs=COSTS).fit(features[:-1], data.errors)
     with pytest.raises(ValueError, match="feature rows"):
-        PluginRejector(config=HEAD_CONFIG).fit(features, data.take(np.arange(5)))
+        PluginRejector(config=HEAD_CONFIG).fit(features, data.errors[:5])
     with pytest.raises(ValueError, match="records"):
-        FullSDLRejector(costs=COSTS, encoder=str(tiny_dir), device="cpu").fit(records[:3], data)
+        FullSDLRejector(costs=COSTS, encoder=str(tiny_dir), device="cpu").fit(records[:3], data.errors)
     with pytest.raises(ValueError, match="empty"):
         train_loop(torch.nn.Linear(2, 2), 0, lambda idx: torch.zeros(()), HEAD_CONFIG)
 
@@ -606,12 +635,12 @@ FULL_CONFIG = PAPER_CONFIG.but(epochs=2, batch_size=8, lr=1e-3, hidden=16)
 
 def _full_rejector_checks(est: FullSDLRejector, records, data, tiny_dir, device: str) -> None:
     before = load_encoder(str(tiny_dir), device="cpu").model.state_dict()
-    est.fit(records, data)
+    est.fit(records, data.errors)
     assert est.encoder_.device.type == device
     assert len(est.history_["train"]) == 2 and np.isfinite(est.history_["train"]).all()
-    S = est.scores(records, batch_size=16)
+    S = est.decision_function(records, batch_size=16)
     assert S.shape == (len(records), 2, 3) and np.isfinite(S).all()
-    choice = est.predict(records)
+    choice = learned_policy(est.decision_function(records))
     assert choice.shape == (len(records),)
     np.testing.assert_array_equal(choice, learned_policy(S))
     # end to end: the encoder itself moved, not only the head
@@ -634,7 +663,7 @@ def test_full_sdl_rejector_cpu(tiny_dir, problem, tmp_path):
     assert config["estimator"] == "FullSDLRejector"
     assert config["costs"] == {"alpha": [1.0, 1.0], "beta": [0.1, 0.2]}
     assert config["train"] == FULL_CONFIG.to_dict() and config["max_length"] == 64
-    assert config["agent_ids"] == list(AGENTS)  # the data's agent ids, in column order
+    assert config["out_shape"] == [2, len(AGENTS)]  # one output per endpoint × agent, in column order
     # the checkpoint alone reproduces the scores: saved encoder + saved head
     enc = load_encoder(str(path / "encoder"), max_length=64, device="cpu")
     state, cfg = load_head_state(path)
@@ -645,12 +674,16 @@ def test_full_sdl_rejector_cpu(tiny_dir, problem, tmp_path):
     with torch.no_grad():
         tok = enc.tokenize([r.question for r in records], [r.context for r in records])
         again = head(enc.forward_pooled(tok)).numpy()
-    np.testing.assert_allclose(again, est.scores(records), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(again, est.decision_function(records), rtol=1e-4, atol=1e-5)
     # and FullSDLRejector.load gives the same estimator back
     loaded = FullSDLRejector.load(path, device="cpu")
-    assert loaded.costs == COSTS and loaded.config == FULL_CONFIG and loaded.agent_ids_ == AGENTS
-    np.testing.assert_allclose(loaded.scores(records), est.scores(records), rtol=1e-4, atol=1e-5)
-    np.testing.assert_array_equal(loaded.predict(records), est.predict(records))
+    assert loaded.costs == COSTS and loaded.config == FULL_CONFIG
+    np.testing.assert_allclose(
+        loaded.decision_function(records), est.decision_function(records), rtol=1e-4, atol=1e-5
+    )
+    np.testing.assert_array_equal(
+        learned_policy(loaded.decision_function(records)), learned_policy(est.decision_function(records))
+    )
 
 
 # ----------------------------------------------------------------------------- (9) GFLOPs, device

@@ -13,9 +13,9 @@ import plotly.graph_objects as go
 import pytest
 
 import l2d_core.report as R
-from l2d_core.evaluation.registry import router_label
 from l2d_core.report import evaluate_targets, figures, report_markdown, summary_frame
 from l2d_core.report import targets as T
+from l2d_core.routers.registry import router_label
 
 BETAS = [0.0, 0.5]
 SDL, KNN = router_label("l2d-sdl"), router_label("knn")

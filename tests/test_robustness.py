@@ -224,7 +224,7 @@ def test_router_checkpoints_are_written_whole(fresh_cache):
 def test_truncated_trained_router_is_set_aside_and_trained_again(fresh_cache, real_data):
     from _slices import slice_bench
 
-    from l2d_core.evaluation.registry import make_router
+    from l2d_core.routers.registry import make_router
 
     bench = slice_bench("P2")
     first = make_router("l2d-cascade").fit(bench)

@@ -19,8 +19,8 @@ import uvicorn
 
 from l2d_core.deploy import deploy, load_router
 from l2d_core.deploy.api import LIMITS, create_app
-from l2d_core.evaluation.registry import make_router
 from l2d_core.method.costs import CostConfig
+from l2d_core.routers.registry import make_router
 
 CONTEXT = "Moby-Dick is an 1851 novel by American writer Herman Melville about the whale."
 Q = {"question": "Who wrote Moby-Dick?", "context": CONTEXT}

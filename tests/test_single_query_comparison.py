@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from _charts import chart_rows
 from _tiny_models import VOCAB, LogitsByToken, bert_tokenizer, one_thread
+from l2d_core.evaluation.router import DENSE_BETAS
 from streamlit.testing.v1 import AppTest
 
 from l2d_core.agents import AgentSpec, get_agent
@@ -30,12 +31,11 @@ from l2d_core.deploy import deploy
 from l2d_core.evaluation import metrics as M
 from l2d_core.evaluation.benchmark import BETA_POINTS, PRICE_POINTS
 from l2d_core.evaluation.comparison import run_comparison
-from l2d_core.evaluation.registry import make_router, router_ids
 from l2d_core.evaluation.results import list_results, load_results, save_results
-from l2d_core.evaluation.router import DENSE_BETAS
 from l2d_core.method.costs import CostConfig
 from l2d_core.method.policies import expected_costs, plugin_policy
 from l2d_core.report import summary_frame
+from l2d_core.routers.registry import make_router, router_ids
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow

@@ -12,10 +12,11 @@ from sklearn.metrics import roc_auc_score
 from l2d_core.app_logic.decisions import decisions_frame
 from l2d_core.app_logic.explorer import router_view
 from l2d_core.evaluation.budget import budget_decision
-from l2d_core.evaluation.registry import make_router
+from l2d_core.evaluation.points import router_points
 from l2d_core.evaluation.validation import rank_by_validation
 from l2d_core.method.costs import CostConfig
 from l2d_core.method.staged import ask_threshold, staged_choice, staged_query_costs
+from l2d_core.routers.registry import make_router
 
 
 def _total(th, score, errors, p2, costs):
@@ -74,7 +75,7 @@ def test_what_the_two_stage_cascade_pays(p3, staged):
         np.testing.assert_allclose(d.per_query["gflops"], want)
         assert not (final[~ask] != 0).any()  # nobody leaves the main agent without asking first
         np.testing.assert_allclose(d.per_query["tdl"], staged_query_costs(p3.test.errors, costs, ask, final))
-        point = staged.points(betas=(), prices=(lam,))[-1]
+        point = router_points(staged, betas=(), prices=(lam,))[-1]
         assert point["gflops"] == pytest.approx(want.mean())
         assert point["asked_share"] == pytest.approx(ask.mean())
         seen.add(round(float(ask.mean()), 3))

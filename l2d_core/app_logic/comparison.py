@@ -12,8 +12,8 @@ import numpy as np
 
 from ..evaluation.benchmark import Benchmark, prepare
 from ..evaluation.comparison import run_comparison
-from ..evaluation.registry import router_ids
 from ..evaluation.results import reports_dir, save_results
+from ..routers.registry import router_ids
 from . import jobs
 
 __all__ = [

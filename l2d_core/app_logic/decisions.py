@@ -131,23 +131,6 @@ def explain(bench: Benchmark, view: RouterView, i: int) -> dict:
     }
 
 
-def compared_dict(decision, i: int, ids) -> dict | None:
-    """What decided question ``i`` in the routing API's form (``step``, ``quantity``, ``note``,
-    ``values`` per agent, None where not weighed): what the pages' charts draw.
-
-    >>> from l2d_core.evaluation.points import Decision
-    >>> d = Decision(np.array([1]), expected=np.array([[0.4, 0.2, np.nan]]))
-    >>> compared_dict(d, 0, ("g", "m1", "m2"))["values"]
-    {'g': 0.4, 'm1': 0.2, 'm2': None}
-    """
-    c = decision.compared(i)
-    if c is None:
-        return None
-    stage = c["stage"]
-    values = {a: (None if np.isnan(v) else float(v)) for a, v in zip(ids, c["values"].tolist())}
-    return {"step": stage.name, "quantity": stage.quantity, "note": stage.note, "values": values}
-
-
 def option_labels(compared: dict | None, ids) -> dict[str, str] | None:
     """How a chart names the options of the step that decided: a two-stage cascade's first step
     weighs keeping the main answer against asking an expert (other steps: the agents' ids).
@@ -170,7 +153,7 @@ def why_sentence(ids, values: np.ndarray, winner: int, stage) -> str:
     ahead of the next one (NaN: not an option at that step). A two-stage router's first stage
     compares keeping the main answer with the threshold for asking an expert.
 
-    >>> from l2d_core.evaluation.points import Stage
+    >>> from l2d_core.routers.decision import Stage
     >>> why_sentence(("g", "m1", "m2"), np.array([0.4, 0.2, 0.9]), 1, Stage())
     'm1 has the lowest expected cost (0.200), ahead of g (0.400).'
     >>> first = why_sentence(("g", "m1", "m2"), np.array([0.3, 0.5, np.nan]), 0, Stage("first stage"))

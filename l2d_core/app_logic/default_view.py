@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..evaluation.benchmark import Benchmark
-from ..evaluation.registry import ROUTERS, router_label
-from ..evaluation.router import Router
 from ..evaluation.validation import Ranked, candidates, rank_by_validation
+from ..routers.base import Router
+from ..routers.registry import router_label, routers
 
 __all__ = ["PAYS", "DefaultChoice", "default_router", "ranking_frame", "needs_embeddings"]
 
@@ -76,4 +76,4 @@ def ranking_frame(ranking: list[Ranked]) -> pd.DataFrame:
 def needs_embeddings() -> list[str]:
     """The routers ranked on validation that read the question and context embeddings (ranked
     only once those are computed)."""
-    return [r for r, c in ROUTERS.items() if c.validated and c.reads_embeddings]
+    return [r for r, c in routers().items() if c.validated and c.reads_embeddings]

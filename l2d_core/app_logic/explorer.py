@@ -15,11 +15,12 @@ from ..evaluation import metrics as M
 from ..evaluation.benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
 from ..evaluation.budget import BudgetResult, budget_decision
 from ..evaluation.gain import gain_over_mixing
-from ..evaluation.points import Decision, decision_metrics
-from ..evaluation.registry import router_label
-from ..evaluation.router import Router
+from ..evaluation.points import decision_metrics
 from ..method.costs import CostConfig, cost_matrix
 from ..method.policies import oracle_policy, random_policy
+from ..routers.base import Router
+from ..routers.decision import Decision
+from ..routers.registry import router_label
 
 __all__ = [
     "RouterView",

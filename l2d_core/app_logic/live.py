@@ -18,6 +18,7 @@ from ..agents.cache import AgentCache
 from ..data.records import QARecord
 from ..qa.positions import ContextIndex, locate
 from ..qa.squad_eval import exact_match, f1
+from ..routers.registry import make_router
 
 __all__ = [
     "RUNNABLE_KINDS",
@@ -308,27 +309,17 @@ def answers_frame(answers: list[dict]):
 
 
 def helper_ids(router) -> tuple[str, ...]:
-    """The helper agents a fitted router reads besides the pool's (a post-hoc router's, or the
-    first stage's of a two-stage cascade); none for the others."""
-    first = getattr(router, "first_", router)
-    return tuple(getattr(first, "helpers_", ()) or ())
+    """The helper agents a fitted router reads besides the main agent (what it ``needs`` first,
+    after the main agent); none for a router that reads no answers."""
+    return tuple(router.needs(router.bench_).answers[1:])
 
 
 def new_text_routers(bench, router_ids) -> list[str]:
     """The routers of ``router_ids`` that route new text on ``bench``'s pool: every agent whose
     answer they read first (the main agent, helper agents) runs here; a router that reads only
     the question and context routes any text."""
-    from ..evaluation.registry import make_router
-
-    out = []
-    for rid in router_ids:
-        router = make_router(rid)
-        if hasattr(router, "helper_ids"):  # reads the main agent's answer and helpers'
-            reads = (bench.pool.main, *router.helper_ids(bench))
-        elif hasattr(router, "helpers"):  # a two-stage cascade: the main agent and its helpers
-            reads = (bench.pool.main, *router.helpers)
-        else:
-            reads = ()
-        if all(can_answer_new_text(get_agent(a)) for a in reads):
-            out.append(rid)
-    return out
+    return [
+        rid
+        for rid in router_ids
+        if all(can_answer_new_text(get_agent(a)) for a in make_router(rid).needs(bench).answers)
+    ]

@@ -7,7 +7,7 @@
 """
 
 from .artifact import ARTIFACT_FORMAT, ArtifactError
-from .deployed import EXPORTABLE, DeployedRouter, deploy, export_problem, load_router, new_text_problem
+from .deployed import DeployedRouter, deploy, export_problem, load_router, new_text_problem
 from .export import export_folder, export_router, serve_commands, zip_folder
 from .signals import QueryError
 
@@ -15,7 +15,6 @@ __all__ = [
     "ARTIFACT_FORMAT",
     "ArtifactError",
     "DeployedRouter",
-    "EXPORTABLE",
     "QueryError",
     "deploy",
     "export_problem",

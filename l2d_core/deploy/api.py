@@ -208,7 +208,7 @@ def create_app(router: DeployedRouter) -> FastAPI:
             "status": "ok",
             "router": router.router_id,
             "pool": router.pool.name,
-            "routes_new_text": router.inputs.routes_new_text(),
+            "routes_new_text": router.routes_new_text(),
         }
 
     app.add_middleware(BodyLimit, limit=LIMITS["body_bytes"])
@@ -225,6 +225,6 @@ def app_from_env() -> FastAPI:
 
         torch.set_num_threads(int(os.environ[THREADS_ENV]))
     router = load_router(path)
-    if router.inputs.routes_new_text():
+    if router.routes_new_text():
         router.warm_up()  # models loaded before the first request, not during it
     return create_app(router)

@@ -13,7 +13,6 @@ Loading checks every version the routing depends on and says what does not match
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -23,7 +22,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from ..qa.scoring import SCORING_VERSION
-from ..routers.posthoc import FEATURE_FORMAT
+from ..routers.posthoc_inputs import FEATURE_FORMAT
 
 __all__ = [
     "ARTIFACT_FORMAT",
@@ -31,14 +30,13 @@ __all__ = [
     "ESTIMATOR_DIR",
     "ArtifactError",
     "versions",
-    "model_fingerprint",
     "write_manifest",
     "read_manifest",
     "check_versions",
     "now_iso",
 ]
 
-ARTIFACT_FORMAT = 2  # bump when router.json or the estimator folder changes meaning
+ARTIFACT_FORMAT = 3  # bump when router.json or the estimator folder changes meaning
 MANIFEST = "router.json"
 ESTIMATOR_DIR = "estimator"
 EXPORT_HINT = "export it again with this version: python scripts/export_router.py --pool … --out …"
@@ -77,27 +75,6 @@ def versions() -> dict:
     }
 
 
-def model_fingerprint(path: str) -> str:
-    """A content fingerprint of a model folder that survives copying it elsewhere: its
-    ``config.json`` and the names and sizes of its weight and tokenizer files (a hub id or a
-    missing path: the id itself).
-
-    >>> model_fingerprint("no/such/model") == model_fingerprint("no/such/model")
-    True
-    """
-    p = Path(path).expanduser()
-    h = hashlib.sha256()
-    if p.is_dir():
-        for f in sorted(p.iterdir()):
-            if f.is_file() and f.suffix in (".json", ".safetensors", ".bin", ".txt", ".model"):
-                h.update(f"{f.name}:{f.stat().st_size}\n".encode())
-                if f.name == "config.json":
-                    h.update(f.read_bytes())
-    else:
-        h.update(str(path).encode())
-    return h.hexdigest()[:16]
-
-
 def write_manifest(folder: Path, manifest: dict) -> None:
     """``router.json``, written atomically (a killed export never leaves half a manifest)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -128,7 +105,7 @@ def check_versions(manifest: dict, where: Path | str) -> None:
     """Refuse an artifact whose format, answer features or agent scoring differ from this code's."""
     got, now = manifest["versions"], versions()
     checks = [("format", "artifact format")]
-    if manifest.get("router", {}).get("kind") in ("posthoc", "staged"):
+    if (manifest.get("needs") or {}).get("answers"):
         # the cascade reads the main agent's answer features and confidence records
         checks += [("features", "answer-feature format"), ("scoring", "agent scoring (confidence) version")]
     bad = [

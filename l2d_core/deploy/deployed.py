@@ -1,13 +1,13 @@
 """A router ready to put in front of its agents: :func:`deploy` freezes a fitted router of the
-registry at one cost setting (or budget), :meth:`DeployedRouter.save` writes it as an artifact
-(:mod:`~l2d_core.deploy.artifact`), :func:`load_router` reads it back.
+registry at one cost setting (or budget) — the router's own ``freeze`` —, :meth:`DeployedRouter.save`
+writes it as an artifact (:mod:`~l2d_core.deploy.artifact`), :func:`load_router` reads it back
+through the registry (the router's own frozen class: no router is special here).
 
-``route(question, context)`` gives the decision — the chosen agent, every agent's expected cost,
-the signals behind it (the main agent's answer and confidence for a cascade, and for the
-two-stage cascade whether it asked its cheapest expert; the query's embeddings for an ex-ante
-router), and the GFLOPs it pays. ``answer(question, context)`` also
-runs the chosen agent when it can run; an agent known only by its prediction file is reported
-as unable to answer new text, never faked.
+``route(question, context)`` gives the decision — the chosen agent, what decided it (the step and
+each agent's value: the chosen agent has the least), the signals behind it, and the GFLOPs it
+pays, counting only what ran. ``answer(question, context)`` also asks the chosen agent when it
+can answer; an agent known only by its prediction file is reported as unable to answer new
+text, never faked.
 """
 
 from __future__ import annotations
@@ -16,78 +16,36 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
 from safetensors import SafetensorError
 
 from ..agents.registry import AgentSpec, PoolSpec, get_agent
-from ..app_logic.live import RUNNABLE_KINDS
 from ..data import load_dataset
-from ..evaluation.benchmark import encoder_for
-from ..evaluation.budget import (
-    budget_decision,
-    budget_stage,
-    price_choice,
-    surcharge_choice,
-)
-from ..evaluation.builtin_routers import SDL_STAGES, PluginRouter, PosthocRouter, SDLRouter, ZeroRouter
-from ..evaluation.plugin_router import PLUGIN_STAGES
-from ..evaluation.registry import router_label
-from ..evaluation.router import AgentRouter, Router
-from ..evaluation.staged_router import StagedRouter
+from ..evaluation.budget import budget_decision
 from ..method.costs import CostConfig
-from ..method.policies import expected_costs, learned_policy, plugin_policy
-from ..routers.posthoc import PosthocRejector
-from ..routers.rejector import PluginRejector, SDLRejector
-from .artifact import (
-    ESTIMATOR_DIR,
-    ArtifactError,
-    model_fingerprint,
-    now_iso,
-    read_manifest,
-    versions,
-    write_manifest,
-)
-from .decided import Decided, follower_from
-from .signals import QueryError, RouteInputs, answer_chosen, check_query, main_answers, query_features
-from .staged import StagedHeads, route_staged
+from ..routers.base import Needs, NotExportable, Router
+from ..routers.registry import make_router, router_label
+from .artifact import ESTIMATOR_DIR, ArtifactError, now_iso, read_manifest, versions, write_manifest
+from .signals import QueryError, QuerySignals, answer_chosen, check_models, check_query, runs
 
-__all__ = ["EXPORTABLE", "DeployedRouter", "deploy", "load_router", "export_problem", "new_text_problem"]
-
-# what each kind of saved router keeps: its estimator class (None: a fixed agent)
-ESTIMATORS = {
-    "plugin": PluginRejector,
-    "sdl": SDLRejector,
-    "posthoc": PosthocRejector,
-    "staged": StagedHeads,
-    "fixed": None,
-}
-EXPORTABLE = (
-    "the L2D routers (l2d-plugin, l2d-sdl, l2d-posthoc, l2d-cascade, l2d-staged), the zero router "
-    "and single agents"
-)
+__all__ = ["DeployedRouter", "deploy", "load_router", "export_problem", "new_text_problem"]
 
 
 def export_problem(router: Router) -> str | None:
-    """Why ``router`` cannot be saved as an artifact (``None``: it can)."""
-    if isinstance(router, SDLRouter) and router.mode != "fast":
-        return "l2d-sdl in full mode fine-tunes its own encoder: only the fast mode (a head) is exported"
-    if isinstance(router, PosthocRouter) and router.features.endswith("+emb"):
+    """Why ``router`` cannot be saved as an artifact, said before trying (``None``: it can)."""
+    if not router.exportable:
+        return f"{router.id} cannot route a new query on its own"
+    if getattr(router, "mode", "fast") != "fast":
+        return f"{router.id} in full mode fine-tunes its own encoder: only the fast mode (a head) is exported"
+    if str(getattr(router, "features", "")).endswith("+emb") and router.reads_answers:
         return f"{router.id} with features {router.features!r} reads embeddings besides the answer"
-    if isinstance(router, PosthocRouter | StagedRouter | PluginRouter | SDLRouter | ZeroRouter | AgentRouter):
-        return None
-    return f"{router.id} cannot route a new query on its own; exportable: {EXPORTABLE}"
+    return None
 
 
 def new_text_problem(router: Router) -> str | None:
     """Why a fitted router, once saved, cannot route a question it has never seen (``None``: it
     can): it reads the answer of an agent known only by its prediction file. It still routes the
     dataset's questions by id."""
-    posthoc = router if isinstance(router, PosthocRouter) else getattr(router, "first_", None)
-    if posthoc is None or not isinstance(posthoc, PosthocRouter):
-        return None
-    bench = router.bench_
-    needs = [bench.pool.main, *posthoc.helpers_]
-    dead = [a for a in needs if get_agent(a).kind not in RUNNABLE_KINDS]
+    dead = [a for a in router.needs(router.bench_).answers if not runs(get_agent(a))]
     if not dead:
         return None
     return (
@@ -98,7 +56,7 @@ def new_text_problem(router: Router) -> str | None:
 
 def deploy(router: Router, costs: CostConfig, budget: tuple[str, float] | None = None) -> DeployedRouter:
     """Freeze a fitted router of the registry at ``costs`` (and a ``budget`` ``(kind, target)``,
-    calibrated on the training articles' out-of-fold estimates) into a :class:`DeployedRouter`."""
+    followed from where it starts on the training articles) into a :class:`DeployedRouter`."""
     problem = export_problem(router)
     if problem:
         raise ArtifactError(problem)
@@ -106,63 +64,32 @@ def deploy(router: Router, costs: CostConfig, budget: tuple[str, float] | None =
     ids = bench.pool.agent_ids
     if costs.n_experts != len(ids) - 1:
         raise ValueError(f"costs have {costs.n_experts} experts, pool {bench.pool.name} has {len(ids) - 1}")
-    specs = {a: get_agent(a) for a in ids}
-    features: dict = {}
-    fixed, estimator, threshold, budget_info = None, None, None, None
-    overhead = float(bench.rejector_gflops)
-    if isinstance(router, PosthocRouter | StagedRouter):
-        posthoc = router if isinstance(router, PosthocRouter) else router.first_
-        specs.update({h: get_agent(h) for h in posthoc.helpers_})
-        features = {
-            "set": posthoc.features,
-            "helpers": list(posthoc.helpers_),
-            "confidence": bool(posthoc.confidence_),
-            "main_fingerprint": model_fingerprint(str(specs[ids[0]].path)),
-        }
-        overhead = float(posthoc.overhead_)
-        if posthoc is router:
-            kind, estimator = "posthoc", router.estimator_
-        else:
-            kind, estimator = "staged", StagedHeads(router.first_.estimator_, router.second_.estimator_)
-            features["asked"] = ids[router.asked_]
-    elif isinstance(router, PluginRouter | SDLRouter):
-        kind = "plugin" if isinstance(router, PluginRouter) else "sdl"
-        estimator = router.estimator_ if kind == "plugin" else router.estimator(costs)
-        enc = encoder_for(bench.encoder_name)
-        features = {
-            "encoder": bench.encoder_name,
-            "encoder_path": enc.path,
-            "encoder_fingerprint": model_fingerprint(enc.path),
-            "kind": bench.features,
-            "pooling": enc.pooling,
-            "max_length": enc.max_length,
-        }
-    else:
-        kind, overhead = "fixed", 0.0
-        fixed = int(router.decide(costs).choice[0])
-    if kind == "staged" and budget is None:
-        threshold = router.threshold(costs)
+    budget_info, follower = None, None
     if budget is not None:
-        if kind not in ("plugin", "posthoc", "staged"):
+        if not router.supports_budget:
             raise ValueError(f"{router.id} has no error estimates: a budget needs l2d-plugin or a cascade")
         _, result = budget_decision(router, costs, *budget)
-        budget_info = asdict(result)  # with the follower's starting state: a deployment starts there
+        budget_info, follower = asdict(result), result.follower
+    try:
+        frozen = router.freeze(costs, follower)
+    except NotExportable as exc:
+        raise ArtifactError(str(exc)) from None
+    specs = {a: get_agent(a) for a in dict.fromkeys([*ids, *frozen.needs.reads])}
     manifest = {
         "versions": versions(),
         "created": now_iso(),
-        "router": {"id": router.id, "label": router_label(router.id), "kind": kind, "seed": router.seed_},
+        "router": {"id": router.id, "label": router_label(router.id), "seed": router.seed_},
         "dataset": bench.dataset.name,
         "pool": asdict(bench.pool),
         "agents": {a: asdict(s) for a, s in specs.items()},
         "costs": {"alpha": list(costs.alpha), "beta": list(costs.beta)},
         "budget": budget_info,
-        "threshold": threshold,
-        "fixed_agent": fixed,
-        "features": features,
-        "overhead_gflops": overhead,
+        "needs": asdict(frozen.needs),
+        "config": frozen.config,
+        "overhead_gflops": frozen.overhead_gflops,
         "trained_on": {"benchmark": bench.cache_key(router.reads_embeddings), "questions": len(bench.train)},
     }
-    return DeployedRouter(manifest, estimator)
+    return DeployedRouter(manifest, frozen)
 
 
 def load_router(folder: str | Path) -> DeployedRouter:
@@ -171,50 +98,53 @@ def load_router(folder: str | Path) -> DeployedRouter:
     folder = Path(folder).expanduser()
     manifest = read_manifest(folder)
     try:
-        kind = manifest["router"]["kind"]
-        cls = ESTIMATORS[kind]
-    except (KeyError, TypeError):
-        raise ArtifactError(f"{folder}/router.json names no known router kind ({list(ESTIMATORS)})") from None
-    estimator = None
-    if cls is not None:
-        est_dir = folder / ESTIMATOR_DIR
-        try:
-            estimator = cls.load(est_dir)
-        except (FileNotFoundError, SafetensorError, KeyError, ValueError, RuntimeError) as exc:
-            raise ArtifactError(
-                f"the trained head in {est_dir} cannot be read ({str(exc)[:200]}): copy the whole "
-                "artifact folder again, or export it again"
-            ) from None
-    return DeployedRouter(manifest, estimator, source=folder)
+        rid = manifest["router"]["id"]
+        needs = Needs(**{**manifest["needs"], "answers": tuple(manifest["needs"]["answers"])})
+        frozen_cls = make_router(rid).frozen
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ArtifactError(
+            f"{folder}/router.json names no router of this registry ({str(exc)[:120]})"
+        ) from None
+    est_dir = folder / ESTIMATOR_DIR
+    try:
+        frozen = frozen_cls.load(rid, manifest["config"], est_dir, needs, float(manifest["overhead_gflops"]))
+    except (FileNotFoundError, SafetensorError, KeyError, ValueError, RuntimeError) as exc:
+        raise ArtifactError(
+            f"the trained head in {est_dir} cannot be read ({str(exc)[:200]}): copy the whole "
+            "artifact folder again, or export it again"
+        ) from None
+    return DeployedRouter(manifest, frozen, source=folder)
 
 
 class DeployedRouter:
-    """A router frozen at one cost setting; see the module docstring."""
+    """A router frozen at one cost setting (or budget); see the module docstring."""
 
-    def __init__(self, manifest: dict, estimator=None, source: Path | None = None):
-        self.manifest, self.estimator, self.source = manifest, estimator, source
+    def __init__(self, manifest: dict, frozen, source: Path | None = None):
+        self.manifest, self.frozen, self.source = manifest, frozen, source
         self.router_id = manifest["router"]["id"]
-        self.kind = manifest["router"]["kind"]
+        self.needs: Needs = frozen.needs
         self.pool = PoolSpec(**manifest["pool"])
         self.specs = {a: AgentSpec(**s) for a, s in manifest["agents"].items()}
         self.costs = CostConfig(tuple(manifest["costs"]["alpha"]), tuple(manifest["costs"]["beta"]))
-        self.threshold = manifest.get("threshold")
         self.budget = manifest.get("budget")
-        self.follower = follower_from(self.budget)  # a budget followed query by query, per process
+        self.encoder = check_models(self.needs, frozen.config, self.specs)
         self._records = None  # the dataset's questions by id, read on the first qid
-        self.inputs = RouteInputs(self.kind, manifest["features"], self.specs, self.pool)
-        self.inputs.check()
 
     @property
     def agent_ids(self) -> tuple[str, ...]:
         return self.pool.agent_ids
 
+    def routes_new_text(self) -> bool:
+        """Whether every agent it reads before deciding answers new text (an expert a two-stage
+        cascade asks midway is named where it cannot)."""
+        return all(runs(self.specs[a]) for a in self.needs.answers)
+
     def save(self, folder: str | Path) -> Path:
         """Write the artifact: the estimator first, ``router.json`` last (atomically), so a folder
         with a manifest is always complete."""
         folder = Path(folder).expanduser()
-        if self.estimator is not None:
-            self.estimator.save(folder / ESTIMATOR_DIR)
+        (folder / ESTIMATOR_DIR).mkdir(parents=True, exist_ok=True)
+        self.frozen.save(folder / ESTIMATOR_DIR)
         write_manifest(folder, self.manifest)
         return folder
 
@@ -233,14 +163,14 @@ class DeployedRouter:
             "costs": m["costs"],
             "budget": m["budget"],
             "paid_on_every_query_gflops": m["overhead_gflops"],
-            "routes_new_text": self.inputs.routes_new_text(),
+            "routes_new_text": self.routes_new_text(),
             "agents": self.agents(),
             "versions": m["versions"],
         }
 
     def agents(self) -> list[dict]:
         """Every agent the router may call or reads, with its role and whether it answers new text."""
-        helpers = self.manifest["features"].get("helpers", []) if self.kind == "posthoc" else []
+        helpers = self.needs.answers[1:]
         out = []
         for a, spec in self.specs.items():
             role = "main" if a == self.pool.main else "expert" if a in self.pool.experts else "helper"
@@ -250,7 +180,7 @@ class DeployedRouter:
                     "role": role + (" + helper" if role != "helper" and a in helpers else ""),
                     "kind": spec.kind,
                     "gflops": spec.gflops,
-                    "answers_new_text": self.inputs.runs(a),
+                    "answers_new_text": runs(spec),
                 }
             )
         return out
@@ -276,8 +206,7 @@ class DeployedRouter:
 
     def route(self, question: str, context: str, qid: str | None = None) -> dict:
         """The decision for one query (``qid``: a question of the router's dataset, whose cached
-        answers a cascade reads instead of running its main agent, and whose cached embeddings an
-        ex-ante router reads — the benchmark's own inputs)."""
+        answers and embeddings are read — the benchmark's own inputs)."""
         return self.route_batch([(question, context)], [qid] if qid is not None else None)[0]
 
     def route_batch(self, queries, qids=None) -> list[dict]:
@@ -285,91 +214,76 @@ class DeployedRouter:
         under a budget the queries are decided in order, each moving the budget's follower)."""
         records = [check_query(q, c, i) for i, (q, c) in enumerate(queries)]
         t0 = time.perf_counter()
-        main = main_answers(self.inputs, records, qids) if self.inputs.reads_answers else None
-        ids = self.agent_ids
-        staged = None
-        if self.kind == "staged":
-            base = float(self.manifest["overhead_gflops"])
-            staged = route_staged(
-                self.inputs,
-                self.estimator,
-                self.threshold,
-                self.costs,
-                records,
-                main,
-                qids,
-                self.follower,
-                base,
-            )
-            decided = Decided(staged.choice, staged.values, staged.p_err, staged.stage, staged.stages)
-        else:
-            decided = self._decide(records, main, qids)
+        signals = QuerySignals(self.needs, self.frozen.config, self.specs, records, qids, self.encoder)
+        d = self.frozen.decide(signals)
         ms = 1000.0 * (time.perf_counter() - t0)
+        ids = self.agent_ids
+        main = signals.answers() if self.needs.answers else None
         out = []
-        for n, j in enumerate(decided.choice.tolist()):
-            r = {
-                "agent": ids[j],
-                "agent_index": j,
-                "deferred": j != 0,
-                "router": self.router_id,
-                "compared": decided.compared(n, ids),
-                "chance_wrong": None
-                if decided.p_err is None
-                else {
-                    a: {"start": float(decided.p_err[n, 0, k]), "end": float(decided.p_err[n, 1, k])}
-                    for k, a in enumerate(ids)
-                },
-                "signals": self.inputs.signals(main[n] if main is not None else None),
-                "gflops": self._gflops(ids[j], recorded=qids is not None),
-                "latency_ms": ms / len(records),
-            }
-            if staged is not None:
-                asked = staged.signals(n, self.manifest["features"]["asked"])
-                r["signals"]["asked"] = asked
+        for n, j in enumerate(d.choice.tolist()):
+            said = {}
+            if main is not None:
+                m = main[n]
+                said = {
+                    "main_answer": m["answer"],
+                    "main_confidence": m["confidence"],
+                    "helper_answers": dict(m["helpers"]),
+                    "main_latency_ms": m["latency_ms"],
+                }
+            elif self.needs.embeddings:
+                said = {
+                    "reads": "question and context embeddings",
+                    "encoder": self.frozen.config["encoder"]["name"],
+                }
+            ran = None
+            if "asked" in d.extra:  # a router that asks an expert midway
+                pq = d.per_query
+                asked = {
+                    "agent": d.extra["asked"],
+                    "asked": bool(pq["share"][n]),
+                    "doubt": float(pq["doubt"][n]),
+                    "threshold": float(pq["threshold"][n]),
+                    "answer": d.extra["asked_answers"][n],
+                    "note": d.extra["notes"][n],
+                }
+                said["asked"] = asked
                 if asked["answer"] is not None:
-                    r["signals"]["helper_answers"] = {
-                        **r["signals"]["helper_answers"],
+                    said["helper_answers"] = {
+                        **said.get("helper_answers", {}),
                         asked["agent"]: asked["answer"],
                     }
-                ran = asked["agent"] if asked["asked"] and asked["answer"] is not None else None
-                r["gflops"] = self._gflops(ids[j], ran, recorded=qids is not None)
-            out.append(r)
+                    ran = asked["agent"]
+            scored = d.score_label == "chance wrong" and d.scores is not None
+            out.append(
+                {
+                    "agent": ids[j],
+                    "agent_index": j,
+                    "deferred": j != 0,
+                    "router": self.router_id,
+                    "compared": d.explain(n, ids),
+                    "chance_wrong": {
+                        a: {"start": float(d.scores[n, 0, k]), "end": float(d.scores[n, 1, k])}
+                        for k, a in enumerate(ids)
+                    }
+                    if scored
+                    else None,
+                    "signals": said,
+                    "gflops": self._gflops(ids[j], ran, "asked" in d.extra, qids is not None),
+                    "latency_ms": ms / len(records),
+                }
+            )
         return out
 
-    def _decide(self, records, main, qids) -> Decided:
-        """The one-stage routers: a fixed agent, the rejector's scores, or the plug-in rule on error
-        estimates — at the costs, or under the budget's follower."""
-        n = len(records)
-        if self.kind == "fixed":
-            return Decided(np.full(n, int(self.manifest["fixed_agent"])))
-        if self.kind == "sdl":
-            scores = self.estimator.scores(query_features(self.inputs, records, cached=qids is not None))
-            return Decided(learned_policy(scores), -scores.sum(axis=1), None, None, SDL_STAGES)
-        F = query_features(self.inputs, records, main, cached=qids is not None)
-        p_err = self.estimator.error_proba(F)
-        if self.follower is None:
-            values = expected_costs(p_err, self.costs)
-            return Decided(plugin_policy(p_err, self.costs), values, p_err, None, PLUGIN_STAGES)
-        stages = (budget_stage(self.budget["kind"], self.budget["target"]),)
-        if self.budget["kind"] == "share":
-            choice, values, _ = surcharge_choice(p_err, self.costs, self.follower)
-            return Decided(choice, values, p_err, None, stages)
-        own = [0.0 if self.inputs.already_ran(a) else self.specs[a].gflops for a in self.agent_ids]
-        extra = np.repeat(np.array([own]) - own[0], n, axis=0)
-        base = np.full(n, float(self.manifest["overhead_gflops"]) + own[0])
-        choice, values, _ = price_choice(p_err, self.costs.alpha, self.follower, extra, base)
-        return Decided(choice, values, p_err, None, stages)
-
-    def _gflops(self, chosen: str, asked: str | None = None, recorded: bool = False) -> dict:
+    def _gflops(self, chosen: str, asked: str | None, asks: bool, recorded: bool) -> dict:
         """GFLOPs of one query, counting only what runs: what the router pays on every query, the
-        expert a two-stage cascade ``asked`` and that answered (staged routers only), and the chosen
-        agent when it has not run yet and can answer (it runs on new text, or the query is a dataset
-        question whose answer it ``recorded``). A chosen agent that cannot answer is not paid: its
-        cost is under ``unpaid``."""
+        expert a two-stage cascade ``asked`` and that answered (routers that ask: ``asks``), and the
+        chosen agent when it has not run yet and can answer (it runs on new text, or the query is a
+        dataset question whose answer it ``recorded``). A chosen agent that cannot answer is not
+        paid: its cost is under ``unpaid``."""
         paid = float(self.manifest["overhead_gflops"])
-        extra = {} if self.kind != "staged" else {"asked": float(self.specs[asked].gflops) if asked else 0.0}
-        ran = self.inputs.already_ran(chosen) or chosen == asked
-        can = recorded or self.inputs.runs(chosen)
+        extra = {"asked": float(self.specs[asked].gflops) if asked else 0.0} if asks else {}
+        ran = chosen in self.needs.answers or chosen == asked
+        can = recorded or runs(self.specs[chosen])
         again = 0.0 if ran or not can else float(self.specs[chosen].gflops)
         out = {"router": paid, **extra, "chosen_agent": again, "total": paid + sum(extra.values()) + again}
         if not ran and not can:
@@ -385,7 +299,8 @@ class DeployedRouter:
         t0 = time.perf_counter()
         routed = self.route_batch(queries, qids)
         for n, (r, (q, c)) in enumerate(zip(routed, queries)):
-            r["answer"] = answer_chosen(self.inputs, r, q, c, qids[n] if qids is not None else None)
+            qid = qids[n] if qids is not None else None
+            r["answer"] = answer_chosen(self.needs, self.specs, r, q, c, qid)
         ms = 1000.0 * (time.perf_counter() - t0)
         for r in routed:
             r["latency_ms"] = ms / len(routed)

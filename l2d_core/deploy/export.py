@@ -11,9 +11,9 @@ import zipfile
 from pathlib import Path
 
 from ..evaluation.benchmark import prepare
-from ..evaluation.registry import make_router, router_class
 from ..method.costs import CostConfig
 from ..paths import cache_dir
+from ..routers.registry import make_router, router_class
 from .deployed import DeployedRouter, deploy
 
 __all__ = ["export_router", "export_folder", "zip_folder", "serve_commands"]

@@ -18,7 +18,7 @@ from ..agents.registry import PoolSpec, get_pool
 from ..agents.routing_data import RoutingData, load_routing_data
 from ..data import BENCHMARK_TEST_ARTICLES, load_dataset, validation_split
 from ..data.records import QADataset, QARecord
-from ..method.costs import COST_RULES, CostConfig
+from ..method.costs import BETA_POINTS, COST_RULES, PRICE_POINTS, CostConfig
 from ..paths import DEFAULT_ENCODER, cache_dir
 from ..routers.encoder import Encoder, load_encoder
 from ..routers.features import feature_texts, featurize
@@ -33,11 +33,6 @@ __all__ = [
     "encoder_for",
     "measure_rejector_gflops",
 ]
-
-# BENCHMARK.md sweep points for β₁ (β_j from the GFLOPs rule, α_j = 1) and for the per-TFLOP
-# price λ (errors per TFLOP, α_j = 1).
-BETA_POINTS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
-PRICE_POINTS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 
 @dataclass(frozen=True, eq=False)

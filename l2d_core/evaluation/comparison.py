@@ -3,7 +3,7 @@ APGR and TDL per β₁ — the ``results.json`` a report is made of (schema:
 :mod:`~l2d_core.evaluation.results`).
 
 Each router is fitted per seed and evaluated at the BENCHMARK.md β₁ points and its own sweep
-(:meth:`~l2d_core.evaluation.router.Router.points`). Metrics per router (SPEC §7), over the
+(:func:`~l2d_core.evaluation.points.router_points`). Metrics per router (SPEC §7), over the
 GFLOPs range ``[lo, hi]`` of the pool's agents, are computed per seed and reported as mean
 (``x``) and std over seeds (``x_std``):
 
@@ -37,13 +37,13 @@ from dataclasses import asdict
 import numpy as np
 
 from ..method.costs import CostConfig, cost_matrix, query_costs
+from ..routers.base import DENSE_BETAS, TARGET_SHARES, Router
+from ..routers.registry import make_router, router_ids
 from . import metrics as M
 from .benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
 from .budget import budget_decision
-from .points import decision_metrics
-from .registry import make_router, router_ids
+from .points import beta_key, decision_metrics, router_points
 from .results import SCHEMA_VERSION, Point, Results, expert_share
-from .router import DENSE_BETAS, TARGET_SHARES, Router, beta_key
 
 __all__ = ["BENCHMARK_SEEDS", "N_BOOT", "evaluate_router", "run_router", "run_comparison"]
 
@@ -78,7 +78,7 @@ def evaluate_router(
 
 def run_router(bench: Benchmark, router_id: str, seed: int = 0, betas=BETA_POINTS) -> list[Point]:
     """The points of one router (registered id or ``agent:<id>``) for one seed, at ``betas``."""
-    return make_router(router_id).fit(bench, seed).points(betas)
+    return router_points(make_router(router_id).fit(bench, seed), betas)
 
 
 def _is_num(v) -> bool:
@@ -285,7 +285,7 @@ def run_comparison(
         if progress:
             progress(f"{rid}: {len(seeds)} seed(s)")
         fitted = [make_router(rid, **(params or {}).get(rid, {})).fit(bench, s) for s in seeds]
-        runs = [r.points(prices=prices) for r in fitted]
+        runs = [router_points(r, prices=prices) for r in fitted]
         per_seed = [_curve_summary(bench, pts, lo, hi) for pts in runs]
         points = _mean_points(runs)
         entry: dict = {"points": points}

@@ -15,10 +15,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..routers.registry import OURS_PREFIX
 from .benchmark import Benchmark
 from .comparison import run_router
+from .points import beta_key
 from .results import beta_points, num
-from .router import OURS_PREFIX, beta_key
 
 __all__ = ["PAPER_BETAS", "PAPER_BASELINES", "REFERENCE", "matched_share", "seed_mean", "paper_table"]
 

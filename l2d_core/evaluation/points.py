@@ -6,102 +6,18 @@ questions at one operating setting) → :func:`evaluate_choice` (every SPEC §7 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from ..agents.routing_data import RoutingData
-from ..method.costs import CostConfig, cost_matrix, query_costs
+from ..method.costs import BETA_POINTS, CostConfig, cost_matrix, query_costs
+from ..routers.base import Router
+from ..routers.decision import Decision
 from . import metrics as M
 from .benchmark import Benchmark
 
-__all__ = ["Stage", "Decision", "evaluate_choice", "decision_metrics", "make_point", "TDL_FIELDS"]
+__all__ = ["evaluate_choice", "decision_metrics", "make_point", "router_points", "beta_key", "TDL_FIELDS"]
 
 TDL_FIELDS = ("tdl", "tdl_random", "tdl_random_std", "tdl_random_matched")
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One step of a router's decision, as its explanation names it: ``name`` (empty for a router
-    that decides in one step), what its values are (``quantity``) and one plain sentence of what
-    is compared (``note``)."""
-
-    name: str = ""
-    quantity: str = "expected cost"
-    note: str = ""
-
-
-@dataclass(frozen=True, eq=False)
-class Decision:
-    """One router's allocation of the test questions at one operating setting.
-
-    ``choice`` (N,) is the agent each question went to. ``overhead_gflops`` is paid on every
-    question (a rejector's encoder, or a cascade's main agent and helpers, which always run);
-    ``data`` replaces the benchmark's test data for the accounting (a cascade's main agent then
-    costs nothing more when chosen). ``expected`` (N, A) is what the router compared per agent
-    for each question — NaN where an agent was not an option at the step that decided — and the
-    chosen agent always has the least of them (checked here: every page, chart and sentence that
-    explains a decision reads these numbers). ``stage`` (N,) says which of ``stages`` decided
-    each question (all the first when None). ``scores`` (N, 2, A) is the router's per-endpoint
-    view (``score_label`` says which), when it has one. ``per_query`` overrides per-question
-    vectors the choice implies (``em``, ``f1``, ``gflops``, ``tdl``, ``share``: whether an
-    expert was consulted, paid, whatever answer was kept); ``extra`` fields are copied into the
-    curve point.
-    """
-
-    choice: np.ndarray
-    overhead_gflops: float = 0.0
-    data: RoutingData | None = None
-    expected: np.ndarray | None = None
-    scores: np.ndarray | None = None
-    score_label: str = ""
-    per_query: dict[str, np.ndarray] | None = None
-    extra: dict = field(default_factory=dict)
-    stage: np.ndarray | None = None
-    stages: tuple[Stage, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.expected is None:
-            return
-        choice = np.asarray(self.choice, dtype=int)
-        values = np.asarray(self.expected, dtype=float)
-        if values.shape[0] != len(choice):
-            raise ValueError(f"a decision compares {values.shape[0]} questions but chose for {len(choice)}")
-        if len(choice) == 0:
-            return
-        picked = values[np.arange(len(choice)), choice]
-        with np.errstate(invalid="ignore"):
-            least = np.nanmin(np.where(np.isnan(values), np.inf, values), axis=1)
-            bad = np.isnan(picked) | (picked > least + 1e-9 * np.maximum(1.0, np.abs(least)))
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ValueError(
-                f"decision of question {i}: agent {choice[i]} was chosen but the values compared are "
-                f"{values[i].round(4).tolist()} — what a router shows must be what it decided"
-            )
-
-    def on(self, test: RoutingData) -> RoutingData:
-        """The data this decision is accounted on."""
-        return test if self.data is None else self.data
-
-    def stage_of(self, i: int) -> Stage:
-        """The step that decided question ``i``."""
-        stages = self.stages or (
-            Stage("", "expected cost" if self.score_label == "chance wrong" else "score"),
-        )
-        return stages[0 if self.stage is None else int(self.stage[i])]
-
-    def compared(self, i: int) -> dict | None:
-        """What decided question ``i``: the step (:class:`Stage`), the value of each agent there
-        (NaN: not an option at that step) and the agent chosen — the least of those values.
-        ``None`` for a router that compares no values per agent (it is named, not explained)."""
-        if self.expected is None:
-            return None
-        return {
-            "stage": self.stage_of(i),
-            "values": np.asarray(self.expected[i], float),
-            "chosen": int(self.choice[i]),
-        }
 
 
 def evaluate_choice(
@@ -182,3 +98,21 @@ def make_point(
         **extra,
         "_q": q,
     }
+
+
+def router_points(router: Router, betas=BETA_POINTS, dense: bool = True, prices=()) -> list[dict]:
+    """A fitted router's curve points on the test articles: each of its operating points
+    (:meth:`~l2d_core.routers.base.Router.operating_points`) scored by :func:`make_point`."""
+    return [
+        make_point(router.bench_, op.decision, op.beta1, costs=op.costs, dense=op.dense, **op.fields)
+        for op in router.operating_points(betas, dense, prices)
+    ]
+
+
+def beta_key(beta1: float) -> str:
+    """The key of a β₁ point in results files.
+
+    >>> beta_key(0.05), beta_key(0.0)
+    ('0.05', '0')
+    """
+    return f"{beta1:g}"

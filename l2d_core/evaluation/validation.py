@@ -17,12 +17,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..routers import trained
+from ..routers.base import Router
+from ..routers.registry import make_router, routers
 from . import metrics as M
-from . import store
 from .benchmark import Benchmark
 from .gain import gain_vector
-from .registry import ROUTERS, make_router
-from .router import Router
 
 __all__ = [
     "PRICE_GRID",
@@ -78,7 +78,7 @@ def candidates(bench: Benchmark, ready_only: bool = False) -> list[str]:
     ``ready_only``: only those whose inputs are read in already (see :func:`waiting`)."""
     return [
         rid
-        for rid, cls in ROUTERS.items()
+        for rid, cls in routers().items()
         if cls.validated
         and (bench.has_embeddings or not cls.reads_embeddings)
         and not (ready_only and make_router(rid).agents_to_import(bench))
@@ -119,7 +119,7 @@ def rank_by_validation(
                 progress(k, len(ids), rid)
         return {"ids": np.array(ids, dtype=str), "scores": np.array(scores, dtype=float).reshape(-1, 3)}
 
-    memo = store.memo_arrays(
+    memo = trained.memo_arrays(
         RANKING_KIND, bench, params, compute_scores if compute else None, bench.has_embeddings
     )
     if memo is None:

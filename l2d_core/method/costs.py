@@ -29,6 +29,8 @@ __all__ = [
     "CostConfig",
     "InvalidCostError",
     "COST_RULES",
+    "BETA_POINTS",
+    "PRICE_POINTS",
     "beta_from_gflops",
     "beta_from_price",
     "cost_matrix",
@@ -39,6 +41,10 @@ __all__ = [
 # How β follows from one number: the paper's GFLOPs rule (β₁, later experts relative to the
 # first) or the per-TFLOP price (λ errors per TFLOP of extra compute over the main agent).
 COST_RULES = ("gflops", "price")
+# BENCHMARK.md sweep points for β₁ (β_j from the GFLOPs rule, α_j = 1) and for the per-TFLOP
+# price λ (errors per TFLOP, α_j = 1).
+BETA_POINTS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+PRICE_POINTS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 
 class InvalidCostError(ValueError):

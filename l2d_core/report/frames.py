@@ -17,9 +17,9 @@ import pandas as pd
 
 from ..evaluation import metrics as M
 from ..evaluation.paper import PAPER_BASELINES, PAPER_BETAS
-from ..evaluation.registry import router_class, router_label
+from ..evaluation.points import beta_key
 from ..evaluation.results import beta_points, expert_share, num
-from ..evaluation.router import AGENT_PREFIX, OURS_PREFIX, beta_key
+from ..routers.registry import AGENT_PREFIX, OURS_PREFIX, router_class, router_label
 
 # fmt: off
 __all__ = [

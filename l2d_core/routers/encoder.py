@@ -23,9 +23,9 @@ from tqdm.auto import tqdm
 from ..flops import forward_gflops
 from ..paths import DEFAULT_ENCODER, cache_dir, resolve_encoder
 from ..runtime import half_precision, pick_device
-from ..stores import open_disk_cache
+from ..stores import model_fingerprint, open_disk_cache
 
-__all__ = ["DEFAULT_ENCODER", "Encoder", "load_encoder", "embedding_key", "pool", "text_work"]
+__all__ = ["DEFAULT_ENCODER", "Encoder", "load_encoder", "encoder_spec", "embedding_key", "pool", "text_work"]
 
 # The time-left model of an embedding run (texts are encoded longest first, so counting texts
 # alone would predict several times the real time): a text costs about its tokens plus a fixed
@@ -287,3 +287,18 @@ def load_encoder(
     if not lazy:
         enc.tokenizer, enc.model  # noqa: B018 - load now: errors surface here
     return enc
+
+
+def encoder_spec(name: str, features: str, pooling: str = "mean", max_length: int = 384) -> dict:
+    """What a frozen router that reads embeddings records of its encoder: its name, where it
+    was, a content fingerprint that survives copying it elsewhere (checked on load: another
+    model's embeddings would mean something else), pooling, length, and the feature kind."""
+    enc = load_encoder(name, pooling, max_length, lazy=True)
+    return {
+        "name": name,
+        "path": enc.path,
+        "fingerprint": model_fingerprint(enc.path),
+        "pooling": enc.pooling,
+        "max_length": enc.max_length,
+        "features": features,
+    }

@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_is_fitted
 
-from ..agents.routing_data import RoutingData
+from ..method.costs import CostConfig
 from ..qa.squad_eval import exact_match, f1, normalize_all
+from .base import Router
+from .decision import Decision
+from .registry import register
 
-__all__ = ["majority_vote", "rescore", "EnsembleRouter"]
+__all__ = ["majority_vote", "rescore", "MajorityVoteRouter"]
 
 
 def majority_vote(answers: np.ndarray, preference: Sequence[int]) -> np.ndarray:
@@ -53,32 +54,35 @@ def rescore(texts: Sequence[str | None], golds: Sequence[Sequence[str]], v2: boo
     return em, fs
 
 
-class EnsembleRouter(BaseEstimator):
-    """Majority vote of every agent (SPEC §8); ``fit`` learns the tie order (training EM)."""
+@register
+class MajorityVoteRouter(Router):
+    id = "ensemble"
+    label = "majority vote (all agents)"
+    description = "Every agent answers; the most frequent answer wins. Costs the sum of every agent."
 
-    def fit(self, X: np.ndarray | None, data: RoutingData) -> EnsembleRouter:
-        """``X`` is unused (the vote needs no features); kept for the common interface."""
-        if len(data) == 0:
+    def _fit(self) -> None:
+        bench = self.bench_
+        train, test = bench.train, bench.test
+        if len(train) == 0:
             raise ValueError("cannot fit a router on an empty training split")
-        em = data.em.mean(axis=0)
-        self.order_ = tuple(int(j) for j in sorted(range(data.n_agents), key=lambda j: (-em[j], j)))
-        self.agent_ids_ = data.agent_ids
-        return self
+        em = train.em.mean(axis=0)  # ties go to the agent of best training EM
+        order = tuple(int(j) for j in sorted(range(train.n_agents), key=lambda j: (-em[j], j)))
+        self.win_ = majority_vote(test.answers, order)
+        ar = np.arange(len(test))
+        self.em_, self.f1_ = rescore(
+            test.answers[ar, self.win_], [r.answers for r in bench.test_records], bench.dataset.v2
+        )
+        self.err_ = test.errors[ar, :, self.win_].sum(axis=1)  # (N,) wrong endpoints of the voted answer
 
-    def score(self, answers: np.ndarray) -> np.ndarray:
-        """Votes for each agent's answer (agents giving the same normalized answer), (N, A)."""
-        norm = normalize_all(answers)
-        same = (norm[:, :, None] == norm[:, None, :]) & (norm != None)[:, :, None]  # noqa: E711
-        return same.sum(axis=2)
-
-    def predict(self, answers: np.ndarray) -> np.ndarray:
-        """The agent whose answer wins, (N,); its answer text is the ensemble's."""
-        check_is_fitted(self, "order_")
-        if np.shape(answers)[1:] != (len(self.order_),):
-            raise ValueError(f"answers must be (N, {len(self.order_)})")
-        return majority_vote(answers, self.order_)
-
-    def vote(self, answers: np.ndarray) -> np.ndarray:
-        """The ensemble's answer text per query, (N,) object."""
-        answers = np.asarray(answers, dtype=object)
-        return answers[np.arange(len(answers)), self.predict(answers)]
+    def decide(self, costs: CostConfig) -> Decision:
+        test = self.bench_.test
+        pq = {
+            "em": self.em_,
+            "f1": self.f1_,
+            "gflops": test.gflops.sum(axis=1),
+            "tdl": self.err_ + 2 * sum(costs.beta),
+            "share": np.ones(len(test)),
+        }
+        # every agent answers (and is paid for) every query: ``share`` 1; the allocation is whose
+        # answer won the vote
+        return Decision(self.win_, per_query=pq)

@@ -264,3 +264,30 @@ class HeadEstimator(BaseEstimator):
 
     def _restore(self, config: dict) -> None:
         """Learned state recorded in a checkpoint besides the weights."""
+
+
+class AgentHead(HeadEstimator):
+    """A head with one output per answer endpoint × agent, (N, 2, A), fitted on every agent's
+    mistakes ``y`` (N, 2, A): what the paper's rejector and the plug-in estimator share."""
+
+    def _targets(self, y: np.ndarray) -> np.ndarray:  # (N, 2, A)
+        raise NotImplementedError
+
+    def fit(
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        X_val: np.ndarray | None = None,
+        y_val: np.ndarray | None = None,
+        init: dict | None = None,
+        projection: Projection | None = None,
+    ):
+        """Fit on features ``X`` (N, d) and mistakes ``y`` (N, 2, A) bool; ``init``: a head's
+        weights to start from (a warm start; the full-batch solver converges to the same head);
+        ``projection``: the :class:`Projection` of ``X`` at the config's rank, when fitted before."""
+        y = np.asarray(y)
+        if len(X) != len(y):
+            raise ValueError(f"{len(X)} feature rows for {len(y)} queries")
+        val = (X_val, self._targets(y_val)) if X_val is not None and y_val is not None else (None, None)
+        self._fit_head(X, self._targets(y), *val, init=init, projection=projection)
+        return self

@@ -10,9 +10,10 @@ enough", between the main agent S (agent 0) and the expert L of best training EM
   they can be (with deterministic extractive agents many queries tie — both right — so exact
   balance is often out of reach: ``t_`` and ``label_mean_`` record what was reached).
 
-S answers when the score ≥ a threshold; :func:`calibrate_threshold` sets the threshold for a
-target share of expert calls (RouteLLM). With J + 1 > 2 agents the router only ever chooses
-between S and L.
+S answers when the score ≥ a threshold; :func:`share_thresholds` sets the threshold for a target
+share of expert calls (RouteLLM). With J + 1 > 2 agents the router only ever chooses between S
+and L. The estimator (:class:`HybridClassifier`) is a binary classifier of the labels; the routers
+``r-det``, ``r-prob`` and ``r-trans`` put it on a benchmark.
 """
 
 from __future__ import annotations
@@ -23,10 +24,14 @@ from torch import nn
 
 from ..agents.routing_data import RoutingData
 from ..method.costs import CostConfig, cost_matrix, query_costs
-from ..method.training import FAST_CONFIG, TrainConfig
+from ..method.training import FAST_CONFIG
+from . import trained
+from .base import TARGET_SHARES, OperatingPoint, Router
+from .decision import Decision
 from .head import HeadEstimator
+from .registry import register
 
-__all__ = ["HYBRID_KINDS", "hybrid_labels", "calibrate_threshold", "HybridRouter"]
+__all__ = ["HYBRID_KINDS", "hybrid_labels", "share_thresholds", "HybridClassifier", "HybridRouter"]
 
 HYBRID_KINDS = ("det", "prob", "trans")
 
@@ -75,21 +80,21 @@ def hybrid_labels(
     return (fs - fl >= -t - 1e-12).astype(float), t
 
 
-def calibrate_threshold(scores: np.ndarray, target_share: float | np.ndarray) -> float | np.ndarray:
+def share_thresholds(scores: np.ndarray, target_share: float | np.ndarray) -> float | np.ndarray:
     """RouteLLM calibration: the threshold τ on ``scores`` (P[weak agent good enough]) that sends
     ``target_share`` of these queries to the expert (score < τ); the weak agent answers when
     score ≥ τ. Share 0 → −inf, share 1 → +inf; with tied scores the share reached is at most
     the target.
 
     >>> s = np.array([0.1, 0.4, 0.35, 0.9, 0.7])
-    >>> float(calibrate_threshold(s, 0.4))            # the two lowest go to the expert
+    >>> float(share_thresholds(s, 0.4))            # the two lowest go to the expert
     0.375
-    >>> calibrate_threshold(s, np.array([0.0, 1.0])).tolist()
+    >>> share_thresholds(s, np.array([0.0, 1.0])).tolist()
     [-inf, inf]
     """
     s = np.sort(np.asarray(scores, float))
     if len(s) == 0:
-        raise ValueError("calibrate_threshold needs at least one score")
+        raise ValueError("share_thresholds needs at least one score")
     shares = np.asarray(target_share, float)
     if np.any((shares < 0) | (shares > 1)):
         raise ValueError("target shares of expert calls must lie in [0, 1]")
@@ -100,54 +105,82 @@ def calibrate_threshold(scores: np.ndarray, target_share: float | np.ndarray) ->
     return float(out) if out.ndim == 0 else out
 
 
-class HybridRouter(HeadEstimator):
-    """Hybrid LLM router r_det / r_prob / r_trans between the main agent and ``strong_``."""
-
-    def __init__(
-        self,
-        config: TrainConfig = FAST_CONFIG,
-        kind: str = "det",
-        costs: CostConfig | None = None,  # quality −c_j of ``det``; None: α = 1, β = 0
-        progress: bool = False,
-    ):
-        super().__init__(config, progress)
-        self.kind = kind
-        self.costs = costs
+class HybridClassifier(HeadEstimator):
+    """A binary classifier of "the weak agent is good enough": ``fit(X, y)`` with labels ``y``
+    (N,) in [0, 1] (:func:`hybrid_labels`), ``predict_proba(X)`` the probability per query."""
 
     def _loss(self, out, target):
         return nn.functional.binary_cross_entropy_with_logits(out, target)
 
-    def fit(self, X: np.ndarray, data: RoutingData) -> HybridRouter:
-        if len(X) != len(data):
-            raise ValueError(f"{len(X)} feature rows for {len(data)} queries")
-        if len(data) == 0:
+    def fit(self, X: np.ndarray, y: np.ndarray) -> HybridClassifier:
+        y = np.asarray(y, np.float32)
+        if len(X) != len(y):
+            raise ValueError(f"{len(X)} feature rows for {len(y)} queries")
+        if len(y) == 0:
             raise ValueError("cannot fit a router on an empty training split")
-        self.strong_ = 1 + int(np.argmax(data.em[:, 1:].mean(axis=0)))
-        y, self.t_ = hybrid_labels(data, self.kind, self.strong_, self.costs)
-        self.label_mean_ = float(y.mean())
         self._fit_head(X, y[:, None])
         return self
 
-    def score(self, X: np.ndarray) -> np.ndarray:
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
         """P[S is good enough] per query, (N,)."""
         return expit(self.raw_scores(X)[:, 0].astype(np.float64))
 
-    def predict(self, X: np.ndarray, threshold: float = 0.5) -> np.ndarray:
-        """S (agent 0) where score ≥ threshold, else the strong expert."""
-        return np.where(self.score(X) >= threshold, 0, self.strong_)
 
-    def checkpoint_config(self) -> dict:
-        learned = {"strong": self.strong_, "t": self.t_, "label_mean": self.label_mean_}
-        return {**super().checkpoint_config(), "kind": self.kind, "costs": _costs_doc(self.costs), **learned}
+class HybridRouter(Router):
+    """Hybrid LLM routers between the main agent and the expert of best training EM: at each β₁
+    the threshold 1 − β_L (defer when the estimated P[S worse than L] exceeds the expert's
+    per-endpoint consultation cost); swept at thresholds calibrated on the training scores for
+    target shares of expert calls (RouteLLM)."""
 
-    @classmethod
-    def _params_from(cls, config: dict) -> dict:
-        costs = config.get("costs")
-        return {"kind": config["kind"], "costs": CostConfig(**costs) if costs else None}
+    kind = ""
+    reads_embeddings = True
 
-    def _restore(self, config: dict) -> None:
-        self.strong_, self.t_, self.label_mean_ = int(config["strong"]), config["t"], config["label_mean"]
+    def _fit(self) -> None:
+        bench = self.bench_
+        train = bench.train
+        strong = 1 + int(np.argmax(train.em[:, 1:].mean(axis=0)))
+        y, t = hybrid_labels(train, self.kind, strong)
+        est = HybridClassifier(config=FAST_CONFIG.but(seed=self.seed_))
+
+        def compute():
+            est.fit(bench.X_train, y)
+            return {"train": est.predict_proba(bench.X_train), "test": est.predict_proba(bench.X_test)}
+
+        s = trained.memo_arrays(f"hybrid-{self.kind}", bench, est, compute)
+        self.train_scores_, self.test_scores_ = s["train"], s["test"]
+        self.strong_, self.t_ = strong, t
+
+    def _at(self, threshold: float, **extra) -> Decision:
+        choice = np.where(self.test_scores_ >= threshold, 0, self.strong_)
+        return Decision(choice, self.bench_.rejector_gflops, extra=dict(threshold=threshold, **extra))
+
+    def decide(self, costs: CostConfig) -> Decision:
+        return self._at(1.0 - costs.beta[self.strong_ - 1], t=self.t_)
+
+    def sweep(self):
+        thresholds = share_thresholds(self.train_scores_, np.array(TARGET_SHARES))
+        return [
+            OperatingPoint(None, self._at(float(t), target_share=s))
+            for s, t in zip(TARGET_SHARES, thresholds)
+        ]
 
 
-def _costs_doc(costs: CostConfig | None) -> dict | None:
-    return None if costs is None else {"alpha": list(costs.alpha), "beta": list(costs.beta)}
+@register
+class HybridDet(HybridRouter):
+    id, kind = "r-det", "det"
+    label = "Hybrid-LLM r-det"
+    description = "Hybrid-LLM router: a classifier of 'the main agent is at least as good as the expert'."
+
+
+@register
+class HybridProb(HybridRouter):
+    id, kind = "r-prob", "prob"
+    label = "Hybrid-LLM r-prob"
+    description = "Hybrid-LLM router trained on soft labels (graded answer quality, F1)."
+
+
+@register
+class HybridTrans(HybridRouter):
+    id, kind = "r-trans", "trans"
+    label = "Hybrid-LLM r-trans"
+    description = "Hybrid-LLM router with relaxed labels, balanced between the two agents."

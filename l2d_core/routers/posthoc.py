@@ -1,20 +1,17 @@
-"""The post-hoc (cascade) router of SPEC §5: it decides after the main agent has answered.
+"""The post-hoc family (SPEC §5, beyond the paper): the main agent answers first, and the router
+reads its answer — its own confidence when it gives one, and whether cheap helper agents agree —
+before deciding whether an expert is worth its cost. Two routers: ``l2d-posthoc`` (main answer +
+helper agents) and ``l2d-cascade`` (main answer + its confidence: only the main agent runs, so it
+routes new text live); their estimator (:class:`PosthocRejector`: the plug-in head on post-hoc
+features, Platt-calibrated on held-out articles) and what they freeze into.
 
-The paper's rejector sees only ``(question, context)``. A post-hoc router also sees the main
-agent's answer and cheap signals about it (:func:`~l2d_core.routers.features.answer_features`,
-:func:`~l2d_core.routers.features.extra_features`): whether cheap helper agents agree with
-it, its length, where it occurs in the context, the question type. Its cost always includes
-running the main agent and the helpers (:func:`posthoc_gflops`); a deferred query then pays
-the expert on top. Its calibrated error estimates plug into the reweight policy (SPEC §5).
-
-Defaults (features, helpers, calibration) were chosen by cross-validation grouped by article
-over the training articles; what they reach on the test articles is in the benchmark reports.
+They pay the main agent and the helpers on every query; a deferred query pays the expert on top.
+What they read on a benchmark: :mod:`~l2d_core.routers.posthoc_inputs`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -24,83 +21,28 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from ..agents.registry import cheap_builtin_agents, get_agent, list_agents
-from ..agents.routing_data import RoutingData
-from ..method.costs import CostConfig
-from ..method.policies import plugin_policy
-from ..method.training import FAST_CONFIG, TrainConfig
-from ..stores import atomic_save_file
-from .features import POSTHOC_FEATURE_SETS
-from .rejector import PluginRejector
+from ..agents.registry import get_agent
+from ..method.training import FAST_CONFIG, POSTHOC_CONFIG, TrainConfig
+from ..stores import atomic_save_file, model_fingerprint
+from .base import DENSE_BETAS, Needs, NotExportable, OperatingPoint
+from .budget import follower_from_state
+from .features import posthoc_matrix
+from .plugin import ErrorEstimateFrozen, ErrorEstimateRouter, PluginRejector
+from .posthoc_inputs import (
+    DEFAULT_CALIBRATION,
+    DEFAULT_FEATURES,
+    FEATURE_FORMAT,
+    GFLOPS_SWEEP,
+    gflops_costs,
+    helpers_to_import,
+    main_has_confidence,
+    posthoc_features,
+    posthoc_gflops,
+    posthoc_helpers,
+)
+from .registry import register
 
-__all__ = [
-    "FEATURE_SETS",
-    "DEFAULT_FEATURES",
-    "FEATURE_FORMAT",
-    "GFLOPS_SWEEP",
-    "DEFAULT_MAX_HELPER_GFLOPS",
-    "DEFAULT_CALIBRATION",
-    "default_helpers",
-    "posthoc_helpers",
-    "posthoc_gflops",
-    "gflops_costs",
-    "PosthocRejector",
-]
-
-FEATURE_SETS = POSTHOC_FEATURE_SETS
-DEFAULT_FEATURES = "answer+extra"
-DEFAULT_MAX_HELPER_GFLOPS = 5.0
-DEFAULT_CALIBRATION = "platt"
-# Part of the trained-head cache key: bump when the features change.
-FEATURE_FORMAT = 3
-# Second dense sweep of posthoc_points: β of the dearest expert, every other expert's β in
-# proportion to its *marginal* GFLOPs (0 for an agent that already ran), so the policy trades
-# error against compute itself; the GFLOPs rule of SPEC §3 (β_j ∝ GFLOPs_j / 20 for j ≥ 2)
-# makes a dear expert cheaper than a mid-priced one and never reaches P3's rnet-plus.
-GFLOPS_SWEEP: tuple[float, ...] = (0.0, *(float(b) for b in np.geomspace(1e-3, 50.0, 48)))
-
-
-def default_helpers(dataset: str, main: str, exclude: Sequence[str], max_gflops: float) -> tuple[str, ...]:
-    """Cheap agents of the dataset (≤ ``max_gflops`` each), other than the pool's agents."""
-    return tuple(
-        a.id for a in list_agents(dataset) if a.id != main and a.id not in exclude and a.gflops <= max_gflops
-    )
-
-
-def posthoc_helpers(
-    dataset: str, main: str, max_gflops: float = DEFAULT_MAX_HELPER_GFLOPS
-) -> tuple[str, ...]:
-    """The default helpers of a post-hoc router: the BENCHMARK.md agents of ``dataset``
-    (``builtin.json``, so user imports never change the benchmark figures) other than the main
-    agent, at most ``max_gflops`` each. Cheap experts of the pool count (P10's dcr … match-lstm)."""
-    return cheap_builtin_agents(dataset, main, max_gflops)
-
-
-def posthoc_gflops(data: RoutingData, helpers: Sequence[str]) -> tuple[RoutingData, float]:
-    """Cost accounting of a post-hoc policy: the main agent and the helpers always run, so their
-    GFLOPs move into the per-query overhead and their own columns become 0 (a helper may also
-    be an expert of the pool, as in P10: routing to it then costs nothing more)."""
-    own = dict(zip(data.agent_ids, data.agent_gflops.tolist()))
-    overhead = float(data.agent_gflops[0]) + sum(own[h] if h in own else get_agent(h).gflops for h in helpers)
-    zero = {data.agent_ids[0]: 0.0, **{h: 0.0 for h in helpers if h in own}}
-    return data.with_gflops(zero), overhead
-
-
-def gflops_costs(data: RoutingData, beta_max: float) -> CostConfig:
-    """α = 1 and β_j = ``beta_max`` · G_j / max_k G_k, with G the experts' mean GFLOPs in
-    ``data`` (after :func:`posthoc_gflops`: their marginal cost; all 0 → every β is 0).
-
-    >>> from l2d_core.agents.routing_data import RoutingData
-    >>> z = np.zeros((1, 3), bool)
-    >>> d = RoutingData("d", ("a", "b", "c"), ("q",), np.array(["t"]), z, z, z * 1.0, z * 1.0,
-    ...                 np.array([[0.0, 100.0, 1000.0]]), np.empty((1, 3), object))
-    >>> gflops_costs(d, 0.5).beta
-    (0.05, 0.5)
-    """
-    g = data.agent_gflops[1:]
-    top = float(g.max()) if len(g) else 0.0
-    beta = g / top * beta_max if top > 0 else np.zeros_like(g)
-    return CostConfig(tuple([1.0] * len(g)), tuple(float(b) for b in beta))
+__all__ = ["PosthocRejector", "PosthocFrozen", "PosthocRouter", "CascadeRouter", "answer_matrix"]
 
 
 class PosthocRejector(BaseEstimator):
@@ -126,47 +68,40 @@ class PosthocRejector(BaseEstimator):
         self.progress = progress
 
     def fit(
-        self,
-        F: np.ndarray,
-        data: RoutingData,
-        F_val: np.ndarray | None = None,
-        data_val: RoutingData | None = None,
+        self, X: np.ndarray, y: np.ndarray, groups: np.ndarray, X_val=None, y_val=None
     ) -> PosthocRejector:
+        """Fit on post-hoc features ``X`` (N, d) and every agent's mistakes ``y`` (N, 2, A);
+        ``groups`` (N,): each question's article (Platt calibration holds whole articles out)."""
         if self.calibration not in ("none", "platt"):
             raise ValueError(f"calibration must be 'none' or 'platt', got {self.calibration!r}")
-        F = np.asarray(F, dtype=np.float32)
-        if len(F) != len(data):
-            raise ValueError(f"{len(F)} feature rows for {len(data)} queries")
-        self.agent_ids_ = data.agent_ids
-        fit_mask = np.ones(len(data), bool)
+        X, y, groups = np.asarray(X, dtype=np.float32), np.asarray(y, bool), np.asarray(groups)
+        if not len(X) == len(y) == len(groups):
+            raise ValueError(f"{len(X)} feature rows for {len(y)} queries and {len(groups)} articles")
+        fit_mask = np.ones(len(y), bool)
         if self.calibration == "platt":
-            titles = np.array(sorted(set(data.titles)))
+            titles = np.array(sorted(set(groups)))
             np.random.default_rng(self.config.seed).shuffle(titles)
             held = titles[: max(1, round(self.calibration_fraction * len(titles)))]
-            fit_mask = ~np.isin(data.titles, held)
+            fit_mask = ~np.isin(groups, held)
             if fit_mask.all() or not fit_mask.any():
                 raise ValueError("platt calibration needs at least two articles in the training data")
         # a column constant on the rows the head sees (a question type absent from a few
         # articles) gets scale 1 from the head's StandardScaler: it cannot blow up elsewhere
         self.head_ = PluginRejector(config=self.config, progress=self.progress)
-        self.head_.fit(F[fit_mask], data.take(fit_mask), F_val, data_val)
+        self.head_.fit(X[fit_mask], y[fit_mask], X_val, y_val)
         self.platt_ = None
         if self.calibration == "platt":
-            z = self.head_.raw_scores(F[~fit_mask])
-            self.platt_ = _fit_platt(z, data.errors[~fit_mask])
+            z = self.head_.raw_scores(X[~fit_mask])
+            self.platt_ = _fit_platt(z, y[~fit_mask])
         return self
 
-    def error_proba(self, F: np.ndarray) -> np.ndarray:
+    def predict_proba(self, F: np.ndarray) -> np.ndarray:
         """p̂_j^i(x) = P[agent j wrong on endpoint i], (N, 2, A)."""
         check_is_fitted(self, "head_")
         z = self.head_.raw_scores(np.asarray(F, dtype=np.float32)).astype(np.float64)
         if self.platt_ is not None:
             z = z * self.platt_[None, :, :, 0] + self.platt_[None, :, :, 1]
         return expit(z)
-
-    def predict(self, F: np.ndarray, costs: CostConfig) -> np.ndarray:
-        """The reweight policy (SPEC §5) at ``costs`` on these estimates: the agent per query."""
-        return plugin_policy(self.error_proba(F), costs)
 
     def save(self, directory: str | Path) -> Path:
         directory = Path(directory)
@@ -183,7 +118,7 @@ class PosthocRejector(BaseEstimator):
         config = json.loads((directory / "config.json").read_text())
         cal = config.get("posthoc_calibration", "none")
         est = cls(config=head.config, calibration=cal, calibration_fraction=config["calibration_fraction"])
-        est.head_, est.agent_ids_ = head, head.agent_ids_
+        est.head_ = head
         est.platt_ = (
             load_file(str(directory / "platt.safetensors"))["platt"].numpy() if cal == "platt" else None
         )
@@ -218,3 +153,149 @@ def _fit_platt(z: np.ndarray, errors: np.ndarray, ridge: float = 1.0, steps: int
                     break
             out[i, j] = w
     return out
+
+
+def answer_matrix(config: dict, answers: list[dict], records, helpers=None) -> np.ndarray:
+    """A frozen post-hoc router's input for a batch: its feature set of the main agent's answers
+    (``answers``: one dict per query, with ``helpers`` by id) and of ``helpers`` (default: the
+    router's), and the main agent's confidence when the router reads it."""
+    read = config["helpers"] if helpers is None else helpers
+    conf = [a["confidence"] for a in answers] if config["confidence"] else None
+    helper_answers = [[a["helpers"][h] for h in read] for a in answers]
+    return posthoc_matrix([a["answer"] for a in answers], helper_answers, records, config["set"], conf)
+
+
+class PosthocFrozen(ErrorEstimateFrozen):
+    """A post-hoc router at one setting: its head reads the answers the deployment asked for."""
+
+    def p_err(self, signals) -> np.ndarray:
+        return self.estimator.predict_proba(answer_matrix(self.config, signals.answers(), signals.records))
+
+    @classmethod
+    def estimator_class(cls):
+        return PosthocRejector
+
+
+@register
+class PosthocRouter(ErrorEstimateRouter):
+    id = "l2d-posthoc"
+    label = "L2D post-hoc (main answer + cheap helpers)"
+    description = (
+        "The main agent always answers first; the router reads its answer, its own confidence when it "
+        "gives one, and whether cheap helper agents agree, then defers to an expert when that is worth "
+        "its cost. It pays the main agent and the helpers on every query."
+    )
+    family = "l2d"
+    kind = "posthoc"
+    reads_answers = True
+    frozen = PosthocFrozen
+
+    def uses_embeddings(self) -> bool:  # only with the ``…+emb`` feature sets
+        return self.features.endswith("+emb")
+
+    def __init__(
+        self,
+        helpers=None,
+        features: str = DEFAULT_FEATURES,
+        calibration=DEFAULT_CALIBRATION,
+        confidence: bool = True,
+        config=POSTHOC_CONFIG,
+    ):
+        super().__init__(
+            helpers=helpers, features=features, calibration=calibration, confidence=confidence, config=config
+        )
+        self.helpers, self.features, self.calibration = helpers, features, calibration
+        self.confidence, self.config = confidence, config
+
+    def helper_ids(self, bench) -> tuple[str, ...]:
+        """The helpers this router reads on ``bench`` (its own, or the default cheap ones)."""
+        default = posthoc_helpers(bench.dataset.name, bench.pool.main)
+        return tuple(default if self.helpers is None else self.helpers)
+
+    def needs(self, bench) -> Needs:
+        reads = (bench.pool.main, *self.helper_ids(bench))
+        return Needs(embeddings=self.features.endswith("+emb"), answers=reads)
+
+    def agents_to_import(self, bench) -> tuple[str, ...]:
+        return helpers_to_import(bench, self.helper_ids(bench))
+
+    def _fit(self) -> None:
+        bench = self.bench_
+        self.helpers_ = self.helper_ids(bench)
+        self.confidence_ = self.confidence and main_has_confidence(bench)
+        super()._fit()
+
+    def _features(self, split: str) -> np.ndarray:
+        return posthoc_features(self.bench_, self.helpers_, split, self.features, self.confidence_)
+
+    def _new_estimator(self):
+        return PosthocRejector(config=self.config.but(seed=self.seed_), calibration=self.calibration)
+
+    def _fit_estimator(self, est, F: np.ndarray, rows: np.ndarray | None = None):
+        train = self.bench_.train
+        if rows is None:
+            return est.fit(F, train.errors, train.titles)
+        return est.fit(F, train.errors[rows], train.titles[rows])
+
+    def _store_params(self) -> dict:
+        return dict(
+            helpers=list(self.helpers_),
+            features=self.features,
+            confidence=self.confidence_,
+            feature_format=FEATURE_FORMAT,
+        )
+
+    def accounting(self, data):
+        data, overhead = posthoc_gflops(data, self.helpers_)
+        return data, overhead + (self.bench_.rejector_gflops if self.features.endswith("+emb") else 0.0)
+
+    def sweep(self):
+        dense = [OperatingPoint(b, self.decide(self.bench_.costs(b))) for b in DENSE_BETAS]
+        # no β₁ of the benchmark: these points carry no TDL
+        marginal = [
+            OperatingPoint(None, self.decision(self.p_err_, gflops_costs(self.data_, bm), beta_max=bm))
+            for bm in GFLOPS_SWEEP
+        ]
+        return dense + marginal
+
+    def answers_config(self) -> dict:
+        """What a frozen router of the answer family records of what it reads."""
+        main = get_agent(self.bench_.pool.main)
+        return {
+            "set": self.features,
+            "helpers": list(self.helpers_),
+            "confidence": bool(self.confidence_),
+            "main_fingerprint": model_fingerprint(str(main.path)),
+        }
+
+    def freeze(self, costs, follower: dict | None = None) -> PosthocFrozen:
+        if self.features.endswith("+emb"):
+            raise NotExportable(
+                f"{self.id} with features {self.features!r} reads embeddings besides the answer"
+            )
+        config = {**self._frozen_config(costs, follower), **self.answers_config()}
+        needs = Needs(answers=(self.bench_.pool.main, *self.helpers_))
+        frozen = self.frozen(self.id, config, needs, float(self.overhead_))
+        frozen.estimator, frozen.follower = self.estimator_, follower_from_state(follower)
+        return frozen
+
+
+@register
+class CascadeRouter(PosthocRouter):
+    id = "l2d-cascade"
+    label = "L2D cascade (main answer + its confidence)"
+    description = (
+        "The main agent always answers first; the router reads that answer and the main agent's own "
+        "confidence in it, and defers to an expert when that is worth its cost. Only the main agent "
+        "runs on every query, so it routes new text live."
+    )
+
+    def __init__(
+        self,
+        helpers=(),
+        features: str = DEFAULT_FEATURES,
+        calibration=DEFAULT_CALIBRATION,
+        confidence=True,
+        config=POSTHOC_CONFIG,
+    ):
+        super().__init__(helpers, features, calibration, confidence, config)

@@ -2,7 +2,8 @@
 F1) per query, then send the query to argmax_j λ·quality_j − cost_j (:func:`utility_choice`);
 sweeping the willingness to pay λ (:func:`lambda_grid`) traces the cost curve. At a cost setting
 of SPEC §3 they use the plug-in rule with 1 − quality as the error probability
-(:func:`cost_aware_choice`).
+(:func:`cost_aware_choice`). Estimators: :class:`KNNAccuracy`, :class:`MLPAccuracy` (``fit(X, y)``
+with ``y`` every agent's quality, ``predict(X)``); routers: ``knn``, ``mlp``.
 """
 
 from __future__ import annotations
@@ -17,16 +18,22 @@ from torch import nn
 from ..agents.routing_data import RoutingData
 from ..method.costs import CostConfig
 from ..method.policies import plugin_policy
-from ..method.training import FAST_CONFIG, TrainConfig
+from ..method.training import FAST_CONFIG
+from . import trained
+from .base import OperatingPoint, Router
+from .decision import Decision
 from .head import HeadEstimator
+from .registry import register
 
 __all__ = [
     "QUALITY_TARGETS",
     "quality_targets",
-    "check_fit_input",
     "utility_choice",
     "lambda_grid",
     "cost_aware_choice",
+    "MLPAccuracy",
+    "KNNAccuracy",
+    "QualityRouter",
     "KNNRouter",
     "MLPRouter",
 ]
@@ -41,11 +48,10 @@ def quality_targets(data: RoutingData, target: str) -> np.ndarray:
     return np.asarray(data.em if target == "em" else data.f1, dtype=np.float32)  # (N, A)
 
 
-def check_fit_input(X: np.ndarray, data: RoutingData) -> None:
-    """One feature row per query, and at least one query."""
-    if len(X) != len(data):
-        raise ValueError(f"{len(X)} feature rows for {len(data)} queries")
-    if len(data) == 0:
+def _check_fit(X: np.ndarray, y: np.ndarray) -> None:
+    if len(X) != len(y):
+        raise ValueError(f"{len(X)} feature rows for {len(y)} queries")
+    if len(y) == 0:
         raise ValueError("cannot fit a router on an empty training split")
 
 
@@ -95,64 +101,93 @@ def cost_aware_choice(quality: np.ndarray, costs: CostConfig) -> np.ndarray:
     return plugin_policy(np.stack([p_err, p_err], axis=1), costs)
 
 
-class MLPRouter(HeadEstimator):
-    """RouterBench MLP router: one head predicting every agent's EM (or F1) from the features."""
-
-    def __init__(self, config: TrainConfig = FAST_CONFIG, target: str = "em", progress: bool = False):
-        super().__init__(config, progress)
-        self.target = target
+class MLPAccuracy(HeadEstimator):
+    """RouterBench's MLP: one head predicting every agent's quality (EM or F1 per query, ``y``
+    (N, A) in [0, 1]) from the features; ``predict(X)`` (N, A)."""
 
     def _loss(self, out, target):
         return nn.functional.binary_cross_entropy_with_logits(out, target)
 
-    def fit(self, X: np.ndarray, data: RoutingData) -> MLPRouter:
-        check_fit_input(X, data)
-        self.cost_ = data.agent_gflops
-        self._fit_head(X, quality_targets(data, self.target))
+    def fit(self, X: np.ndarray, y: np.ndarray) -> MLPAccuracy:
+        _check_fit(X, y)
+        self._fit_head(X, np.asarray(y, np.float32))
         return self
 
-    def score(self, X: np.ndarray) -> np.ndarray:
+    def predict(self, X: np.ndarray) -> np.ndarray:
         """Predicted quality of every agent, (N, A) in [0, 1]."""
         return expit(self.raw_scores(X).astype(np.float64))
 
-    def predict(self, X: np.ndarray, lam: float = np.inf, cost: np.ndarray | None = None) -> np.ndarray:
-        return utility_choice(self.score(X), lam, self.cost_ if cost is None else cost)
 
-    def checkpoint_config(self) -> dict:
-        return {**super().checkpoint_config(), "target": self.target, "cost": [float(c) for c in self.cost_]}
+class KNNAccuracy(BaseEstimator):
+    """RouterBench's kNN: an agent's predicted quality is its mean quality over the ``k``
+    training queries nearest in cosine similarity of the centred features (scikit-learn's
+    ``KNeighborsRegressor``, brute force); ``predict(X)`` (N, A)."""
 
-    @classmethod
-    def _params_from(cls, config: dict) -> dict:
-        return {"target": config["target"]}
-
-    def _restore(self, config: dict) -> None:
-        self.cost_ = np.asarray(config["cost"], dtype=float)
-
-
-class KNNRouter(BaseEstimator):
-    """RouterBench kNN router: an agent's predicted quality is its mean EM (or F1) over the
-    ``k`` training queries nearest in cosine similarity of the centred features
-    (scikit-learn's ``KNeighborsRegressor``, brute force)."""
-
-    def __init__(self, k: int = 20, target: str = "em"):
+    def __init__(self, k: int = 20):
         self.k = k
-        self.target = target
 
-    def fit(self, X: np.ndarray, data: RoutingData) -> KNNRouter:
-        check_fit_input(X, data)
+    def fit(self, X: np.ndarray, y: np.ndarray) -> KNNAccuracy:
+        _check_fit(X, y)
         if self.k < 1:
             raise ValueError(f"k must be >= 1, got {self.k}")
         X = np.asarray(X, np.float32)
         self.mu_ = X.mean(axis=0)
         self.knn_ = KNeighborsRegressor(n_neighbors=min(self.k, len(X)), metric="cosine", algorithm="brute")
-        self.knn_.fit(X - self.mu_, quality_targets(data, self.target))
-        self.cost_ = data.agent_gflops
+        self.knn_.fit(X - self.mu_, np.asarray(y, np.float32))
         return self
 
-    def score(self, X: np.ndarray) -> np.ndarray:
+    def predict(self, X: np.ndarray) -> np.ndarray:
         """Mean quality of each agent over the k nearest training queries, (N, A)."""
         check_is_fitted(self, "knn_")
         return self.knn_.predict(np.asarray(X, np.float32) - self.mu_).astype(np.float64)
 
-    def predict(self, X: np.ndarray, lam: float = np.inf, cost: np.ndarray | None = None) -> np.ndarray:
-        return utility_choice(self.score(X), lam, self.cost_ if cost is None else cost)
+
+class QualityRouter(Router):
+    """RouterBench routers: predicted EM of every agent; at each β₁ the plug-in rule of SPEC §5
+    with 1 − EM̂ as the error probability; swept over the willingness to pay λ."""
+
+    reads_embeddings = True
+    target = "em"
+
+    def _estimator(self):
+        raise NotImplementedError
+
+    def _fit(self) -> None:
+        bench, est = self.bench_, self._estimator()
+        y = quality_targets(bench.train, self.target)
+        compute = lambda: {"test": est.fit(bench.X_train, y).predict(bench.X_test)}  # noqa: E731
+        self.quality_ = trained.memo_arrays(self.id, bench, est, compute)["test"]
+
+    def decide(self, costs: CostConfig) -> Decision:
+        return Decision(cost_aware_choice(self.quality_, costs), self.bench_.rejector_gflops)
+
+    def sweep(self):
+        cost, rg = self.bench_.train.agent_gflops, self.bench_.rejector_gflops
+        return [
+            OperatingPoint(
+                None, Decision(utility_choice(self.quality_, lam, cost), rg), None, {"lam": float(lam)}
+            )
+            for lam in lambda_grid(cost)
+        ]
+
+
+@register
+class KNNRouter(QualityRouter):
+    id = "knn"
+    label = "RouterBench kNN"
+    description = (
+        "Predicts each agent's accuracy from the 20 most similar training questions (deterministic)."
+    )
+
+    def _estimator(self):
+        return KNNAccuracy()
+
+
+@register
+class MLPRouter(QualityRouter):
+    id = "mlp"
+    label = "RouterBench MLP"
+    description = "Predicts each agent's accuracy with a small network on the question and context."
+
+    def _estimator(self):
+        return MLPAccuracy(config=FAST_CONFIG.but(seed=self.seed_))

@@ -1,7 +1,7 @@
 """Trained routers on disk, so that a setting fitted before is loaded instead of trained again.
 
 One pure function builds every key (:func:`artifact_key`): the kind of artifact, the
-benchmark's :meth:`~l2d_core.evaluation.benchmark.Benchmark.cache_key` and the estimator's
+benchmark's ``cache_key`` (:meth:`~l2d_core.evaluation.benchmark.Benchmark.cache_key`) and the estimator's
 constructor arguments. Checkpoints are written into a temporary folder and renamed into place,
 so a killed run never leaves a half-written one behind.
 """
@@ -22,7 +22,6 @@ import numpy as np
 
 from ..paths import cache_dir
 from ..stores import open_disk_cache, set_aside
-from .benchmark import Benchmark
 
 __all__ = ["STORE_FORMAT", "estimator_params", "artifact_key", "is_stored", "fitted", "memo_arrays"]
 
@@ -46,7 +45,7 @@ def estimator_params(est) -> dict:
     return {k: _jsonable(v) for k, v in est.get_params(deep=False).items() if k not in ("progress", "device")}
 
 
-def artifact_key(kind: str, bench: Benchmark, params: dict, embeddings: bool = True) -> str:
+def artifact_key(kind: str, bench, params: dict, embeddings: bool = True) -> str:
     """The one key of a stored artifact (pure); ``embeddings``: the artifact depends on the
     benchmark's question/context embeddings.
 
@@ -63,18 +62,16 @@ def artifact_key(kind: str, bench: Benchmark, params: dict, embeddings: bool = T
     return hashlib.sha256(doc.encode()).hexdigest()[:24]
 
 
-def _dir(kind: str, bench: Benchmark, params: dict, embeddings: bool = True) -> Path:
+def _dir(kind: str, bench, params: dict, embeddings: bool = True) -> Path:
     return cache_dir() / "routers" / artifact_key(kind, bench, params, embeddings)
 
 
-def is_stored(kind: str, bench: Benchmark, est, embeddings: bool = True, **extra) -> bool:
+def is_stored(kind: str, bench, est, embeddings: bool = True, **extra) -> bool:
     """Whether :func:`fitted` would load ``est`` from disk rather than train it."""
     return (_dir(kind, bench, {**estimator_params(est), **extra}, embeddings) / "config.json").is_file()
 
 
-def fitted(
-    kind: str, bench: Benchmark, est, fit: Callable[[object], object], load=None, embeddings=True, **extra
-):
+def fitted(kind: str, bench, est, fit: Callable[[object], object], load=None, embeddings=True, **extra):
     """``est`` fitted by ``fit(est)``, or loaded from disk when the same fit was stored before.
 
     ``extra`` joins the key (e.g. a digest of features that are not the benchmark's own);
@@ -102,7 +99,7 @@ def fitted(
 
 def memo_arrays(
     kind: str,
-    bench: Benchmark,
+    bench,
     est,
     compute: Callable[[], dict[str, np.ndarray]] | None,
     embeddings: bool = True,

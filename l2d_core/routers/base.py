@@ -1,0 +1,192 @@
+"""What every router of the registry is (:class:`Router`), from fitting on a benchmark to routing
+one new query.
+
+A router's whole life is in its own module: it is fitted on a benchmark (``fit``), decides at a
+cost setting (``decide``) or under a budget (``calibrate_budget``), gives its operating points
+(``operating_points``), and leaves the benchmark as a :class:`Frozen` router (``freeze``): what
+an artifact saves, and what routes a new query from the signals the deployment computes for it
+(:class:`Needs` says which). The registry (:mod:`~l2d_core.routers.registry`) finds the modules;
+every surface — the command line, the benchmark, the pages, export and the API — reads it.
+
+The benchmark a router fits on is duck-typed (``l2d_core.evaluation.benchmark.Benchmark``: the
+split's routing data, features and cost settings), so that this layer stays below evaluation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, NamedTuple
+
+import numpy as np
+
+from ..method.costs import BETA_POINTS, CostConfig, cost_matrix, query_costs
+from .decision import Decision
+
+__all__ = [
+    "DENSE_BETAS",
+    "TARGET_SHARES",
+    "Needs",
+    "OperatingPoint",
+    "NotExportable",
+    "Frozen",
+    "Router",
+    "best_single_tdl",
+]
+
+# Dense sweeps of the instant routers: β₁ on a grid, and target shares of expert calls.
+DENSE_BETAS: tuple[float, ...] = tuple(float(b) for b in np.linspace(0.0, 2.0, 40))
+TARGET_SHARES: tuple[float, ...] = tuple(float(s) for s in np.linspace(0.0, 1.0, 21))
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a router reads about a query before it decides: the question/context ``embeddings``
+    (its encoder runs on every query), the ``answers`` of agents that answer first (the main
+    agent, then helpers: they run on every query), and an expert it may ``ask`` midway."""
+
+    embeddings: bool = False
+    answers: tuple[str, ...] = ()
+    ask: str | None = None
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """Every agent whose answer the router reads before its decision is final."""
+        return (*self.answers, *((self.ask,) if self.ask else ()))
+
+
+class OperatingPoint(NamedTuple):
+    """One point of a router's cost curve: the BENCHMARK.md β₁ it was decided at (None for a
+    sweep's own points), the decision, the cost setting when it is not a β₁'s, extra fields, and
+    whether it belongs to a dense sweep (kept out of the per-β₁ summaries)."""
+
+    beta1: float | None
+    decision: Decision
+    costs: CostConfig | None = None
+    fields: dict = {}
+    dense: bool = True
+
+
+class NotExportable(ValueError):
+    """A router that cannot route a new query on its own (the message says why)."""
+
+
+@dataclass
+class Frozen:
+    """A fitted router at one cost setting or budget, out of the benchmark: what an artifact
+    holds and what routes new queries. ``config`` is JSON (costs, threshold, a budget's
+    follower, feature settings); ``needs`` what the deployment computes per query;
+    ``overhead_gflops`` what every query pays (the encoder, or the agents that answer first).
+    Subclasses (one per router module) implement :meth:`decide`, :meth:`save` and ``load``."""
+
+    router_id: str
+    config: dict
+    needs: Needs = field(default_factory=Needs)
+    overhead_gflops: float = 0.0
+
+    def decide(self, signals) -> Decision:
+        """The decision for a batch of queries from their ``signals`` (``embeddings()``,
+        ``answers()``, ``ask(agent, rows)``: :class:`~l2d_core.deploy.signals.QuerySignals`)."""
+        raise NotImplementedError
+
+    def save(self, directory: Path) -> None:
+        """Write what the config does not hold (trained heads) into ``directory``."""
+
+    @classmethod
+    def load(cls, router_id: str, config: dict, directory: Path, needs: Needs, overhead: float) -> Frozen:
+        return cls(router_id, config, needs, overhead)
+
+
+class Router:
+    """A router on a benchmark. Subclasses set the class attributes and implement
+    :meth:`_fit` and :meth:`decide`; ``__init__`` stores constructor arguments only."""
+
+    id: ClassVar[str] = ""
+    label: ClassVar[str] = ""  # the name people read in menus and legends
+    description: ClassVar[str] = ""  # one plain sentence: what it looks at, what it pays
+    family: ClassVar[str] = "baseline"  # l2d | baseline | reference | agent
+    reads_embeddings: ClassVar[bool] = False  # needs the benchmark's question/context embeddings
+    reads_answers: ClassVar[bool] = False  # reads the main agent's answer (a cascade) before deciding
+    instant: ClassVar[bool] = True  # a new cost setting needs no training
+    validated: ClassVar[bool] = False  # ranked on the training articles (``oof_outcome``)
+    supports_budget: ClassVar[bool] = False  # meets a share / GFLOPs budget (``calibrate_budget``)
+    exportable: ClassVar[bool] = False  # ``freeze`` makes a router that routes one query on its own
+    frozen: ClassVar[type[Frozen]] = Frozen  # what ``freeze`` returns, and what loads it back
+
+    def __init__(self, **params):
+        self.params = params
+
+    def fit(self, bench, seed: int = 0) -> Router:
+        if self.reads_embeddings and not bench.has_embeddings:
+            raise ValueError(f"router {self.id} reads embeddings: prepare the benchmark with them")
+        self.bench_, self.seed_ = bench, int(seed)
+        self._fit()
+        return self
+
+    def _fit(self) -> None:
+        """Learn what does not depend on the cost setting (``self.bench_``, ``self.seed_``)."""
+
+    def needs(self, bench) -> Needs:
+        """What this router reads about a query on ``bench``'s pool (no fit needed)."""
+        return Needs(embeddings=self.reads_embeddings)
+
+    def agents_to_import(self, bench) -> tuple[str, ...]:
+        """Agents beyond the pool whose answers this router reads and that are not read in yet
+        (the first fit imports them: seconds each); none by default."""
+        return ()
+
+    def decide(self, costs: CostConfig) -> Decision:
+        raise NotImplementedError
+
+    def oof_outcome(self, costs: CostConfig) -> tuple[np.ndarray, np.ndarray]:
+        """(GFLOPs, EM) per training question at ``costs``, each routed by what never saw its
+        article (out-of-fold): what the validation ranking reads (routers with ``validated``)."""
+        raise NotImplementedError(f"{self.id} is not ranked on validation")
+
+    def calibrate_budget(self, costs: CostConfig, kind: str, target: float) -> tuple[Decision, dict]:
+        """``(decision on test, what the budget did)`` under a budget (``kind`` ``share`` or
+        ``gflops``) followed on the test articles from a start calibrated on the training articles
+        (routers with ``supports_budget``; :func:`~l2d_core.evaluation.budget.budget_decision`
+        reads it: start, end, training share, training GFLOPs, reachable, note, follower)."""
+        raise ValueError(f"router {self.id} has no error estimates to follow a budget with")
+
+    def needs_training(self, costs: CostConfig) -> bool:
+        """Whether :meth:`decide` at ``costs`` will train something (seconds) first."""
+        return False
+
+    def sweep(self) -> list[OperatingPoint]:
+        """Operating points beyond the β₁ points (thresholds, λ, a dense β grid)."""
+        return []
+
+    def operating_points(self, betas=BETA_POINTS, dense: bool = True, prices=()) -> list[OperatingPoint]:
+        """At each β₁ of ``betas`` (the BENCHMARK.md cost setting), then the sweep, then one point
+        at each per-TFLOP price λ of ``prices`` (field ``price``; kept with the sweep's points,
+        out of the β₁ summaries). :func:`~l2d_core.evaluation.points.router_points` scores them."""
+        bench = self.bench_
+        pts = [OperatingPoint(b, self.decide(bench.costs(b)), dense=False) for b in betas]
+        if dense:
+            pts += self.sweep()
+        for lam in prices:
+            costs = bench.price_costs(lam)
+            pts.append(OperatingPoint(None, self.decide(costs), costs, {"price": lam}))
+        return pts
+
+    def tdl_vectors(self, settings: dict[str, CostConfig]) -> dict[str, np.ndarray] | None:
+        """Per-question TDL at each named cost setting when it is not that of the router's own
+        points at that setting (the zero router's: the best single agent's)."""
+        return None
+
+    def freeze(self, costs: CostConfig, follower: dict | None = None) -> Frozen:
+        """This fitted router at ``costs`` (and a budget's ``follower`` starting state) as a
+        :class:`Frozen` router; :class:`NotExportable` when it cannot route a query on its own."""
+        raise NotExportable(f"{self.id} cannot route a new query on its own")
+
+
+def best_single_tdl(bench, settings: dict[str, CostConfig]) -> dict[str, np.ndarray]:
+    """Per named cost setting the per-question TDL of the single agent of least mean TDL on the
+    test articles."""
+    out = {}
+    for key, costs in settings.items():
+        qc = query_costs(cost_matrix(bench.test.errors, costs))  # (N, A)
+        out[key] = qc[:, int(qc.mean(axis=0).argmin())]
+    return out

@@ -1,0 +1,336 @@
+"""Routers that learn each agent's chance of being wrong once and apply any cost setting instantly
+(SPEC §5 plug-in rule): their base (:class:`ErrorEstimateRouter`, shared with the post-hoc and
+cascade routers of :mod:`~l2d_core.routers.posthoc`), the router ``l2d-plugin`` on the
+question's and context's embeddings, its estimator (:class:`PluginRejector`) and what they
+freeze into (:class:`ErrorEstimateFrozen`).
+
+Besides the test decisions, such a router gives out-of-fold error estimates on the training
+articles (:meth:`ErrorEstimateRouter.oof_error_proba`): each fold of articles is scored by a head
+that never saw it; the routers are compared on them to pick the dashboard's default. Budgets are
+followed query by query (:mod:`~l2d_core.routers.budget`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import asdict
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+from scipy.special import expit
+from torch import nn
+
+from ..method.costs import CostConfig
+from ..method.policies import expected_costs, plugin_policy
+from ..method.training import FAST_CONFIG
+from . import trained
+from .base import DENSE_BETAS, Frozen, Needs, NotExportable, OperatingPoint, Router
+from .budget import (
+    Follower,
+    PriceFollower,
+    budget_stage,
+    calibrate_price,
+    defer_margin,
+    follower_from_state,
+    pinned_note,
+    price_choice,
+    price_values,
+    reach_note,
+    surcharge_choice,
+)
+from .decision import Decision, Stage
+from .encoder import encoder_spec
+from .head import AgentHead
+from .registry import register
+
+__all__ = [
+    "VALIDATION_FOLDS",
+    "PLUGIN_STAGES",
+    "article_folds",
+    "PluginRejector",
+    "ErrorEstimateRouter",
+    "ErrorEstimateFrozen",
+    "PluginRouter",
+]
+
+VALIDATION_FOLDS = 4  # folds of training articles for the out-of-fold estimates
+PLUGIN_STAGES = (
+    Stage(
+        "",
+        "expected cost",
+        "the main agent's chance of a wrong start plus a wrong end, against each expert's α × its chance "
+        "of a mistake plus its price β on both ends",
+    ),
+)
+
+
+def article_folds(titles: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
+    """Fold index (0..k-1) of each question, by article, seeded.
+
+    >>> article_folds(np.array(["a", "a", "b", "c", "d"]), 2).tolist()
+    [1, 1, 0, 0, 1]
+    """
+    names = np.array(sorted(set(titles)))
+    np.random.default_rng(seed).shuffle(names)
+    fold_of = {t: i % k for i, t in enumerate(names)}
+    return np.array([fold_of[t] for t in titles], dtype=int)
+
+
+class PluginRejector(AgentHead):
+    """Learns cost-free error probabilities p̂_j^i(x) once (BCE on every agent's mistakes);
+    any α, β then applies instantly."""
+
+    def _targets(self, y: np.ndarray) -> np.ndarray:
+        return np.asarray(y, np.float32)
+
+    def _loss(self, out, target):
+        return nn.functional.binary_cross_entropy_with_logits(out, target)
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """p̂_j^i(x) = P[agent j wrong on endpoint i], (N, 2, A)."""
+        return expit(self.raw_scores(X).astype(np.float64))
+
+
+def plugin_decision(
+    p_err, costs, overhead, data=None, follower=None, extra_gflops=None, base=None, **extra
+) -> Decision:
+    """The decision on error estimates ``p_err`` (N, 2, A) at ``costs`` — the plug-in rule — or,
+    with a budget's ``follower``, the rule with the follower's surcharge (a share) or price (a
+    GFLOPs budget; ``extra_gflops`` (N, A) what each agent adds, ``base`` (N,) what every query
+    pays), the follower moving on as it decides. ``extra``: fields of the curve point."""
+    per_query = None
+    if follower is None:
+        choice, values, stages = plugin_policy(p_err, costs), expected_costs(p_err, costs), PLUGIN_STAGES
+    else:
+        extra["budget"] = follower.target
+        if isinstance(follower, PriceFollower):
+            choice, values, price = price_choice(p_err, costs.alpha, follower, extra_gflops, base)
+            per_query, stages = {"price": price}, (budget_stage("gflops", follower.target),)
+        else:
+            choice, values, surcharge = surcharge_choice(p_err, costs, follower)
+            per_query, stages = {"surcharge": surcharge}, (budget_stage("share", follower.target),)
+    return Decision(
+        choice, overhead, data=data, expected=values, scores=p_err, score_label="chance wrong",
+        per_query=per_query, extra=extra, stages=stages,
+    )  # fmt: skip
+
+
+class ErrorEstimateFrozen(Frozen):
+    """A router of error estimates at one cost setting or budget: its head, and its budget's
+    follower (each process follows the budget on its own stream of queries)."""
+
+    estimator = None
+    follower = None
+
+    def p_err(self, signals) -> np.ndarray:
+        """The error estimates of a batch of queries, (N, 2, A)."""
+        return self.estimator.predict_proba(signals.embeddings())
+
+    def decide(self, signals) -> Decision:
+        p = self.p_err(signals)
+        costs = CostConfig(**self.config["costs"])
+        extra = base = None
+        if isinstance(self.follower, PriceFollower):  # what each agent adds: those that ran add nothing
+            own = [0.0 if a in self.needs.answers else g for a, g in self.config["agent_gflops"].items()]
+            extra = np.repeat(np.array([own]) - own[0], len(p), axis=0)
+            base = np.full(len(p), self.overhead_gflops + own[0])
+        return plugin_decision(
+            p, costs, self.overhead_gflops, follower=self.follower, extra_gflops=extra, base=base
+        )
+
+    def save(self, directory: Path) -> None:
+        self.estimator.save(directory)
+
+    @classmethod
+    def load(cls, router_id, config, directory, needs, overhead):
+        frozen = cls(router_id, config, needs, overhead)
+        frozen.estimator = cls.estimator_class().load(directory)
+        frozen.follower = follower_from_state(config.get("follower"))
+        return frozen
+
+    @classmethod
+    def estimator_class(cls):
+        return PluginRejector
+
+
+class ErrorEstimateRouter(Router):
+    """A router whose decision at any cost setting is the plug-in rule on error estimates p̂."""
+
+    supports_budget: ClassVar[bool] = True
+    validated: ClassVar[bool] = True
+    exportable: ClassVar[bool] = True
+    kind: ClassVar[str] = ""  # names its stored heads
+    frozen = ErrorEstimateFrozen
+
+    def _features(self, split: str) -> np.ndarray:
+        """The estimator's input on one split of the benchmark (``train``, ``val``, ``test``)."""
+        raise NotImplementedError
+
+    def _new_estimator(self):
+        """An unfitted estimator with ``fit(X, y, …)`` and ``predict_proba(X)``."""
+        raise NotImplementedError
+
+    def _fit_estimator(self, est, F: np.ndarray, rows: np.ndarray | None = None):
+        """``est`` fitted on features ``F`` of the training questions ``rows`` (all: None)."""
+        bench = self.bench_
+        y = bench.train.errors if rows is None else bench.train.errors[rows]
+        val = (self._features("val"), bench.val.errors) if bench.val is not None and rows is None else ()
+        return est.fit(F, y, *val)
+
+    def _store_params(self) -> dict:
+        """What else determines the stored heads besides the estimator and the benchmark."""
+        return {}
+
+    def uses_embeddings(self) -> bool:
+        """Whether the fitted heads depend on the benchmark's question/context embeddings."""
+        return self.reads_embeddings
+
+    def accounting(self, data) -> tuple:
+        """``data`` as this router pays it, and the GFLOPs paid on every query."""
+        return data, self.bench_.rejector_gflops
+
+    def _fit(self) -> None:
+        bench = self.bench_
+        F = self._features("train")
+        digest = hashlib.sha256(np.ascontiguousarray(F).tobytes()).hexdigest()[:16]
+        self.estimator_ = trained.fitted(
+            self.kind,
+            bench,
+            self._new_estimator(),
+            lambda e: self._fit_estimator(e, F),
+            embeddings=self.uses_embeddings(),
+            train_features=digest,
+            **self._store_params(),
+        )
+        self.p_err_ = self.estimator_.predict_proba(self._features("test"))
+        self.data_, self.overhead_ = self.accounting(bench.test)
+
+    def decision(self, p_err: np.ndarray, costs: CostConfig, data=None, overhead=None, **extra) -> Decision:
+        """The plug-in rule at ``costs`` on estimates ``p_err`` (default: this router's on test)."""
+        overhead = self.overhead_ if overhead is None else overhead
+        return plugin_decision(p_err, costs, overhead, self.data_ if data is None else data, **extra)
+
+    def decide(self, costs: CostConfig) -> Decision:
+        return self.decision(self.p_err_, costs)
+
+    def _parts(self, p, data, overhead, costs):
+        """(α-weighted expected mistakes, what each agent adds, what every query pays)."""
+        g = np.asarray(data.gflops, dtype=float)
+        free = CostConfig(costs.alpha, (0.0,) * costs.n_experts)  # compute is priced by the budget
+        return expected_costs(p, free), g - g[:, :1], overhead + g[:, 0]
+
+    def calibrate_budget(self, costs: CostConfig, kind: str, target: float) -> tuple[Decision, dict]:
+        """The decision on the test articles under a budget followed query by query, starting
+        from a surcharge (``share``) or a price (``gflops``) calibrated on the training articles
+        as scored by the head that routes."""
+        bench = self.bench_
+        p_cal = self.estimator_.predict_proba(self._features("train"))
+        cal, cal_overhead = self.accounting(bench.train)
+        if kind == "share":
+            m_cal, best_cal = defer_margin(p_cal, costs)
+            bound = 3.0 + 2.0 * max(costs.alpha) + 2.0 * max(costs.beta)  # beyond any margin
+            follower = Follower.start(m_cal, target, target, (-bound, bound))
+            start, state = follower.threshold, asdict(follower)
+            d = plugin_decision(self.p_err_, costs, self.overhead_, self.data_, follower)
+            cal_choice = np.where(m_cal > start, best_cal, 0)
+            info = dict(start=start, end=follower.threshold, reachable=(0.0, 1.0), note="")
+        else:
+            e_cal, x_cal, b_cal = self._parts(p_cal, cal, cal_overhead, costs)
+            start, least, most = calibrate_price(e_cal, x_cal, b_cal, target)
+            _, extra, base = self._parts(self.p_err_, self.data_, self.overhead_, costs)
+            follower = PriceFollower(math.log(start), target)
+            state = asdict(follower)
+            d = plugin_decision(self.p_err_, costs, self.overhead_, self.data_, follower, extra, base)
+            spent = float((base + extra[np.arange(len(d.choice)), d.choice]).mean())
+            cal_choice = price_values(e_cal, x_cal, start).argmin(axis=1)
+            note = reach_note("gflops", target, least, most) or pinned_note(
+                target, spent, d.per_query["price"]
+            )
+            info = dict(start=start, end=follower.price, reachable=(least, most), note=note)
+        cal_gflops = cal_overhead + cal.gflops[np.arange(len(cal_choice)), cal_choice]
+        info.update(
+            training_share=float((cal_choice != 0).mean()),
+            training_gflops=float(cal_gflops.mean()),
+            follower=state,
+        )
+        return d, info
+
+    def oof_outcome(self, costs: CostConfig) -> tuple[np.ndarray, np.ndarray]:
+        data, overhead = self.accounting(self.bench_.train)
+        choice = plugin_policy(self.oof_error_proba(), costs)
+        ar = np.arange(len(choice))
+        return overhead + data.gflops[ar, choice], data.em[ar, choice]
+
+    def oof_error_proba(self, folds: int = VALIDATION_FOLDS) -> np.ndarray:
+        """p̂ on every training question from a head trained on the other folds of articles,
+        (N_train, 2, A), in the order of ``bench.train``; heads are stored like any other."""
+        memo = self.__dict__.setdefault("oof_", {})
+        if folds not in memo:
+            bench = self.bench_
+            F = self._features("train")
+            fold = article_folds(bench.train.titles, folds, seed=self.seed_)
+            out = np.zeros((len(F), 2, bench.train.n_agents))
+            for k in range(folds):
+                fit, held = fold != k, fold == k
+                if not held.any():  # fewer articles than folds
+                    continue
+                digest = hashlib.sha256(np.ascontiguousarray(F[fit]).tobytes()).hexdigest()[:16]
+                est = trained.fitted(
+                    f"{self.kind}-fold",
+                    bench,
+                    self._new_estimator(),
+                    lambda e, fit=fit: self._fit_estimator(e, F[fit], fit),
+                    embeddings=self.uses_embeddings(),
+                    train_features=digest,
+                    fold=[k, folds],
+                    **self._store_params(),
+                )
+                out[held] = est.predict_proba(F[held])
+            memo[folds] = out
+        return memo[folds]
+
+    def _frozen_config(self, costs: CostConfig, follower: dict | None) -> dict:
+        """What every frozen router of error estimates records besides its own inputs."""
+        test = self.bench_.test
+        gflops = dict(zip(test.agent_ids, (float(g) for g in test.agent_gflops)))
+        return {"costs": asdict(costs), "follower": follower, "agent_gflops": gflops}
+
+    def freeze(self, costs: CostConfig, follower: dict | None = None) -> ErrorEstimateFrozen:
+        bench = self.bench_
+        if not self.reads_embeddings:
+            raise NotExportable(f"{self.id} does not say what it reads about a new query")
+        config = {
+            **self._frozen_config(costs, follower),
+            "encoder": encoder_spec(bench.encoder_name, bench.features),
+        }
+        frozen = self.frozen(self.id, config, Needs(embeddings=True), float(bench.rejector_gflops))
+        frozen.estimator, frozen.follower = self.estimator_, follower_from_state(follower)
+        return frozen
+
+
+@register
+class PluginRouter(ErrorEstimateRouter):
+    id = "l2d-plugin"
+    label = "L2D plug-in (instant reweight)"
+    description = (
+        "Reads the question and context, learns each agent's chance of being wrong once, then "
+        "applies any cost setting instantly (SPEC §5 plug-in rule)."
+    )
+    family = "l2d"
+    reads_embeddings = True
+    kind = "plugin"
+
+    def __init__(self, config=FAST_CONFIG):
+        super().__init__(config=config)
+        self.config = config
+
+    def _features(self, split: str) -> np.ndarray:
+        return {"train": self.bench_.X_train, "val": self.bench_.X_val, "test": self.bench_.X_test}[split]
+
+    def _new_estimator(self):
+        return PluginRejector(config=self.config.but(seed=self.seed_))
+
+    def sweep(self):
+        return [OperatingPoint(b, self.decide(self.bench_.costs(b))) for b in DENSE_BETAS]

@@ -1,0 +1,125 @@
+"""The reference routers every comparison draws: random allocation, the oracle (an upper bound),
+the zero router (random mixing of single agents: the line a router must beat) and each agent
+alone (``agent:<id>``). The zero router and single agents freeze into a router that always picks
+one agent (:class:`FixedFrozen`)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import numpy as np
+
+from ..method.costs import BETA_POINTS, CostConfig, cost_matrix, query_costs
+from ..method.mixing import upper_hull
+from ..method.policies import oracle_policy, random_policy
+from .base import DENSE_BETAS, Frozen, OperatingPoint, Router, best_single_tdl
+from .decision import Decision
+from .registry import AGENT_PREFIX, register, register_agent_router
+
+__all__ = ["RandomRouter", "OracleRouter", "ZeroRouter", "AgentRouter", "FixedFrozen"]
+
+
+class FixedFrozen(Frozen):
+    """A router that sends every query to one agent (``config["agent"]``, its index)."""
+
+    def decide(self, signals) -> Decision:
+        return Decision(np.full(len(signals.records), int(self.config["agent"])))
+
+
+def _fixed(router: Router, costs: CostConfig) -> FixedFrozen:
+    agent = int(router.decide(costs).choice[0])
+    return FixedFrozen(router.id, {"costs": asdict(costs), "agent": agent})
+
+
+@register
+class RandomRouter(Router):
+    id = "random"
+    label = "random (uniform)"
+    description = "Sends each query to an agent drawn uniformly at random."
+    family = "reference"
+
+    def _fit(self) -> None:
+        test = self.bench_.test
+        self.choice_ = random_policy(len(test), test.n_agents, self.seed_)
+
+    def decide(self, costs: CostConfig) -> Decision:
+        return Decision(self.choice_)
+
+
+@register
+class OracleRouter(Router):
+    id = "oracle"
+    label = "oracle (knows the answers)"
+    description = "Per query the cheapest agent that is right: an upper bound no router can reach."
+    family = "reference"
+
+    def decide(self, costs: CostConfig) -> Decision:
+        test = self.bench_.test
+        return Decision(oracle_policy(cost_matrix(test.errors, costs), test.gflops))
+
+    def sweep(self):
+        return [OperatingPoint(b, self.decide(self.bench_.costs(b))) for b in DENSE_BETAS]
+
+
+@register
+class ZeroRouter(Router):
+    id = "zero"
+    label = "zero router (mixing agents)"
+    description = (
+        "Mixes single agents at random in the best proportions: the line a router must beat to be "
+        "worth anything (at a cost setting: the single agent of least loss)."
+    )
+    family = "reference"
+    exportable = True
+    frozen = FixedFrozen
+
+    def decide(self, costs: CostConfig) -> Decision:
+        test = self.bench_.test
+        j = int(query_costs(cost_matrix(test.errors, costs)).mean(axis=0).argmin())
+        return Decision(np.full(len(test), j))
+
+    def operating_points(self, betas=BETA_POINTS, dense: bool = True, prices=()) -> list[OperatingPoint]:
+        """Vertices of the single agents' upper hull (any mixture lies on the segments between)."""
+        test = self.bench_.test
+        g = test.gflops.mean(axis=0)
+        em = 100 * test.em.mean(axis=0)
+        pts = []
+        for c, q in zip(*upper_hull(g, em)):
+            j = int(np.flatnonzero(np.isclose(g, c) & np.isclose(em, q))[0])
+            pts.append(
+                OperatingPoint(None, Decision(np.full(len(test), j)), None, {"agent": test.agent_ids[j]})
+            )
+        return pts
+
+    def tdl_vectors(self, settings: dict[str, CostConfig]) -> dict[str, np.ndarray]:
+        """TDL is linear in the mixing weights: the zero router's is the best single agent's."""
+        return best_single_tdl(self.bench_, settings)
+
+    def freeze(self, costs: CostConfig, follower: dict | None = None) -> FixedFrozen:
+        return _fixed(self, costs)
+
+
+@register_agent_router
+class AgentRouter(Router):
+    """One agent answers every question (the paper's single-model rows): ``agent:<id>``."""
+
+    family = "agent"
+    exportable = True
+    frozen = FixedFrozen
+
+    def __init__(self, agent: str):
+        super().__init__(agent=agent)
+        self.agent = agent
+        self.id = AGENT_PREFIX + agent
+
+    def _fit(self) -> None:
+        ids = self.bench_.test.agent_ids
+        if self.agent not in ids:
+            raise KeyError(f"agent {self.agent!r} is not in pool {self.bench_.pool.name}")
+        self.index_ = ids.index(self.agent)
+
+    def decide(self, costs: CostConfig) -> Decision:
+        return Decision(np.full(len(self.bench_.test), self.index_))
+
+    def freeze(self, costs: CostConfig, follower: dict | None = None) -> FixedFrozen:
+        return _fixed(self, costs)

@@ -1,0 +1,143 @@
+"""The one registry of routers. Every surface — ``evaluate.py --policy``, ``benchmark_routers.py
+--routers``, ``export_router.py``, the dashboard's menus, the routing API and the parametrised
+tests — reads it, so a router module added here appears everywhere with no other change.
+
+A router is one module (:class:`~l2d_core.routers.base.Router`: its estimator, how it decides at
+a cost setting or a budget, how it freezes into an artifact and routes one query) that registers
+its classes with :func:`register`. The registry imports, in this order (the menus' order):
+
+1. the built-in modules of :data:`BUILTIN_MODULES`;
+2. modules named in ``$L2D_ROUTERS`` (``os.pathsep``-separated module names or ``.py`` paths);
+3. modules of installed packages' entry points in the group ``l2d_core.routers``.
+
+Single agents come with every pool as ``agent:<id>``. ``l2d-…`` routers may be named without
+their prefix (``sdl``, ``plugin``) where a short name is natural (the command line).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from .base import Router
+
+__all__ = [
+    "Router",
+    "AGENT_PREFIX",
+    "OURS_PREFIX",
+    "BUILTIN_MODULES",
+    "ROUTERS_ENV",
+    "register",
+    "register_agent_router",
+    "routers",
+    "make_router",
+    "router_ids",
+    "router_label",
+    "router_class",
+]
+
+AGENT_PREFIX = "agent:"
+OURS_PREFIX = "l2d-"
+ROUTERS_ENV = "L2D_ROUTERS"  # extra router modules: names or .py paths, os.pathsep-separated
+ENTRY_POINTS = "l2d_core.routers"
+BUILTIN_MODULES = (  # the menus' order: the L2D routers, the references, then the baselines
+    "l2d_core.routers.sdl",
+    "l2d_core.routers.plugin",
+    "l2d_core.routers.posthoc",
+    "l2d_core.routers.staged",
+    "l2d_core.routers.references",
+    "l2d_core.routers.hybrid",
+    "l2d_core.routers.quality",
+    "l2d_core.routers.ensemble",
+)
+
+_ROUTERS: dict[str, type[Router]] = {}
+_AGENT_ROUTER: list[type[Router]] = []  # the single-agent router (``agent:<id>``), registered once
+_LOADED: set[str] = set()  # module names and paths imported already
+
+
+def register(cls: type[Router]) -> type[Router]:
+    """Class decorator: add a router under its ``id`` (an id is registered once)."""
+    taken = _ROUTERS.get(cls.id)
+    if not cls.id or cls.id.startswith(AGENT_PREFIX) or (taken is not None and taken is not cls):
+        raise ValueError(f"router id {cls.id!r} is empty, reserved or already registered")
+    _ROUTERS[cls.id] = cls
+    return cls
+
+
+def register_agent_router(cls: type[Router]) -> type[Router]:
+    """Class decorator: the router of ``agent:<id>`` (one agent answers every question)."""
+    _AGENT_ROUTER[:] = [cls]
+    return cls
+
+
+def _import(spec: str) -> None:
+    if spec in _LOADED:
+        return
+    _LOADED.add(spec)
+    if spec.endswith(".py"):
+        path = Path(spec).expanduser().resolve()
+        if not path.is_file():
+            raise ValueError(f"{ROUTERS_ENV} names {spec}, which is not a file")
+        name = f"l2d_user_router_{path.stem}"
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        module_spec.loader.exec_module(module)
+    else:
+        importlib.import_module(spec)
+
+
+def routers() -> dict[str, type[Router]]:
+    """Every registered router class by id, in registration order (the modules are imported on
+    first use: the built-ins, ``$L2D_ROUTERS``, then entry points)."""
+    for name in BUILTIN_MODULES:
+        _import(name)
+    for spec in filter(None, os.environ.get(ROUTERS_ENV, "").split(os.pathsep)):
+        _import(spec.strip())
+    for ep in entry_points(group=ENTRY_POINTS):
+        _import(ep.value.split(":")[0])
+    return dict(_ROUTERS)
+
+
+def _resolve(router_id: str) -> str:
+    known = routers()
+    if router_id in known or router_id.startswith(AGENT_PREFIX):
+        return router_id
+    if OURS_PREFIX + router_id in known:
+        return OURS_PREFIX + router_id
+    raise KeyError(f"unknown router {router_id!r}; known: {', '.join([*known, f'{AGENT_PREFIX}<id>'])}")
+
+
+def make_router(router_id: str, **params) -> Router:
+    """A new, unfitted router of the registry (or ``agent:<id>``) with constructor ``params``."""
+    rid = _resolve(router_id)
+    if rid.startswith(AGENT_PREFIX):
+        return _AGENT_ROUTER[0](rid[len(AGENT_PREFIX) :])
+    return routers()[rid](**params)
+
+
+def router_ids(bench=None, embeddings: bool = True) -> list[str]:
+    """Registered routers (without those that read embeddings when ``embeddings`` is False),
+    then ``agent:<id>`` for each agent of ``bench``'s pool."""
+    ids = [r for r, cls in routers().items() if embeddings or not cls.reads_embeddings]
+    return ids + ([AGENT_PREFIX + a for a in bench.test.agent_ids] if bench is not None else [])
+
+
+def router_label(router_id: str) -> str:
+    """The human name of a router id (a single agent: its id)."""
+    if router_id.startswith(AGENT_PREFIX):
+        return router_id[len(AGENT_PREFIX) :]
+    known = routers()
+    cls = known.get(router_id) or known.get(OURS_PREFIX + router_id)
+    return cls.label if cls is not None and cls.label else router_id
+
+
+def router_class(router_id: str) -> type[Router] | None:
+    """The registered class of a router id (``None`` for ``agent:<id>``)."""
+    rid = _resolve(router_id)
+    return None if rid.startswith(AGENT_PREFIX) else routers()[rid]
