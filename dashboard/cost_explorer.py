@@ -33,7 +33,8 @@ from l2d_core.deploy import (
 )
 from l2d_core.method.costs import CostConfig, InvalidCostError
 from l2d_core.report import charts
-from l2d_core.routers.registry import router_label, routers
+from l2d_core.routers.registry import router_label
+from l2d_core.routers.registry import routers as registered
 
 SUB = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 ALPHA_MAX = 2.0
@@ -295,7 +296,7 @@ def results() -> None:
     for problem in filter(None, problems.values()):
         st.caption(f"Not offered: {problem}.")
     if not deployable:
-        can = ", ".join(router_label(r) for r, cls in routers().items() if cls.exportable)
+        can = ", ".join(router_label(r) for r, cls in registered().items() if cls.exportable)
         st.caption(f"None of the routers shown can route a new query on its own; these can: {can}.")
     else:
         d1, d2 = st.columns([1, 2])

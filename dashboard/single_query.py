@@ -28,8 +28,8 @@ from l2d_core.routers.registry import router_class, router_label, routers
 
 # routers that route a single query with error estimates: the cascade family reads the main
 # agent's answer, the plug-in router reads the question and context
-# the L2D routers that route one query on their own (each says so: ``exportable``)
-ROUTABLE = tuple(r for r, cls in routers().items() if cls.exportable and cls.family == "l2d")
+# the routers that route one query on their own (each says so: ``exportable``)
+ROUTABLE = tuple(r for r, cls in routers().items() if cls.exportable)
 
 st.title("Single query")
 st.caption(

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 from _charts import chart_rows
 from _tiny_models import VOCAB, LogitsByToken, bert_tokenizer, one_thread
-from l2d_core.evaluation.router import DENSE_BETAS
 from streamlit.testing.v1 import AppTest
 
 from l2d_core.agents import AgentSpec, get_agent
@@ -35,6 +34,7 @@ from l2d_core.evaluation.results import list_results, load_results, save_results
 from l2d_core.method.costs import CostConfig
 from l2d_core.method.policies import expected_costs, plugin_policy
 from l2d_core.report import summary_frame
+from l2d_core.routers.base import DENSE_BETAS
 from l2d_core.routers.registry import make_router, router_ids
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,8 +78,8 @@ def test_a_deployed_router_on_test_questions_matches_the_batch_policies(p3):
     with one_thread():
         plugin = make_router("l2d-plugin").fit(p3)
         sdl = make_router("l2d-sdl").fit(p3)
-    p_all = plugin.estimator_.error_proba(p3.X_test)
-    s_all = sdl.estimator(costs).scores(p3.X_test)
+    p_all = plugin.estimator_.predict_proba(p3.X_test)
+    s_all = sdl.estimator(costs).decision_function(p3.X_test)
     routed, scored = deploy(plugin, costs), deploy(sdl, costs)
     for i in (0, 17, 1234):
         rec = p3.test_records[i]

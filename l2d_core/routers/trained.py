@@ -26,7 +26,7 @@ from ..stores import open_disk_cache, set_aside
 __all__ = ["STORE_FORMAT", "estimator_params", "artifact_key", "is_stored", "fitted", "memo_arrays"]
 
 # Part of every key: bump when a fit or a feature changes what an artifact holds.
-STORE_FORMAT = 5  # 5: full-batch heads fitted by scipy's L-BFGS-B
+STORE_FORMAT = 6  # 6: estimators fit(X, y), renamed (routers in one home each)
 
 
 def _jsonable(v):
