@@ -53,6 +53,7 @@ from dashboard_driver import (
     SLIDER_KEY,
     SLIDER_LABEL,
     VIEWPORT,
+    app_test,
     dashboard_server,
     launch_chromium,
     metric_value,
@@ -97,9 +98,7 @@ def _slider_values(n: int, lo: float, hi: float, default: float) -> list[float]:
 
 def slider_server_side(n_values: int, budget: bool = False) -> tuple[list[float], str]:
     """Slider moves in AppTest: the price slider, or (``budget``) the share-of-expert-calls one."""
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file(str(page_scripts()["cost_explorer"]), default_timeout=COLD_TIMEOUT_S)
+    at = app_test(page_scripts()["cost_explorer"], COLD_TIMEOUT_S)
     at.run()
     if budget and not at.exception:
         at.radio(key="decide_by").set_value("share").run()
@@ -126,9 +125,7 @@ def slider_server_side(n_values: int, budget: bool = False) -> tuple[list[float]
 
 def _cold_child(script: str) -> int:
     """In a fresh process: time the first AppTest run of one page; print JSON."""
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file(script, default_timeout=COLD_TIMEOUT_S)
+    at = app_test(Path(script), COLD_TIMEOUT_S)
     t = time.perf_counter()
     at.run()
     dt = time.perf_counter() - t

@@ -35,12 +35,23 @@ CHANGE_TIMEOUT_S = 60.0
 
 
 def page_scripts() -> dict[str, Path]:
-    """Every page of the dashboard: the entry script (Overview) and each file page that
-    app.py's ``st.navigation`` lists."""
-    pages = {"overview (app.py)": ROOT / "app.py"}
-    for rel in re.findall(r"st\.Page\(\s*[\"']([^\"']+\.py)[\"']", (ROOT / "app.py").read_text()):
-        pages[Path(rel).stem] = ROOT / rel
-    return pages
+    """Every page of the dashboard: the entry script (it shows the home page) and each other page
+    that the navigation lists."""
+    from pages.ui.app import PAGES
+
+    home, *others = (name for name, _, _ in PAGES)
+    return {f"{home} (app.py)": ROOT / "app.py"} | {name: ROOT / "pages" / f"{name}.py" for name in others}
+
+
+def app_test(script: Path, timeout: float):
+    """An AppTest of one page script as it runs inside the app (``app.py`` runs the frame itself)."""
+    from streamlit.testing.v1 import AppTest
+
+    from pages.ui.app import IN_APP
+
+    at = AppTest.from_file(str(script), default_timeout=timeout)
+    at.session_state[IN_APP] = True
+    return at
 
 
 def free_port() -> int:
@@ -199,6 +210,15 @@ PAGE_LOAD_MS_JS = "() => window.__l2dClock.em.length ? window.__l2dClock.em[0] :
 def wait_idle(page, timeout_s: float = CHANGE_TIMEOUT_S) -> None:
     """Wait until the app's "running" indicator is gone (the rerun has finished)."""
     page.get_by_test_id("stStatusWidget").wait_for(state="hidden", timeout=1000 * timeout_s)
+
+
+def wait_final_default(page, timeout_s: float = FIRST_LOAD_TIMEOUT_S) -> str:
+    """Wait until the sidebar names the final default router (every router compared and
+    prepared: no "for now", no "being prepared"); returns that caption."""
+    final = re.compile(r"^(?!.*being prepared)(Default: |No router )")
+    caption = page.get_by_test_id("stSidebar").get_by_text(final).first
+    caption.wait_for(timeout=1000 * timeout_s)
+    return caption.inner_text()
 
 
 def open_cost_explorer(page, base: str):

@@ -7,7 +7,7 @@ the same figure on the test articles with a 95% bootstrap interval.
     python scripts/rank_pools.py                      # every pool of squad11 ready here
     python scripts/rank_pools.py --pools P2 P3 --json ranking.json
 
-The dashboard opens on the pool where this gain is the largest (``dashboard/defaults.py``;
+The dashboard opens on the pool where this gain is the largest (``pages/ui/defaults.py``;
 ``tests/test_default_view.py`` checks that it still is and that it holds on the test articles).
 """
 

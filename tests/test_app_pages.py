@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from _charts import chart_rows
+from _pages import open_page
 from streamlit.testing.v1 import AppTest
 
 from l2d_core.app_logic.cost_settings import cost_from_upload, rule_beta1
@@ -33,9 +34,12 @@ REQUIRED_TILES = {"EM", "F1", "GFLOPs/query", "GFLOPs/EM", "TPR", "FPR", "TDL", 
 slow = pytest.mark.slow  # real benchmark: embeddings of 10,570 questions once per session
 
 
-def page(path: str, pool: str | None = None) -> AppTest:
-    """A page; ``pool``: picked in the sidebar before its first run (else the default pool)."""
-    at = AppTest.from_file(str(ROOT / path), default_timeout=600)
+def page(name: str, pool: str | None = None) -> AppTest:
+    """``pages/<name>.py`` (``app.py``: the whole app, home page); ``pool``: picked in the sidebar
+    before its first run (else the default pool)."""
+    if name != "app.py":
+        return open_page(name, pool)
+    at = AppTest.from_file(str(ROOT / name), default_timeout=600)
     if pool is not None:
         at.session_state["pool"] = pool
     return at
@@ -58,13 +62,13 @@ def metric(at: AppTest, label: str, index: int = 0) -> float:
 @pytest.fixture(scope="module")
 def explorer(real_data) -> AppTest:
     """A fresh cost explorer, run once with the defaults."""
-    return ran(page("dashboard/cost_explorer.py"))
+    return ran(page("cost_explorer"))
 
 
 @slow
 def test_overview_runs(real_data):
-    from dashboard.defaults import DEFAULT_POOL
     from l2d_core.agents import get_pool
+    from pages.ui.defaults import DEFAULT_POOL
 
     at = ran(page("app.py"))
     assert "Learning-to-Defer" in at.title[0].value
@@ -80,7 +84,7 @@ def p3_price(lam: float) -> CostConfig:
 def test_cost_explorer_defaults(explorer):
     """The first view: the router and price where routing pays the most on validation articles, on
     the default pool, above random mixing of agents (the tile says so, and by how much)."""
-    from dashboard.defaults import DEFAULT_POOL
+    from pages.ui.defaults import DEFAULT_POOL
 
     at = explorer
     assert REQUIRED_TILES <= {m.label for m in at.metric}
@@ -110,9 +114,9 @@ def test_cost_explorer_defaults(explorer):
 
 
 def test_default_caption_is_true_before_and_after_the_ranking():
-    from dashboard.widgets import default_caption
     from l2d_core.app_logic.default_view import DefaultChoice
     from l2d_core.evaluation.validation import Ranked
+    from pages.ui.widgets import default_caption
 
     before = default_caption(DefaultChoice("l2d-cascade", 0.1, 2.6, None), {})
     assert before.startswith("Default for now: " + router_label("l2d-cascade") + " at λ = 0.1")
@@ -144,7 +148,7 @@ def test_cost_explorer_saves_the_router_for_the_api(explorer):
 
 @slow
 def test_price_up_lowers_expert_share_and_gflops(real_data):
-    at = ran(page("dashboard/cost_explorer.py", pool="P3"))
+    at = ran(page("cost_explorer", pool="P3"))
     ran(at.multiselect(key="routers").set_value(["l2d-cascade"]))  # a plug-in-family router
     seen = []
     for lam in (0.0, 0.1, 0.5, 2.0):
@@ -165,7 +169,7 @@ def test_price_up_lowers_expert_share_and_gflops(real_data):
 def test_alpha_up_never_defers_more(real_data):
     """Raising the weight of every expert's error raises every expert's expected cost, so a
     plug-in-family router can only move queries back to the main model."""
-    at = ran(page("dashboard/cost_explorer.py", pool="P3"))
+    at = ran(page("cost_explorer", pool="P3"))
     ran(at.multiselect(key="routers").set_value(["l2d-cascade"]))
     deferred = []
     for a in (0.0, 0.5, 1.0, 2.0):
@@ -180,7 +184,7 @@ def test_alpha_up_never_defers_more(real_data):
 
 @slow
 def test_hand_set_betas(real_data):
-    at = ran(page("dashboard/cost_explorer.py", pool="P3"))
+    at = ran(page("cost_explorer", pool="P3"))
     ran(at.slider(key="price").set_value(0.1))
     ran(at.radio(key="cost_rule").set_value("hand"))
     assert [s.label for s in at.slider] == [  # β's column, then α's
@@ -198,7 +202,7 @@ def test_hand_set_betas(real_data):
 
 @slow
 def test_a_budget_lands_on_its_target_and_says_so(real_data):
-    at = ran(page("dashboard/cost_explorer.py"))
+    at = ran(page("cost_explorer"))
     ran(at.radio(key="decide_by").set_value("share"))
     ran(at.slider(key="budget_share").set_value(0.3))
     captions = [c.value for c in at.caption if c.value.startswith("Budget 30.0%")]
@@ -211,7 +215,7 @@ def test_a_budget_lands_on_its_target_and_says_so(real_data):
 
 @slow
 def test_routers_from_the_registry(real_data):
-    at = ran(page("dashboard/cost_explorer.py", pool="P3"))
+    at = ran(page("cost_explorer", pool="P3"))
     ran(at.multiselect(key="routers").set_value(["l2d-sdl"]))
     assert [s.value for s in at.subheader][0] == router_label("l2d-sdl")
     assert REQUIRED_TILES <= {m.label for m in at.metric}
@@ -239,7 +243,7 @@ def test_routers_from_the_registry(real_data):
     ],
 )
 def test_bad_cost_file_shows_an_error(real_data, content, message):
-    at = ran(page("dashboard/cost_explorer.py", pool="P3"))
+    at = ran(page("cost_explorer", pool="P3"))
     ran(at.slider(key="price").set_value(0.1))
     ran(at.file_uploader(key="cost_upload").set_value(("costs.json", content, "application/json")))
     errors = [e.value for e in at.error]
@@ -250,7 +254,7 @@ def test_bad_cost_file_shows_an_error(real_data, content, message):
 
 @slow
 def test_cost_file_round_trip(real_data):
-    at = ran(page("dashboard/cost_explorer.py", pool="P3"))
+    at = ran(page("cost_explorer", pool="P3"))
     hand = CostConfig((1.5, 0.5), (0.1, 0.3))
     ran(
         at.file_uploader(key="cost_upload").set_value(("c.json", hand.to_json().encode(), "application/json"))
@@ -279,7 +283,7 @@ def test_cost_loader_pure():
 
 @slow
 def test_decisions_filters_and_detail(real_data):
-    at = ran(page("dashboard/decisions.py", pool="P3"))
+    at = ran(page("decisions", pool="P3"))
     table = at.dataframe[0].value
     n = len(table)
     assert n == 2595 and set(table["chosen"]) <= {"match-lstm", "rnet-plus", "bert-ens"}
@@ -322,7 +326,7 @@ def test_decisions_filters_and_detail(real_data):
 
 @slow
 def test_decisions_follow_the_cost_setting(real_data):
-    at = page("dashboard/decisions.py", pool="P3")
+    at = page("decisions", pool="P3")
     at.session_state["costs_pool"] = ("squad11", "P3")  # a cost setting of the explorer's, for P3
     at.session_state["costs"] = CostConfig((1.0, 1.0), (5.0, 5.0))  # experts far too dear
     ran(at)
@@ -353,7 +357,7 @@ def test_highlight_spans_and_escaping():
 def _menu_page():
     import streamlit as st
 
-    from dashboard.widgets import select_routers
+    from pages.ui.widgets import select_routers
 
     st.session_state["picked"] = select_routers("menu", st.session_state.get("best", "l2d-cascade"))
 
@@ -386,7 +390,7 @@ class _SlowHead:
 
 
 def test_the_training_time_shown_is_measured_on_this_machine():
-    from dashboard.widgets import train_for, training_time
+    from pages.ui.widgets import train_for, training_time
 
     heads = [_SlowHead() for _ in range(20)]  # enough to fill the record of recent trainings
     for h in heads:
@@ -402,7 +406,7 @@ def test_the_training_time_shown_is_measured_on_this_machine():
 
 def comparison_page(tmp_path, monkeypatch) -> AppTest:
     monkeypatch.setenv("L2D_REPORTS_DIR", str(tmp_path / "reports"))
-    return page("dashboard/comparison.py", pool="P3")
+    return page("comparison", pool="P3")
 
 
 def bars(at: AppTest) -> list[tuple[int, str]]:

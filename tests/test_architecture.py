@@ -126,7 +126,7 @@ def test_no_private_imports_across_modules():
         for target, names, line in imports(path, name):
             if target.startswith("l2d_core") and target != name:
                 bad += [f"{name}:{line} imports {target}.{n}" for n in names if n.startswith("_")]
-    for path in [*ROOT.glob("dashboard/*.py"), ROOT / "app.py", *ROOT.glob("scripts/*.py")]:
+    for path in [*ROOT.glob("pages/**/*.py"), ROOT / "app.py", *ROOT.glob("scripts/*.py")]:
         for target, names, line in imports(path, module_name(path)):
             if target.startswith("l2d_core"):
                 bad += [f"{path.name}:{line} imports {target}.{n}" for n in names if n.startswith("_")]
@@ -154,7 +154,7 @@ def test_pages_only_draw():
     cost setting, ``l2d_core.method.costs``, is the one value a page builds and hands down; the
     router registry, ``l2d_core.routers.registry``, is what every surface reads its menus from)."""
     allowed = ("l2d_core.method.costs", "l2d_core.routers.registry")
-    for path in ROOT.glob("dashboard/*.py"):
+    for path in ROOT.glob("pages/**/*.py"):
         for target, _, line in imports(path, module_name(path)):
             top = target.split(".")
             assert top[0] not in ("numpy", "torch", "sklearn"), f"{path.name}:{line} imports {target}"

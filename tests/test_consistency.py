@@ -14,6 +14,7 @@ import os
 
 import numpy as np
 import pytest
+from _pages import open_page
 from _slices import slice_bench
 
 from l2d_core.agents import list_pools
@@ -170,22 +171,19 @@ def test_the_single_query_page_shows_what_the_decision_paid(real_data):
     """On the default pool with its default router (the post-hoc router: the main agent and the
     helper agents always run), the page's GFLOPs tile for a test question is what the benchmark
     paid for it, and the chart marks the agent the page names."""
-    from pathlib import Path
 
     from _charts import chart_rows
-    from streamlit.testing.v1 import AppTest
 
-    from dashboard.defaults import DEFAULT_POOL
     from l2d_core.app_logic.default_view import default_router
     from l2d_core.app_logic.live import helper_ids
+    from pages.ui.defaults import DEFAULT_POOL
 
     bench = prepare("squad11", DEFAULT_POOL, features_needed=False)
     choice = default_router(bench)
     router = make_router(choice.router_id).fit(bench)
     costs = bench.price_costs(choice.price)
     _, q = decision_metrics(bench, router.decide(costs), costs)
-    page = Path(__file__).resolve().parent.parent / "dashboard" / "single_query.py"
-    at = AppTest.from_file(str(page), default_timeout=600)
+    at = open_page("single_query")
     at.run()
     assert not at.exception, at.exception
     assert at.selectbox(key="sq_router").value == choice.router_id and helper_ids(router)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.defaults import DATASET_CHOICES, DEFAULT_POOL
 from l2d_core.agents import get_pool
 from l2d_core.agents.registry import builtin_pool_names
 from l2d_core.app_logic.default_view import default_router
 from l2d_core.app_logic.explorer import router_view
 from l2d_core.evaluation.benchmark import prepare
 from l2d_core.routers.registry import make_router
+from pages.ui.defaults import DATASET_CHOICES, DEFAULT_POOL
 
 
 def test_the_default_view_is_above_random_mixing_on_the_test_articles(real_data):

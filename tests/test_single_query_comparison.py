@@ -1,6 +1,6 @@
 """Single-query routing (l2d_core.app_logic.live), router comparison
 (l2d_core.evaluation.comparison, results files of l2d_core.evaluation.results), the AIQ/PGR
-metrics, and AppTest runs of the two pages (dashboard/single_query.py, dashboard/comparison.py).
+metrics, and AppTest runs of the two pages (pages/single_query.py, pages/comparison.py).
 
 Uses the real benchmark (P3 and P2 on squad11); the embeddings are computed once per session
 in the session cache directory. Live extractive answers are checked with a tiny BERT built here
@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _charts import chart_rows
+from _pages import open_page
 from _tiny_models import VOCAB, LogitsByToken, bert_tokenizer, one_thread
-from streamlit.testing.v1 import AppTest
 
 from l2d_core.agents import AgentSpec, get_agent
 from l2d_core.agents.cache import AgentCache
@@ -46,7 +46,7 @@ CONTEXT = "Moby-Dick is an 1851 novel by American writer Herman Melville about t
 @pytest.fixture(scope="module")
 def p3(real_data):
     """Through the pages' own cached loader, so the AppTest runs below reuse the object."""
-    from dashboard.cache import benchmark
+    from pages.ui.cache import benchmark
 
     bench = benchmark("squad11", "P3", True)  # with the embeddings the plug-in router reads
     assert bench.pool.name == "P3" and len(bench.test) == 2595
@@ -55,7 +55,7 @@ def p3(real_data):
 
 @pytest.fixture(scope="module")
 def p2(real_data):
-    from dashboard.cache import benchmark
+    from pages.ui.cache import benchmark
 
     return benchmark("squad11", "P2", True)
 
@@ -299,7 +299,7 @@ def test_run_comparison_on_p2(p2, p2_results, tmp_path):
 
 
 def test_single_query_page_answers_a_dataset_question(p3):
-    at = AppTest.from_file(str(ROOT / "dashboard/single_query.py"), default_timeout=600)
+    at = open_page("single_query")
     at.session_state["pool"] = "P3"
     at.run()
     assert not at.exception, at.exception
@@ -326,7 +326,7 @@ def test_single_query_page_answers_a_dataset_question(p3):
 
 def test_comparison_page_without_results_then_run(p2_results, tmp_path, monkeypatch):
     monkeypatch.setenv("L2D_REPORTS_DIR", str(tmp_path))
-    at = AppTest.from_file(str(ROOT / "dashboard/comparison.py"), default_timeout=600)
+    at = open_page("comparison")
     at.run()
     assert not at.exception, at.exception
     assert any("No results yet" in i.value for i in at.info)

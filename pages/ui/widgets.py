@@ -10,14 +10,14 @@ from contextlib import contextmanager
 
 import streamlit as st
 
-from dashboard.cache import benchmark, default_router, routers_waiting
-from dashboard.defaults import DATASET_CHOICES, DEFAULT_POOL
 from l2d_core.agents import get_pool, list_pools
 from l2d_core.agents.read_in import import_agents
 from l2d_core.app_logic.default_view import DefaultChoice
 from l2d_core.data import DATASETS, DataFormatError
 from l2d_core.method.costs import CostConfig, InvalidCostError
 from l2d_core.routers.registry import router_ids, router_label
+from pages.ui.cache import benchmark, default_router, routers_waiting
+from pages.ui.defaults import DATASET_CHOICES, DEFAULT_POOL
 
 __all__ = [
     "DATASET_CHOICES",

@@ -2,16 +2,6 @@
 
 import streamlit as st
 
-from dashboard.cache import benchmark, fitted_router
-from dashboard.widgets import (
-    cost_from_state,
-    default_choice,
-    finish_preparing,
-    select_pool,
-    select_routers,
-    shown_errors,
-    train_for,
-)
 from l2d_core.app_logic.decisions import (
     BRUSH,
     brush_axes,
@@ -24,7 +14,19 @@ from l2d_core.app_logic.decisions import (
 from l2d_core.app_logic.explorer import router_view
 from l2d_core.app_logic.highlight import context_html, label_colors, legend_html, md_plain
 from l2d_core.report.charts import compared_chart
+from pages.ui.app import within_app
+from pages.ui.cache import benchmark, fitted_router
+from pages.ui.widgets import (
+    cost_from_state,
+    default_choice,
+    finish_preparing,
+    select_pool,
+    select_routers,
+    shown_errors,
+    train_for,
+)
 
+within_app(__file__)
 st.title("Routing decisions")
 dataset, pool = select_pool()
 preparing = st.empty()  # filled at the end: routers being compared, or waiting for agents' answers
@@ -95,6 +97,7 @@ st.download_button(
     on_click="ignore",
     icon=":material/download:",
 )
+
 if shown.empty:
     st.info("No question matches the filters.")
     st.stop()

@@ -4,21 +4,6 @@ their metrics and the cost–EM plane."""
 import pandas as pd
 import streamlit as st
 
-from dashboard.cache import benchmark, embeddings_ready, fitted_router, sweep, sweep_charts
-from dashboard.widgets import (
-    default_caption,
-    default_choice,
-    default_price,
-    finish_preparing,
-    metric_row,
-    previous_metrics,
-    remember_metrics,
-    select_pool,
-    select_routers,
-    shown_errors,
-    train_for,
-    training_time,
-)
 from l2d_core.app_logic.cost_settings import beta_limits, cost_from_upload, rule_beta1
 from l2d_core.app_logic.default_view import needs_embeddings, ranking_frame
 from l2d_core.app_logic.explorer import SWEEPS, TILE_WORDS, budget_words, explore, untrained_settings
@@ -35,7 +20,24 @@ from l2d_core.method.costs import CostConfig, InvalidCostError
 from l2d_core.report import charts
 from l2d_core.routers.registry import router_label
 from l2d_core.routers.registry import routers as registered
+from pages.ui.app import within_app
+from pages.ui.cache import benchmark, embeddings_ready, fitted_router, sweep, sweep_charts
+from pages.ui.widgets import (
+    default_caption,
+    default_choice,
+    default_price,
+    finish_preparing,
+    metric_row,
+    previous_metrics,
+    remember_metrics,
+    select_pool,
+    select_routers,
+    shown_errors,
+    train_for,
+    training_time,
+)
 
+within_app(__file__)
 SUB = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 ALPHA_MAX = 2.0
 RULES = {
@@ -53,6 +55,7 @@ st.caption(
     "Instead of costs you can also set a budget: a share of questions the experts may take, or a "
     "mean compute per question."
 )
+
 dataset, pool = select_pool()
 preparing = st.empty()  # filled at the end: routers being compared, or waiting for agents' answers
 with shown_errors():

@@ -4,13 +4,16 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard.cache import comparison_results
-from dashboard.progress import job_bar
-from dashboard.widgets import select_pool, shown_errors
 from l2d_core import report
 from l2d_core.app_logic.comparison import comparison_status, start_comparison
 from l2d_core.app_logic.jobs import duration
 from l2d_core.evaluation.results import list_results
+from pages.ui.app import within_app
+from pages.ui.cache import comparison_results
+from pages.ui.progress import job_bar
+from pages.ui.widgets import select_pool, shown_errors
+
+within_app(__file__)
 
 
 @st.fragment(run_every=2.0)

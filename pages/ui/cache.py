@@ -4,7 +4,7 @@ Heavy objects (the prepared benchmark, fitted routers, the agent cache) are held
 process with ``st.cache_resource``; tables and figures are ``st.cache_data`` /
 ``st.cache_resource`` keyed by what determines them. The long waits before a cached object is
 there show a progress bar with the time left instead of a spinner: the dataset's embeddings
-(a background job, :mod:`l2d_core.app_logic.jobs`) and a router's fit (``dashboard.progress``).
+(a background job, :mod:`l2d_core.app_logic.jobs`) and a router's fit (``pages.ui.progress``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard.progress import Background, timed_bar, wait_for
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.registry import get_agent, get_pool
 from l2d_core.app_logic.default_view import default_router as pick_default
@@ -29,6 +28,7 @@ from l2d_core.evaluation.validation import waiting
 from l2d_core.paths import cache_dir
 from l2d_core.report import charts
 from l2d_core.routers.registry import Router, make_router, router_class, router_label
+from pages.ui.progress import Background, timed_bar, wait_for
 
 __all__ = [
     "benchmark",

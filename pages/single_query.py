@@ -3,16 +3,6 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard.cache import benchmark, embeddings_ready, fitted_router, pool_answers
-from dashboard.live_agent import offer_quick_agent, switch_pool_button
-from dashboard.widgets import (
-    cost_from_state,
-    default_choice,
-    finish_preparing,
-    select_pool,
-    select_routers,
-    shown_errors,
-)
 from l2d_core.app_logic.decisions import option_labels
 from l2d_core.app_logic.live import (
     answers_frame,
@@ -25,9 +15,19 @@ from l2d_core.app_logic.live import (
 from l2d_core.deploy import deploy
 from l2d_core.report.charts import compared_chart
 from l2d_core.routers.registry import router_class, router_label, routers
+from pages.ui.app import within_app
+from pages.ui.cache import benchmark, embeddings_ready, fitted_router, pool_answers
+from pages.ui.live_agent import offer_quick_agent, switch_pool_button
+from pages.ui.widgets import (
+    cost_from_state,
+    default_choice,
+    finish_preparing,
+    select_pool,
+    select_routers,
+    shown_errors,
+)
 
-# routers that route a single query with error estimates: the cascade family reads the main
-# agent's answer, the plug-in router reads the question and context
+within_app(__file__)
 # the routers that route one query on their own (each says so: ``exportable``)
 ROUTABLE = tuple(r for r, cls in routers().items() if cls.exportable)
 
@@ -137,6 +137,7 @@ c4.metric(
     help="what ran on this query: the main agent, the expert asked for a second opinion when it answered, "
     "and the agent whose answer is kept when it answered",
 )
+
 if paid["unpaid"]:
     st.caption(
         "Not paid, because it could not answer this text: "

@@ -2,12 +2,14 @@
 
 import streamlit as st
 
-from dashboard.cache import agent_summary
-from dashboard.widgets import select_pool, shown_errors
 from l2d_core.agents import PoolSpec, add_agent_from_upload, get_pool, list_agents, register_pool
 from l2d_core.data import load_dataset
 from l2d_core.paths import data_dir
+from pages.ui.app import within_app
+from pages.ui.cache import agent_summary
+from pages.ui.widgets import select_pool, shown_errors
 
+within_app(__file__)
 DIAGRAM = """
 digraph {
   rankdir=LR; node [shape=box, style=rounded, fontname=Helvetica];
