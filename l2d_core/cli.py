@@ -4,16 +4,62 @@ setting."""
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 
 from .method.costs import CostConfig, InvalidCostError
-from .routers.budget import check_budget
+from .routers.budget import BudgetError, check_budget
 
-__all__ = ["add_cost_arguments", "checked_budget", "costs_from_arguments"]
+__all__ = [
+    "add_cost_arguments",
+    "checked_budget",
+    "costs_from_arguments",
+    "budget_share",
+    "budget_gflops",
+]
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def budget_share(text: str) -> float:
+    """argparse type of a share of expert calls: a number in [0, 1].
+
+    >>> budget_share("0.2")
+    0.2
+    >>> budget_share("7")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: a share of expert calls is between 0 and 1, got 7
+    """
+    try:
+        return check_budget("share", _number(text))
+    except BudgetError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def budget_gflops(text: str) -> float:
+    """argparse type of a GFLOPs budget: a finite number > 0 (mean GFLOPs per question).
+
+    >>> budget_gflops("nan")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: a budget is a finite number, got nan
+    """
+    try:
+        return check_budget("gflops", _number(text))
+    except BudgetError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_cost_arguments(p, beta1_default: float | None = 0.05) -> None:
-    """``--beta1``/``--price``/``--beta``/``--alpha`` and the budget flags on an argparse parser."""
+    """``--beta1``/``--price``/``--beta``/``--alpha`` and the budget flags on an argparse parser;
+    a budget is checked as it is parsed (a share in [0, 1], a GFLOPs budget > 0)."""
     p.add_argument("--beta1", type=float, default=beta1_default, help="β₁; β_j for j ≥ 2 by the GFLOPs rule")
     p.add_argument(
         "--price",
@@ -23,8 +69,12 @@ def add_cost_arguments(p, beta1_default: float | None = 0.05) -> None:
     p.add_argument("--beta", type=float, nargs="+", help="every β_j by hand (overrides --beta1)")
     p.add_argument("--alpha", type=float, nargs="+", default=[1.0], help="α (one, or one per expert)")
     budget = p.add_mutually_exclusive_group()
-    budget.add_argument("--budget-share", type=float, help="at most this share of questions to an expert")
-    budget.add_argument("--budget-gflops", type=float, help="at most this mean GFLOPs per question")
+    budget.add_argument(
+        "--budget-share", type=budget_share, help="at most this share of questions to an expert (0 to 1)"
+    )
+    budget.add_argument(
+        "--budget-gflops", type=budget_gflops, help="at most this mean GFLOPs per question (> 0)"
+    )
 
 
 def checked_budget(args) -> tuple[str, float] | None:

@@ -31,6 +31,7 @@ __all__ = [
     "default_encoder_path",
     "resolve_encoder",
     "DataNotFoundError",
+    "CacheDirError",
 ]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent  # the checkout, or site-packages when installed
@@ -41,6 +42,10 @@ DEFAULT_ENCODER = "minilm"  # alias of the packaged all-MiniLM-L6-v2 weights (Py
 
 class DataNotFoundError(FileNotFoundError):
     """A data file the user asked for is not where the tool looks for it."""
+
+
+class CacheDirError(ValueError):
+    """The cache folder cannot be made or is not a folder (one line, naming the setting)."""
 
 
 def in_checkout() -> bool:
@@ -63,8 +68,9 @@ def data_dir() -> Path:
     return PROJECT_ROOT / "data"
 
 
-def cache_dir() -> Path:
-    """Directory for runtime caches (created on first use)."""
+def cache_dir(create: bool = True) -> Path:
+    """Directory for runtime caches (created on first use; ``create=False``: only where it would
+    be, for reading). One that cannot be made raises :class:`CacheDirError` (a ValueError)."""
     env = os.environ.get("L2D_CACHE_DIR")
     if env:
         path = Path(env).expanduser().resolve()
@@ -74,7 +80,18 @@ def cache_dir() -> Path:
         import platformdirs
 
         path = Path(platformdirs.user_cache_dir(APP_NAME))
-    path.mkdir(parents=True, exist_ok=True)
+    if not create:
+        return path
+    where = f"L2D_CACHE_DIR={env}" if env else f"the cache folder {path}"
+    if path.exists() and not path.is_dir():
+        raise CacheDirError(f"{where} is a file, not a folder: point L2D_CACHE_DIR at a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CacheDirError(
+            f"{where} cannot be made ({exc.strerror or type(exc).__name__}): point L2D_CACHE_DIR at a "
+            "folder you can write"
+        ) from None
     return path
 
 

@@ -83,7 +83,7 @@ st.caption(
 
 log_x = st.toggle("Log GFLOPs axis", key="cmp_log")
 figures = {"Cost–EM": report.cost_em_figure(res, log_x=log_x)}
-st.plotly_chart(figures["Cost–EM"], key="cmp_plane")
+st.altair_chart(figures["Cost–EM"], key="cmp_plane", width="stretch")
 
 st.subheader("AIQ and APGR")
 summary = report.summary_frame(res)
@@ -98,14 +98,14 @@ st.dataframe(
 )
 fig_pgr = report.pgr_figure(res)
 if fig_pgr is not None:
-    st.plotly_chart(fig_pgr, key="cmp_pgr")
+    st.altair_chart(fig_pgr, key="cmp_pgr", width="stretch")
     figures["PGR"] = fig_pgr
 
 st.subheader("TDL vs β₁")
 figures["TDL vs β₁"] = report.tdl_figure(res)
-st.plotly_chart(figures["TDL vs β₁"], key="cmp_tdl")
+st.altair_chart(figures["TDL vs β₁"], key="cmp_tdl", width="stretch")
 st.download_button(
-    "Download plots (HTML)",
+    "Download plots (HTML, works offline)",
     report.figures_html(figures, f"Router comparison {Path(path).parent.name}"),
     file_name=f"router-comparison-{Path(path).parent.name}.html",
     mime="text/html",

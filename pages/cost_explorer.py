@@ -43,10 +43,12 @@ ALPHA_MAX = 2.0
 RULES = {
     "price": "a price per TFLOP of compute",
     "gflops": "the paper's GFLOPs rule",
+    "latency": "a price per second of latency",  # offered where every agent's log has its latency
     "hand": "hand, per expert",
 }
+PRICE_MAX = 2.0  # the price sliders' top (errors per TFLOP, errors per second)
 DECIDE_BY = {"costs": "the cost setting", "share": "a share of expert calls", "gflops": "a GFLOPs budget"}
-X_TITLES = {"gflops": "β₁", "price": "λ (errors per TFLOP)"}
+X_TITLES = {"gflops": "β₁", "price": "λ (errors per TFLOP)", "latency": "λₛ (errors per second)"}
 
 st.title("Cost explorer")
 st.caption(
@@ -92,15 +94,18 @@ def seed_betas() -> None:
 
 
 default_price(choice)
-for key, default in (("cost_rule", "price"), ("beta1", 0.05), ("decide_by", "costs")):
+rules = [r for r in RULES if r != "latency" or bench.has_latency]  # the latency price needs logged latency
+for key, default in (("cost_rule", "price"), ("beta1", 0.05), ("decide_by", "costs"), ("latency_price", 0.1)):
     st.session_state.setdefault(key, default)
+if st.session_state["cost_rule"] not in rules:  # left over from a pool that logs latency
+    st.session_state["cost_rule"] = "price"
 for j, b in enumerate(bench.costs(0.05).beta, start=1):
     st.session_state.setdefault(f"alpha_{j}", 1.0)
     st.session_state.setdefault(f"beta_{j}", b)
     if st.session_state[f"beta_{j}"] > beta_max[j - 1]:  # left over from another pool
         st.session_state[f"beta_{j}"] = beta_max[j - 1]
 
-chosen = select_routers("routers", default=best)
+chosen = select_routers("routers", default=best, bench=bench)
 st.sidebar.caption(default_caption(choice, pending))
 if not chosen:
     st.info("Pick at least one router in the sidebar.")
@@ -147,7 +152,7 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
     )
     rule = beta_col.radio(
         "β from",
-        list(RULES),
+        rules,
         key="cost_rule",
         format_func=RULES.get,
         on_change=seed_betas,
@@ -159,7 +164,7 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
             lam = beta_col.slider(
                 "λ · errors per TFLOP",
                 0.0,
-                2.0,
+                PRICE_MAX,
                 step=0.01,
                 key="price",
                 persist_state="session",
@@ -179,6 +184,18 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
                 "from their compute relative to it (the paper's rule)",
             )
             costs = CostConfig.from_beta1(beta1, gflops, alpha)
+        elif rule == "latency":
+            lam_s = beta_col.slider(
+                "λₛ · errors per second",
+                0.0,
+                PRICE_MAX,
+                step=0.01,
+                key="latency_price",
+                persist_state="session",
+                help=f"each expert costs λₛ × its extra mean latency over {bench.pool.main} on the training "
+                "articles, in seconds per query (as the agents' logs record them)",
+            )
+            costs = bench.latency_costs(lam_s, alpha)
         else:
             hand = tuple(
                 beta_col.slider(
@@ -239,7 +256,7 @@ def results() -> None:
         )
     shown = {"Allocation ratios": chart_alloc, "Cost–EM plane": chart_plane}
 
-    sweep_rule = "gflops" if rule == "gflops" else "price"
+    sweep_rule = rule if rule in SWEEPS else "price"
     st.subheader(f"Sweep over {X_TITLES[sweep_rule]}")
     st.caption("The benchmark's points of the rule, α as set above.")
     frames = []
@@ -262,7 +279,7 @@ def results() -> None:
     if frames:
         column = SWEEPS[sweep_rule][0]
         sweep_set = sweep_charts(pd.concat(frames, ignore_index=True), column, X_TITLES[sweep_rule])
-        current = {"gflops": st.session_state["beta1"], "price": st.session_state["price"]}[sweep_rule]
+        current = st.session_state[SWEEPS[sweep_rule][0]]
         if rule != "hand":  # mark the current setting on the cached charts
             sweep_set = charts.mark_setting(sweep_set, current)
         for col, chart in zip(st.columns(2) * 2, sweep_set.values()):

@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from l2d_core.app_logic.answers import f1_note, textless_agents
 from l2d_core.app_logic.decisions import (
     BRUSH,
     brush_axes,
@@ -34,7 +35,7 @@ with shown_errors():
     bench = benchmark(dataset, pool)
     choice, pending = default_choice(dataset, pool)
     costs = cost_from_state(dataset, pool, bench.price_costs(choice.price))
-router_id = select_routers("dec_router", choice.router_id, multiple=False, where=st)
+router_id = select_routers("dec_router", choice.router_id, multiple=False, where=st, bench=bench)
 with shown_errors():
     router = fitted_router(dataset, pool, router_id)
     train_for([router], costs)
@@ -45,6 +46,8 @@ st.caption(
     f"Cost setting of the cost explorer: α = ({', '.join(f'{a:g}' for a in costs.alpha)}), "
     f"β = ({', '.join(f'{b:.4g}' for b in costs.beta)}) for experts {', '.join(agents[1:])}."
 )
+if note := f1_note(textless_agents(agents, bench.test.answers)):
+    st.caption(note)
 
 
 def select_row() -> None:

@@ -2,7 +2,9 @@
 
 import streamlit as st
 
-from l2d_core.agents import PoolSpec, add_agent_from_upload, get_pool, list_agents, register_pool
+from l2d_core.agents import PoolSpec, get_pool, list_agents, register_pool
+from l2d_core.agents.uploads import UPLOAD_TYPES, add_upload
+from l2d_core.app_logic.overview import textless_note
 from l2d_core.data import load_dataset
 from l2d_core.paths import data_dir
 from pages.ui.app import within_app
@@ -41,7 +43,10 @@ def upload_agent_form(ds) -> None:
     # imported again under the next id (e.g. when the next file is refused as too large)
     generation = st.session_state.setdefault("agent_upload_generation", 0)
     file = st.file_uploader(
-        "Prediction file {question_id: answer} (JSON)", type=["json"], key=f"agent_upload_{generation}"
+        "Prediction file {question_id: answer} (JSON), or an outcome log (CSV or JSONL: question id, "
+        "right or its answer, optionally confidence and latency in seconds)",
+        type=list(UPLOAD_TYPES),
+        key=f"agent_upload_{generation}",
     )
     agent_id = st.text_input("Agent id", key="agent_upload_id", max_chars=64)
     gflops = st.number_input("Declared GFLOPs per query", min_value=0.0, value=1.0, key="agent_upload_gflops")
@@ -51,9 +56,7 @@ def upload_agent_form(ds) -> None:
             st.error("Choose a file and give the agent an id.")
             return
         with shown_errors():
-            report = add_agent_from_upload(
-                agent_id, ds, file.getvalue(), gflops, filename=file.name, replace=replace
-            )
+            report = add_upload(agent_id, ds, file.getvalue(), gflops, filename=file.name, replace=replace)
             st.session_state["agent_upload_generation"] = generation + 1
             st.session_state["agent_upload_done"] = "\n\n".join(report.lines())
             agent_summary.clear()
@@ -78,28 +81,27 @@ st.subheader(f"Pool {pool}")
 st.caption(spec.description)
 st.dataframe(
     table[
-        [
-            "role",
-            "agent",
-            "name",
-            "em",
-            "f1",
-            "gflops",
-            "gflops_source",
-            "params",
-            "questions",
-            "missing",
-            "source",
-        ]
+        ["role", "agent", "name", "kind", "em", "f1", "gflops", "cost", "new text"]
+        + ["params", "questions", "missing", "source"]
     ],
     hide_index=True,
     column_config={
+        "kind": st.column_config.TextColumn(
+            "answers from", help="prediction file, outcome log, model, abstains"
+        ),
         "em": st.column_config.NumberColumn("EM %", format="%.2f"),
         "f1": st.column_config.NumberColumn("F1 %", format="%.2f"),
         "gflops": st.column_config.NumberColumn("GFLOPs/query", format="%.2f"),
-        "gflops_source": "GFLOPs are",
+        "cost": st.column_config.TextColumn(
+            "cost known by", help="measured or declared GFLOPs; latency logged"
+        ),
+        "new text": st.column_config.TextColumn(
+            "answers new text", help="only a model runs on your own text"
+        ),
     },
 )
+if note := textless_note(table):
+    st.caption(note)
 with st.expander("Build a custom pool from any cached agents"):
     custom_pool_form(dataset)
 with st.expander("Add an agent from a prediction file"):
@@ -109,6 +111,6 @@ st.markdown(
     f"- **{dataset}**: {len(ds):,} questions in {len(ds.titles)} articles, from `{ds.source}`\n"
     f"- data directory: `{data_dir()}` (set `L2D_DATA_DIR` to change; "
     f"`python scripts/download_data.py` fetches the official files)\n"
-    f"- agent answers: real leaderboard prediction files, scored by the official SQuAD metric; "
+    f"- agent answers: real prediction files and outcome logs, scored by the official SQuAD metric; "
     f"costs are declared per query unless marked measured"
 )

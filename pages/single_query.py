@@ -3,6 +3,7 @@
 import pandas as pd
 import streamlit as st
 
+from l2d_core.app_logic.answers import f1_note, shown_answer
 from l2d_core.app_logic.decisions import option_labels
 from l2d_core.app_logic.live import (
     answers_frame,
@@ -14,7 +15,7 @@ from l2d_core.app_logic.live import (
 )
 from l2d_core.deploy import deploy
 from l2d_core.report.charts import compared_chart
-from l2d_core.routers.registry import router_class, router_label, routers
+from l2d_core.routers.registry import router_class, router_ids, router_label, routers
 from pages.ui.app import within_app
 from pages.ui.cache import benchmark, embeddings_ready, fitted_router, pool_answers
 from pages.ui.live_agent import offer_quick_agent, switch_pool_button
@@ -63,11 +64,12 @@ if not live:
 
 sources = ("Dataset question", "Your own text") if live else ("Dataset question",)
 source = st.radio("Query", sources, key="sq_source", horizontal=True)
-menu = list(ROUTABLE)
+available = [r for r in ROUTABLE if r in router_ids(bench)]  # those that can run on this pool
+menu = list(available)
 if source == "Your own text":  # only routers whose inputs all run on new text
-    ready = [r for r in ROUTABLE if embeddings_ready(dataset) or not router_class(r).reads_embeddings]
+    ready = [r for r in available if embeddings_ready(dataset) or not router_class(r).reads_embeddings]
     menu = new_text_routers(bench, ready)
-    left_out = [router_label(r) for r in ROUTABLE if r not in menu]
+    left_out = [router_label(r) for r in available if r not in menu]
     if left_out:
         st.caption(
             f"Not offered for your own text: {', '.join(left_out)} — each reads an agent that cannot answer "
@@ -196,6 +198,9 @@ if r["chance_wrong"] is not None:
 st.subheader("Answer")
 if chosen["answer"] is not None:
     st.success(f"**{r['agent']}**: {chosen['answer'] or '(no answer)'}")
+elif chosen["status"] == "cached":  # known by its outcome log only: no answer text to show
+    st.success(f"**{r['agent']}**: {shown_answer(None, chosen['em'])}")
+    st.caption(f1_note([r["agent"]]))
 elif asked and asked["note"]:
     main_answer = main["answer"] if main["answer"] is not None else "(none)"
     st.warning(f"{asked['note'][:1].upper()}{asked['note'][1:]}. The main agent's answer: {main_answer}.")
@@ -210,5 +215,7 @@ if expected and main["expected_answer"] and not main["expected_answer"]["in_cont
     msg = main["expected_answer"]["message"]
     st.error(msg[:1].upper() + msg[1:] + ": EM/F1 are not computed against it.")
 st.dataframe(answers_frame(answers), hide_index=True)
+if note := f1_note([a["agent"] for a in answers if a["status"] == "cached" and a["answer"] is None]):
+    st.caption(note)
 # the other pages read in the agents waiting routers need; this one only ranks what is ready
 finish_preparing(dataset, pool, ranking, {}, preparing)

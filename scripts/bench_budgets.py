@@ -20,6 +20,7 @@ import time
 import _bootstrap  # noqa: F401
 
 from l2d_core.agents import get_pool, list_pools
+from l2d_core.cli import budget_gflops, budget_share
 from l2d_core.evaluation.benchmark import embeddings_on_disk, prepare
 from l2d_core.evaluation.budget import budget_decision
 from l2d_core.routers.registry import make_router, routers
@@ -38,11 +39,11 @@ def parse_args(argv):
     p.add_argument(
         "--pools", nargs="+", default=None, help="pools (default: P2, P3 and the live pools trained)"
     )
-    p.add_argument("--shares", nargs="+", type=float, default=[0.1, 0.2, 0.3])
+    p.add_argument("--shares", nargs="+", type=budget_share, default=[0.1, 0.2, 0.3])
     p.add_argument(
         "--gflops",
         nargs="+",
-        type=float,
+        type=budget_gflops,
         default=[],
         help="GFLOPs budgets (default: 25%% and 50%% of the way from the main agent to the dearest expert)",
     )
@@ -63,7 +64,7 @@ def rows_for(pool: str, args) -> list[dict]:
     spends = args.gflops or [float(g[0] + f * (g.max() - g[0])) for f in (0.25, 0.5)]
     rows = []
     for rid, cls in routers().items():
-        if not cls.supports_budget or (cls.reads_embeddings and not embeddings):
+        if not cls.supports_budget or (cls.reads_embeddings and not embeddings) or cls.unavailable(bench):
             continue
         router = make_router(rid).fit(bench)
         for kind, targets in (("share", args.shares), ("gflops", spends)):

@@ -11,12 +11,12 @@ Writes into --out (default ``reports/<dataset>-<pool>/``):
   rows of the paper's Tables 1–2) and ``run`` (command, timings);
 - ``report.md``: targets, agents, routers, TDL per β₁, Fig. 3 numbers, Tables 1–2, plots
   (l2d_core.report.figures);
-- ``plots/*.html`` (plotly.js written once beside them, works offline) and ``plots/*.png``.
+- ``plots/*.html`` (Altair charts; the Vega scripts written once beside them as
+  ``vega-embed.js``, so they work offline) and ``plots/*.png``.
 
-PNG export uses kaleido, which drives a local Chrome/Chromium (Debian's /usr/bin/chromium,
-installed by scripts/install_system_deps.sh; set BROWSER_PATH to use another). If it fails the
-JSON, the markdown and the HTML plots are still written and a message says why; the exit status
-is then 0, unless --png was given (3). Exit status 2: bad arguments or data.
+PNG export uses vl-convert (in-process, no browser). If it fails the JSON, the markdown and the
+HTML plots are still written and a message says why; the exit status is then 0, unless --png was
+given (3). Exit status 2: bad arguments or data.
 
 Paper table (β₁ = 0.25 is not a BENCHMARK.md point): each router is run at the missing β₁ (the
 points are kept apart, so AIQ and the figures stay on the benchmark's points). The r_* baselines
@@ -40,16 +40,16 @@ from l2d_core.agents import get_pool, list_pools
 from l2d_core.data import DATASETS
 from l2d_core.evaluation import comparison as C
 from l2d_core.evaluation import results as store
-from l2d_core.evaluation.benchmark import prepare
+from l2d_core.evaluation.benchmark import QUESTION_SETS, prepare
 from l2d_core.evaluation.paper import paper_table
 from l2d_core.method.training import PAPER_CONFIG
-from l2d_core.routers.registry import AGENT_PREFIX, router_ids
+from l2d_core.routers.registry import AGENT_PREFIX, router_class, router_ids
 
 QUICK_SEEDS = (0,)
 QUICK_LIMIT_TRAIN = 1500
 QUICK_N_BOOT = 200
 QUICK_ROUTERS = ("l2d-plugin", "r-prob", "random", "zero", "oracle")  # + the pool's agents
-PNG_SIZE = dict(width=1000, height=600, scale=2)
+PNG_SCALE = 2.0  # PNG pixels per chart pixel
 
 
 class UsageError(Exception):
@@ -81,6 +81,13 @@ def parse_args(argv):
         type=float,
         nargs="*",
         help="per-TFLOP prices λ evaluated besides the β₁ points (default: BENCHMARK.md's)",
+    )
+    p.add_argument(
+        "--questions",
+        choices=list(QUESTION_SETS),
+        default="all",
+        help="test questions scored: all, or the answerable ones (routers train as usual; "
+        "default out: reports/<dataset>-<pool>-answerable/)",
     )
     p.add_argument("--limit-train", type=int, metavar="N", help="sub-sample N training questions (seed 0)")
     p.add_argument("--n-boot", type=int, help="bootstrap resamples (default: the engine's; --quick: 200)")
@@ -143,11 +150,31 @@ def check_inputs(args) -> None:
         raise UsageError(f"cannot create {out / 'plots'}: {exc.strerror or exc}") from None
 
 
+def reads_embeddings(routers) -> bool:
+    """Whether any of ``routers`` (None: every registered router) reads the question/context
+    embeddings, so that the benchmark must compute them."""
+    ids = router_ids() if routers is None else routers
+    return any(cls is not None and cls.reads_embeddings for cls in map(router_class, ids))
+
+
+def check_available(bench, routers) -> None:
+    """Fail with each reason when a chosen router cannot run on the pool (e.g. ``conf-threshold``
+    on a pool whose main agent gives no confidence)."""
+    why = [
+        reason
+        for cls in map(router_class, routers or ())
+        if cls is not None and (reason := cls.unavailable(bench)) is not None
+    ]
+    if why:
+        raise UsageError("; ".join(why))
+
+
 # --- outputs -----------------------------------------------------------------------------------
 
 
 def find_siblings(out: Path, results: dict) -> dict:
-    """Other pools' results beside ``out`` (newest per pool), for the targets on other pools."""
+    """Other pools' results beside ``out`` (newest per pool and question set, keyed by
+    :func:`~l2d_core.evaluation.results.run_key`), for the targets on other pools."""
     found = {}
     for path in store.list_results(out.resolve().parent):
         if path.parent.resolve() == out.resolve():
@@ -156,36 +183,39 @@ def find_siblings(out: Path, results: dict) -> dict:
             doc = store.load_results(path)
         except (ValueError, OSError):
             continue
-        pool = doc.get("pool")
-        if pool != results.get("pool") and pool not in found:
-            found[pool] = {"path": str(path), "results": doc}
+        key = store.run_key(doc)
+        if key != store.run_key(results) and key not in found:
+            found[key] = {"path": str(path), "results": doc}
     return found
 
 
 def write_plots(figs: dict, plots: Path, png: bool | None, log) -> tuple[list[str], str | None]:
-    """HTML always; PNG unless ``png`` is False. Returns the written files (relative to the
-    report) and the PNG error message, if any."""
+    """HTML always (the Vega scripts written once beside the pages: they work offline); PNG
+    unless ``png`` is False. Returns the written files (relative to the report) and the PNG
+    error message, if any."""
+    (plots / R.VEGA_SCRIPT).write_text(R.vega_script(), encoding="utf-8")
     written = []
     for name, fig in figs.items():
-        fig.write_html(plots / f"{name}.html", include_plotlyjs="directory")
+        (plots / f"{name}.html").write_text(R.figure_html(fig, name), encoding="utf-8")
         written.append(f"plots/{name}.html")
         (plots / f"{name}.png").unlink(missing_ok=True)  # never leave a PNG of an earlier run
     if png is False:
         return written, None
-    import plotly.io as pio
-
     t0 = time.perf_counter()
-    paths = [plots / f"{name}.png" for name in figs]
     try:
-        pio.write_images(list(figs.values()), paths, **PNG_SIZE)
-    except Exception as exc:  # kaleido missing, no browser, browser crash: HTML is already written
-        return written, (
-            f"PNG export failed ({type(exc).__name__}: {str(exc).strip()[:300]}). PNG needs `pip install "
-            "kaleido` (requirements.txt) and Chrome/Chromium (bash scripts/install_system_deps.sh, or "
-            "BROWSER_PATH=/path/to/chrome). The HTML plots, results.json and report.md are written."
+        for name, fig in figs.items():
+            (plots / f"{name}.png").write_bytes(R.figure_png(fig, PNG_SCALE))
+            written.append(f"plots/{name}.png")
+    except Exception as exc:  # vl-convert missing or failing: the HTML is already written
+        for name in figs:
+            (plots / f"{name}.png").unlink(missing_ok=True)  # all the PNGs or none
+        why = " ".join(str(exc).split())[:300]  # one line
+        return [p for p in written if p.endswith(".html")], (
+            f"PNG export failed ({type(exc).__name__}: {why}). PNG needs `pip install vl-convert-python` "
+            "(requirements.txt). The HTML plots, results.json and report.md are written."
         )
-    log(f"PNG: {len(paths)} plots in {time.perf_counter() - t0:.1f} s")
-    return written + [f"plots/{p.name}" for p in paths], None
+    log(f"PNG: {len(figs)} plots in {time.perf_counter() - t0:.1f} s")
+    return written, None
 
 
 def main(argv=None) -> int:
@@ -197,7 +227,8 @@ def main(argv=None) -> int:
         args.limit_train = args.limit_train or QUICK_LIMIT_TRAIN
         args.n_boot = QUICK_N_BOOT if args.n_boot is None else args.n_boot
     args.seeds = args.seeds if args.seeds is not None else list(C.BENCHMARK_SEEDS)
-    args.out = args.out or store.reports_dir() / f"{args.dataset}-{args.pool}"
+    suffix = "" if args.questions == "all" else f"-{args.questions}"
+    args.out = args.out or store.reports_dir() / f"{args.dataset}-{args.pool}{suffix}"
     timings: dict[str, float] = {}
     if args.report_only:
         path = args.out / "results.json"
@@ -212,12 +243,21 @@ def main(argv=None) -> int:
         check_inputs(args)
         log(f"[{time.perf_counter() - t_start:6.1f}s] loading {args.dataset} {args.pool}…")
         t0 = time.perf_counter()
-        bench = prepare(args.dataset, args.pool, progress=not args.quiet, limit_train=args.limit_train)
-        timings["prepare"] = time.perf_counter() - t0
         routers = args.routers
         if routers is None and args.quick:
             routers = [r for r in QUICK_ROUTERS if r in router_ids()]
-            routers += [AGENT_PREFIX + a for a in bench.test.agent_ids]
+            routers += [AGENT_PREFIX + a for a in get_pool(args.pool).agent_ids]
+        embeddings = reads_embeddings(routers)  # minutes of encoding, only when a router reads them
+        bench = prepare(
+            args.dataset,
+            args.pool,
+            progress=not args.quiet,
+            limit_train=args.limit_train,
+            features_needed=embeddings,
+            questions=args.questions,
+        )
+        timings["prepare"] = time.perf_counter() - t0
+        check_available(bench, routers)
         kw = {} if args.n_boot is None else {"n_boot": args.n_boot}
         if args.prices is not None:
             kw["prices"] = args.prices

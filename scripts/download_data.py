@@ -23,7 +23,6 @@ import http.client
 import json
 import os
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -36,6 +35,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from l2d_core.paths import PROJECT_ROOT, data_dir  # noqa: E402
+from l2d_core.stores import atomic_file  # noqa: E402
 
 __all__ = [
     "MANIFEST_PATH",
@@ -169,44 +169,37 @@ class _NoBar:
 
 def _fetch_verified(url: str, entry: ManifestEntry, target: Path, timeout: float, progress: bool) -> None:
     """Stream ``url`` to a temp file beside ``target``; rename into place iff the sha256 matches."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
-    tmp = Path(tmp_name)
-    try:
-        h = hashlib.sha256()
-        n = 0
-        req = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(req, timeout=timeout) as resp:
-            length = resp.headers.get("Content-Length")
-            total = int(length) if length and length.isdigit() else entry.bytes
-            bar = _progress(total, PurePosixPath(entry.dest).name[:40], progress)
-            try:
-                while True:
-                    block = resp.read(CHUNK)
-                    if not block:
-                        break
-                    n += len(block)
-                    if n > entry.bytes:
-                        raise ChecksumError(
-                            f"{url} sent more than the expected {entry.bytes:,} bytes; not the right file"
-                        )
-                    h.update(block)
-                    out.write(block)
-                    bar.update(len(block))
-            finally:
-                bar.close()
-            out.flush()
-            os.fsync(out.fileno())
+    h = hashlib.sha256()
+    n = 0
+    req = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
+    # renamed into place (readable by others) only when the block ends without an error
+    with atomic_file(target, binary=True) as out, urllib.request.urlopen(req, timeout=timeout) as resp:
+        length = resp.headers.get("Content-Length")
+        total = int(length) if length and length.isdigit() else entry.bytes
+        bar = _progress(total, PurePosixPath(entry.dest).name[:40], progress)
+        try:
+            while True:
+                block = resp.read(CHUNK)
+                if not block:
+                    break
+                n += len(block)
+                if n > entry.bytes:
+                    raise ChecksumError(
+                        f"{url} sent more than the expected {entry.bytes:,} bytes; not the right file"
+                    )
+                h.update(block)
+                out.write(block)
+                bar.update(len(block))
+        finally:
+            bar.close()
+        out.flush()
+        os.fsync(out.fileno())
         digest = h.hexdigest()
         if digest != entry.sha256:
             raise ChecksumError(
                 f"checksum mismatch for {url}: got sha256 {digest} ({n:,} bytes), "
                 f"expected {entry.sha256} ({entry.bytes:,} bytes); file discarded"
             )
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def download_entry(

@@ -19,7 +19,7 @@ import sys
 
 import _bootstrap  # noqa: F401
 
-from l2d_core.agents import list_pools
+from l2d_core.agents.registry import builtin_pool_names
 from l2d_core.cli import add_cost_arguments, checked_budget, costs_from_arguments
 from l2d_core.data import DATASETS
 from l2d_core.evaluation.benchmark import BETA_POINTS, PRICE_POINTS, prepare
@@ -59,7 +59,9 @@ JSON_KEYS = (
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", default="squad11", choices=sorted(DATASETS))
-    p.add_argument("--pool", default="P3", help="pool name: " + ", ".join(x.name for x in list_pools()))
+    # the help names the built-in pools only: the user registry is read when a pool is used
+    pools = ", ".join(sorted(builtin_pool_names()))
+    p.add_argument("--pool", default="P3", help=f"pool name: {pools}, or one of yours")
     p.add_argument(
         "--policy",
         default="sdl",

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import _bootstrap  # noqa: F401
 
-from l2d_core.agents import get_pool, list_pools
+from l2d_core.agents import get_pool
+from l2d_core.agents.registry import builtin_pool_names
 from l2d_core.app_logic.default_view import default_router
 from l2d_core.app_logic.live import new_text_advice
 from l2d_core.cli import add_cost_arguments, checked_budget, costs_from_arguments
@@ -31,7 +32,9 @@ from l2d_core.routers.registry import make_router, router_class, router_ids
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--pool", required=True, help="pool name: " + ", ".join(x.name for x in list_pools()))
+    # the help names the built-in pools only: the user registry is read when the pool is used
+    pools = ", ".join(sorted(builtin_pool_names()))
+    p.add_argument("--pool", required=True, help=f"pool name: {pools}, or one of yours")
     p.add_argument(
         "--router",
         help="router id (default: the best by validation on the training articles): "

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import _bootstrap  # noqa: F401
 
-from l2d_core.agents import AgentSpec, PoolSpec, get_agent, import_predictions, register_agent, register_pool
+from l2d_core.agents import AgentSpec, PoolSpec, import_predictions, register_agent, register_pool
 from l2d_core.agents.cache import AgentCache
-from l2d_core.agents.registry import check_new_agent
+from l2d_core.agents.prediction_file import file_sha256
+from l2d_core.agents.registry import agent_lock, check_new_agent, check_new_pool
 from l2d_core.data import DATASETS, DataFormatError, load_dataset
 
 
@@ -35,16 +36,6 @@ def main(argv=None) -> int:
     p.add_argument("--replace", action="store_true", help="replace your agent / pool of the same id")
     args = p.parse_args(argv)
     try:
-        check_new_agent(args.agent, args.replace)
-        main_agent = args.main or args.agent
-        experts = list(dict.fromkeys(a for a in [*args.experts, args.agent] if a != main_agent))
-        if args.pool:  # every other member must exist before anything is written
-            for a in (main_agent, *experts):
-                if a != args.agent and get_agent(a).dataset != args.dataset:
-                    raise ValueError(
-                        f"pool {args.pool}: agent {a} answers {get_agent(a).dataset}, not {args.dataset}"
-                    )
-            PoolSpec(args.pool, args.dataset, main_agent, tuple(experts))  # checks the pool's shape
         spec = AgentSpec(
             id=args.agent,
             dataset=args.dataset,
@@ -53,15 +44,30 @@ def main(argv=None) -> int:
             gflops_source="declared",
             path=str(args.file.resolve()),
             name=args.name or args.agent,
+            # the file's sha256: the registry records it, the cache is checked against it on read
+            source_sha256=file_sha256(args.file) if args.file.is_file() else "",
         )
-        report = import_predictions(spec, load_dataset(args.dataset), AgentCache(), args.file)
-        register_agent(spec, replace=args.replace)  # only once the file has been read and scored
-        print("\n".join(report.lines()))
+        # everything is checked before anything is written (a retry with the same file is no conflict)
+        check_new_agent(spec.id, args.replace, spec)
+        pool = None
         if args.pool:
-            register_pool(PoolSpec(args.pool, args.dataset, main_agent, tuple(experts)), replace=args.replace)
-            print(f"pool {args.pool}: main {main_agent}; experts {', '.join(experts)}")
+            main_agent = args.main or args.agent
+            experts = list(dict.fromkeys(a for a in [*args.experts, args.agent] if a != main_agent))
+            pool = PoolSpec(args.pool, args.dataset, main_agent, tuple(experts))
+            check_new_pool(pool, args.replace, also=(spec,))
+        dataset = load_dataset(args.dataset)
+        # the agent's answers and its registration: one transaction (no other import of this id
+        # can land between them, so the registry never names one file while the cache holds another's)
+        with agent_lock(spec.id):
+            check_new_agent(spec.id, args.replace, spec)
+            report = import_predictions(spec, dataset, AgentCache(), args.file)
+            register_agent(spec, replace=args.replace)
+        print("\n".join(report.lines()))
+        if pool is not None:
+            register_pool(pool, replace=args.replace)
+            print(f"pool {pool.name}: main {pool.main}; experts {', '.join(pool.experts)}")
     except (DataFormatError, FileNotFoundError, KeyError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}", file=sys.stderr)
         return 2
     return 0
 

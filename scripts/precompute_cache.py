@@ -14,12 +14,20 @@ Config file (JSON):
          "options": {"max_length": 384, "stride": 128, "max_answer_tokens": 30}},
         {"id": "llama-1b", "kind": "generative", "path": "meta-llama/Llama-3.2-1B",
          "max_new_tokens": 32, "batch_size": 8},
-        {"id": "mine", "kind": "prediction_file", "path": "/x/preds.json", "gflops": 40}]}
+        {"id": "llama-8b-vllm", "kind": "openai_chat", "path": "meta-llama/Llama-3.1-8B-Instruct",
+         "gflops": 6000, "base_url": "http://localhost:8000/v1", "api_key_env": "VLLM_API_KEY"},
+        {"id": "mine", "kind": "prediction_file", "path": "/x/preds.json", "gflops": 40},
+        {"id": "my-log", "kind": "outcome_log", "path": "/x/log.csv", "gflops": 3},
+        {"id": "abstain"}]}                 # the built-in agent that always says "no answer"
 
 An inline agent has the fields of an ``AgentSpec`` (id, kind, path, name, params, gflops) and
 its options (see ``AGENT_OPTIONS`` in ``l2d_core/agents/runners.py``), nested under
 ``"options"`` or given beside the fields. ``path`` is a local model directory (absolute, or
-relative to the data directory) or a Hugging Face hub id. Inline agents are registered in the
+relative to the data directory) or a Hugging Face hub id. Prediction files and outcome logs
+(kind ``outcome_log``: CSV/JSONL of correct, confidence, latency per question, options ``ids``,
+``columns``, ``no_answer``, ``confidence_rule``, ``confidence_signal``) are read into the cache whole,
+like ``scripts/import_predictions.py`` does; the abstaining agent (kind ``abstain``) needs no
+file: its answers are made. Inline agents are registered in the
 user registry, model agents with ``gflops_source: "measured"`` and the GFLOPs of one forward
 at 384 tokens, so the dashboard and the benchmark see them.
 
@@ -51,6 +59,10 @@ import _bootstrap  # noqa: F401
 
 from l2d_core.agents import AgentSpec, get_agent, register_agent
 from l2d_core.agents.cache import AgentCache
+from l2d_core.agents.measured import agent_gflops
+from l2d_core.agents.openai_chat import EndpointError
+from l2d_core.agents.outcome_log import LOG_KINDS
+from l2d_core.agents.read_in import ensure_cached
 from l2d_core.agents.registry import AGENT_KINDS, check_new_agent
 from l2d_core.agents.runners import (
     AGENT_OPTIONS,
@@ -61,10 +73,17 @@ from l2d_core.agents.runners import (
     run_into_cache,
     shard,
 )
-from l2d_core.data import DATASETS, DataFormatError, EmptySplitError, benchmark_split, load_dataset
+from l2d_core.data import DATASETS, DataFormatError, EmptySplitError, benchmark_split, load_dataset, safe_json
 
 SPLITS = ("all", "test", "train")
 SPEC_FIELDS = ("id", "kind", "path", "name", "params", "gflops", "dataset")
+# options per kind: the runners' (model agents, prediction files) and the outcome logs'
+KIND_OPTIONS = {
+    **AGENT_OPTIONS,
+    "outcome_log": ("ids", "columns", "no_answer", "confidence_rule", "confidence_signal", "architecture"),
+    "abstain": (),
+}
+READ_IN = ("prediction_file", *LOG_KINDS)  # kinds read into the cache whole: no model runs
 
 
 class ConfigError(ValueError):
@@ -76,11 +95,13 @@ def read_config(args) -> dict:
     doc: dict = {}
     if args.config:
         try:
-            doc = json.loads(Path(args.config).read_text(encoding="utf-8"))
+            doc = safe_json.loads(Path(args.config).read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ConfigError(f"config file {args.config} not found") from None
         except json.JSONDecodeError as exc:
             raise ConfigError(f"config {args.config} is not valid JSON: {exc}") from None
+        except safe_json.JSONNestingError as exc:
+            raise ConfigError(f"config {args.config} holds {exc}") from None
         if not isinstance(doc, dict):
             raise ConfigError(f"config {args.config}: expected a JSON object, got {type(doc).__name__}")
         extra = sorted(set(doc) - {"dataset", "split", "agents"})
@@ -118,14 +139,14 @@ def agent_specs(entries: list, dataset: str) -> list[tuple[AgentSpec, bool]]:
         if not isinstance(options, dict):
             raise ConfigError(f"agent {e['id']}: options must be an object")
         for k, v in e.items():
-            if k in AGENT_OPTIONS[e["kind"]]:
+            if k in KIND_OPTIONS[e["kind"]]:
                 options[k] = v
             elif k not in (*SPEC_FIELDS, "options"):
                 raise ConfigError(f"agent {e['id']}: unknown field {k!r}")
         if e.get("dataset", dataset) != dataset:
             raise ConfigError(f"agent {e['id']} is for dataset {e['dataset']}, the config for {dataset}")
         fields = {k: e[k] for k in SPEC_FIELDS if k in e and k != "dataset"}
-        source = "declared" if e["kind"] == "prediction_file" else "measured"
+        source = "declared" if e["kind"] in (*READ_IN, "openai_chat") else "measured"  # endpoint: declared
         try:
             spec = AgentSpec(dataset=dataset, gflops_source=source, options=options, **fields)
             check_new_agent(spec.id, replace=True)  # never a built-in agent's id
@@ -140,9 +161,12 @@ def agent_specs(entries: list, dataset: str) -> list[tuple[AgentSpec, bool]]:
 
 def check_path(spec: AgentSpec) -> None:
     """Fail before any work when a model or file path is plainly missing (a hub id may remain)."""
-    if spec.kind == "prediction_file":
-        if not spec.resolved_path().is_file():
-            raise FileNotFoundError(f"agent {spec.id}: prediction file {spec.resolved_path()} not found")
+    if spec.kind in ("abstain", "openai_chat"):  # answers made from no file; a model at an endpoint
+        return
+    if spec.kind in READ_IN:
+        if not spec.path or not spec.resolved_path().is_file():
+            what = "prediction file" if spec.kind == "prediction_file" else "outcome log"
+            raise FileNotFoundError(f"agent {spec.id}: {what} {spec.resolved_path()} not found")
         return
     p = spec.path
     if not p:
@@ -174,6 +198,13 @@ def launcher_shard(args) -> tuple[int, int, str | None]:
 
 def run_agent(spec, inline, ds, recs, cache, args, device, label) -> dict:
     """Run one agent over ``recs`` into the cache; register it if it was given inline."""
+    if spec.kind in LOG_KINDS:  # read in whole (checked first; a bad log changes nothing)
+        before, qids = cache.done_ids(ds.name, spec.id), {r.qid for r in recs}
+        ensure_cached(ds, [spec], cache)
+        read = len((cache.done_ids(ds.name, spec.id) - before) & qids)
+        if inline:
+            register_agent(spec, replace=True)
+        return {**cache_summary(cache, ds, spec.id, recs, read), "gflops_384": agent_gflops(spec)}
     todo = len(recs) - len(cache.done_ids(ds.name, spec.id) & {r.qid for r in recs})
     meta = cache.meta(ds.name, spec.id)
     gflops = spec.gflops
@@ -245,7 +276,7 @@ def main(argv=None) -> int:
         rows = [run_agent(spec, inline, ds, recs, cache, args, device, label) for spec, inline in specs]
     except KeyError as exc:
         return _fail(exc.args[0] if exc.args else str(exc))
-    except (DataFormatError, FileNotFoundError, ValueError) as exc:
+    except (DataFormatError, FileNotFoundError, ValueError, EndpointError) as exc:
         return _fail(str(exc))
     if args.json:
         print(json.dumps(rows, indent=1))

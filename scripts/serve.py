@@ -24,10 +24,13 @@ from pathlib import Path
 
 import _bootstrap  # noqa: F401
 import export_router
+import torch
+import uvicorn
 
 from l2d_core.cli import add_cost_arguments
 from l2d_core.deploy import ArtifactError, load_router
-from l2d_core.deploy.api import ROUTER_ENV, THREADS_ENV
+from l2d_core.deploy.api import ROUTER_ENV, THREADS_ENV, create_app
+from l2d_core.deploy.server import LOG_LEVELS, server_config
 from l2d_core.paths import cache_dir
 
 
@@ -39,11 +42,33 @@ def parse_args(argv):
     p.add_argument("--router-id", help="with --pool: the router id (default: the best by validation)")
     add_cost_arguments(p, beta1_default=None)
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
-    p.add_argument("--threads", type=int, help="torch threads per worker (default: cores / workers)")
-    p.add_argument("--log-level", default="info")
+    p.add_argument("--port", type=port, default=8000, help="1 to 65535, or 0: a free port the system picks")
+    p.add_argument("--workers", type=at_least_one, default=1, help="uvicorn worker processes")
+    p.add_argument("--threads", type=at_least_one, help="torch threads per worker (default: cores / workers)")
+    p.add_argument("--log-level", default="info", choices=LOG_LEVELS, type=str.lower)
     return p.parse_args(argv)
+
+
+def whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number") from None
+
+
+def port(text: str) -> int:
+    """A TCP port: 1 to 65535, or 0 for one the system picks."""
+    n = whole(text)
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"{n} is not a port: give 1 to 65535 (0: any free port)")
+    return n
+
+
+def at_least_one(text: str) -> int:
+    n = whole(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n}: give 1 or more")
+    return n
 
 
 def artifact_for(args) -> Path:
@@ -61,32 +86,47 @@ def artifact_for(args) -> Path:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    threads = args.threads or max(1, (os.cpu_count() or 1) // max(1, args.workers))
     try:
         path = artifact_for(args)
         router = load_router(path)  # checked here, once, before any worker starts
+        torch.set_num_threads(threads)
+        router.warm_up()  # routes one query: an artifact that cannot route stops here, not at a user's
     except (ArtifactError, KeyError, ValueError, FileNotFoundError, LookupError) as exc:
-        print(f"error: {str(exc).strip(chr(39))}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     d = router.describe()
-    print(
-        f"serving {d['router']['id']} for pool {d['pool']} from {path} on http://{args.host}:{args.port}/docs"
-    )
     if not d["routes_new_text"]:
         print("note: this router reads agents known only by their prediction files: new text gets a 422")
-    threads = args.threads or max(1, (os.cpu_count() or 1) // max(1, args.workers))
     os.environ[ROUTER_ENV] = str(Path(path).resolve())
     os.environ[THREADS_ENV] = str(threads)
-    import uvicorn
-
-    uvicorn.run(
-        "l2d_core.deploy.api:app_from_env",
-        factory=True,
-        host=args.host,
-        port=args.port,
-        workers=args.workers,
-        log_level=args.log_level,
-    )
+    if args.workers == 1:  # this process serves the router it has warmed up
+        config = server_config(create_app(router), args.host, args.port, args.log_level)
+        server = uvicorn.Server(uvicorn.Config(**config))
+    else:  # each worker process loads and warms up its own (l2d_core.deploy.api:app_from_env)
+        app = "l2d_core.deploy.api:app_from_env"
+        config = server_config(app, args.host, args.port, args.log_level, factory=True, workers=args.workers)
+        server = None
+    where = f"{d['router']['id']} for pool {d['pool']} from {path}"
+    try:
+        if server is None:
+            print(f"serving {where} on http://{args.host}:{args.port}/docs", flush=True)
+            uvicorn.run(**config)
+            return 0
+        server.config.load()
+        sockets = [server.config.bind_socket()]
+        host, bound = sockets[0].getsockname()[:2]
+        print(f"serving {where} on http://{host}:{bound}/docs", flush=True)
+        server.run(sockets=sockets)
+    except (OSError, SystemExit) as exc:
+        print(f"error: cannot serve on {args.host}:{args.port}: {one_line(exc)}", file=sys.stderr)
+        return 2
     return 0
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line, without the quotes a KeyError adds."""
+    return " ".join(str(exc).strip(chr(39)).split()) or "no reason given"
 
 
 if __name__ == "__main__":

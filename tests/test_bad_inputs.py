@@ -502,22 +502,28 @@ def test_register_pool_refuses_other_dataset_and_unknown_agents(fresh_cache):
         get_pool("ghost")
 
 
-def test_corrupt_user_registry_gives_clear_value_error(fresh_cache):
+def test_corrupt_user_registry_is_set_aside_never_lost(fresh_cache):
+    """Issue 26: a damaged registry stops nothing; it is set aside (kept) with a warning naming it."""
+    from l2d_core.stores import CorruptStoreWarning
+
     path = user_registry_path()
-    path.write_text('{"agents": [{"id": "x", "dataset": "squad', encoding="utf-8")
-    with pytest.raises(ValueError, match="corrupt") as exc:
-        get_agent("bert-ens")
-    assert str(path) in str(exc.value)
-    with pytest.raises(ValueError, match="corrupt"):
-        register_agent(AgentSpec("y", "squad11"))
-    assert path.read_text(encoding="utf-8").startswith('{"agents": [{"id": "x"')  # not overwritten
+    text = '{"agents": [{"id": "x", "dataset": "squad'
+    path.write_text(text, encoding="utf-8")
+    with pytest.warns(CorruptStoreWarning, match=re.escape(str(path))):
+        assert get_agent("bert-ens").dataset == "squad11"
+    assert [p.read_text(encoding="utf-8") for p in (fresh_cache / "corrupt").iterdir()] == [text]
+    register_agent(AgentSpec("y", "squad11"))
+    assert get_agent("y").dataset == "squad11"
 
 
 @pytest.mark.parametrize("text", ["[]", '"text"', '{"agents": [{"idx": 1}]}', '{"pools": [{"name": "p"}]}'])
-def test_wrong_shape_user_registry_gives_clear_value_error(text, fresh_cache):
+def test_wrong_shape_user_registry_is_set_aside(text, fresh_cache):
+    from l2d_core.stores import CorruptStoreWarning
+
     user_registry_path().write_text(text, encoding="utf-8")
-    with pytest.raises(ValueError, match=re.escape(str(user_registry_path()))):
-        get_agent("bert-ens")
+    with pytest.warns(CorruptStoreWarning, match=re.escape(str(user_registry_path()))):
+        assert get_agent("bert-ens").dataset == "squad11"
+    assert len(list((fresh_cache / "corrupt").iterdir())) == 1
 
 
 # ----------------------------------------------------------------------------- routing data

@@ -52,10 +52,12 @@ def test_reduced_run_writes_every_file(reduced_run):
     stems = ["cost_em", "tdl_vs_beta", "em_gflops_per_em_vs_beta", "allocation_vs_beta", "pgr_vs_share"]
     for stem in stems:
         html = (out / "plots" / f"{stem}.html").read_text(encoding="utf-8")
-        assert "plotly" in html.lower()
+        assert "vegaEmbed(" in html and f"<script src='{R.VEGA_SCRIPT}'>" in html, stem  # Altair
         png = (out / "plots" / f"{stem}.png").read_bytes()
         assert png[:8] == PNG_MAGIC and len(png) > 10_000, stem
-    assert (out / "plots" / "plotly.min.js").is_file()  # HTML plots work offline
+    # HTML plots work offline: the Vega scripts are a file beside them, nothing from a CDN
+    assert "vegaEmbed" in (out / "plots" / R.VEGA_SCRIPT).read_text(encoding="utf-8")
+    assert not [p for p in (out / "plots").glob("*.html") if "http" in p.read_text().split("<body>")[0]]
 
 
 @pytest.mark.slow
@@ -129,14 +131,13 @@ def test_report_only_rerenders_from_results(reduced_run, bench_cli, tmp_path):
 
 @pytest.mark.slow
 def test_png_failure_keeps_json_report_and_html(reduced_run, bench_cli, tmp_path, monkeypatch):
-    """No browser (simulated): --png exits 3, everything but the PNGs is written; without --png
-    the run succeeds with a warning."""
-    import plotly.io as pio
+    """PNG export failing (simulated): --png exits 3, everything but the PNGs is written;
+    without --png the run succeeds with a warning."""
 
-    def no_browser(*args, **kwargs):
-        raise RuntimeError("no Chrome found (simulated)")
+    def no_png(*args, **kwargs):
+        raise RuntimeError("vl-convert failed (simulated)")
 
-    monkeypatch.setattr(pio, "write_images", no_browser)
+    monkeypatch.setattr(R, "figure_png", no_png)
     argv = ["--pool", "P2", "--quick", "--limit-train", "600", "--n-boot", "20", "--quiet", "--png"]
     rc = bench_cli.main([*argv, "--routers", "random", "zero", "--out", str(tmp_path / "r")])
     assert rc == 3
@@ -144,10 +145,28 @@ def test_png_failure_keeps_json_report_and_html(reduced_run, bench_cli, tmp_path
         tmp_path / "r" / "plots" / "cost_em.html"
     ).is_file()
     report = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
-    assert "PNG plots missing" in report and "no Chrome found" in report and not list(tmp_path.rglob("*.png"))
+    assert (
+        "PNG plots missing" in report and "vl-convert failed" in report and not list(tmp_path.rglob("*.png"))
+    )
     figs = {"cost_em": R.cost_em_figure(reduced_run[2])}
     written, err = bench_cli.write_plots(figs, tmp_path, None, lambda m: None)
-    assert written == ["plots/cost_em.html"] and "no Chrome found" in err
+    assert written == ["plots/cost_em.html"] and "vl-convert failed" in err and "\n" not in err
+
+
+def test_write_plots_html_always_png_when_asked(bench_cli, tmp_path):
+    """The plots of a tiny results dict: HTML and the Vega scripts always, PNG unless --no-png
+    (vl-convert: no browser), no PNG of an earlier run left behind."""
+    res = {
+        "pool": "P2",
+        "agents": ["a", "b"],
+        "routers": {"agent:a": {"points": [{"gflops": 1.0, "em": 60.0}]}},
+    }
+    figs = {"cost_em": R.cost_em_figure(res)}
+    written, err = bench_cli.write_plots(figs, tmp_path, None, lambda m: None)
+    assert err is None and written == ["plots/cost_em.html", "plots/cost_em.png"]
+    assert (tmp_path / "cost_em.png").read_bytes()[:8] == PNG_MAGIC and (tmp_path / R.VEGA_SCRIPT).is_file()
+    written, err = bench_cli.write_plots(figs, tmp_path, False, lambda m: None)
+    assert written == ["plots/cost_em.html"] and not (tmp_path / "cost_em.png").exists()
 
 
 def test_bad_inputs_exit_2(bench_cli, tmp_path, capsys):

@@ -123,6 +123,7 @@ def test_generative_agents_run_through_the_script(fresh_cache, llama_path, tmp_p
     squad = {"version": "1.1", "data": [{"title": "Whales", "paragraphs": paras}]}
     (data / "squad" / "dev-v1.1.json").write_text(json.dumps(squad))
     monkeypatch.setenv("L2D_DATA_DIR", str(data))
+    monkeypatch.setenv("L2D_ACCEPT_MODIFIED_DATA", "1")  # a made-up squad11, used knowingly
     agent = {"id": "tiny-lm", "kind": "generative", "path": str(llama_path), "max_new_tokens": 3}
     rc, out, err = run(["--config", config(tmp_path, [agent], split="all"), "--json"], capsys)
     (row,) = json.loads(out)

@@ -1,8 +1,9 @@
 """Real data: the 13 leaderboard prediction files of the builtin registry, imported and scored.
 
-Every agent's EM/F1 must reproduce ``our_dev_scores`` of ``predictions/leaderboard_summary.json``
-(an independent scorer), the logistic-regression file's coverage quirks must be reported, SPEC §2
-positions must agree with EM, and the datasets must have the BENCHMARK.md shape.
+Every leaderboard agent's EM/F1 must reproduce ``our_dev_scores`` of
+``predictions/leaderboard_summary.json`` (an independent scorer), the newer systems' files the
+dev scores of MANIFEST.md §5, the logistic-regression file's coverage quirks must be reported,
+SPEC §2 positions must agree with EM, and the datasets must have the BENCHMARK.md shape.
 """
 
 from __future__ import annotations
@@ -22,15 +23,38 @@ TOL = 0.0015  # percent points: the summary rounds to 3 decimals
 DATASET_OF_SUMMARY = {"squad-v1.1": "squad11", "squad-v2.0": "squad20"}
 
 # The builtin registry itself (not list_agents(): a user registry.json must not change the set).
-BUILTIN_AGENTS = [AgentSpec(**a) for a in json.loads(BUILTIN.read_text(encoding="utf-8"))["agents"]]
+ALL_BUILTIN = [AgentSpec(**a) for a in json.loads(BUILTIN.read_text(encoding="utf-8"))["agents"]]
+# BENCHMARK.md's leaderboard agents (2016–18 systems, the files leaderboard_summary.json describes)
+LEADERBOARD_IDS = (
+    *("logreg", "dcr", "span-clf", "rasor", "rnet", "coattn", "match-lstm", "rnet-plus", "slqa-plus"),
+    *("bert-ens", "bidaf-elmo", "nlnet", "bert-single"),
+)
+BUILTIN_AGENTS = [a for a in ALL_BUILTIN if a.id in LEADERBOARD_IDS]
+# newer systems on v1.1 dev: EM / F1 as MANIFEST.md §5 states them (its own scorer, 2 decimals)
+MANIFEST_SCORES = {
+    "albert-base": (80.28, 88.56),
+    "electra-base": (87.00, 92.64),
+    "deberta-v3-base": (83.56, 91.43),
+    "bert-base": (66.58, 76.84),
+    "qanet": (64.82, 75.60),
+}
 
 
 def test_builtin_registry_has_the_13_benchmark_agents():
-    ids = [a.id for a in BUILTIN_AGENTS]
-    assert len(ids) == 13 and len(set(ids)) == 13
+    ids = [a.id for a in ALL_BUILTIN]
+    assert len(set(ids)) == len(ids)
+    assert len(BUILTIN_AGENTS) == 13
     assert sum(a.dataset == "squad11" for a in BUILTIN_AGENTS) == 10
     assert sum(a.dataset == "squad20" for a in BUILTIN_AGENTS) == 3
     assert all(a.kind == "prediction_file" for a in BUILTIN_AGENTS)
+    assert set(MANIFEST_SCORES) <= set(ids)
+
+
+@pytest.mark.parametrize("agent_id", sorted(MANIFEST_SCORES))
+def test_newer_systems_reproduce_the_manifest_scores(agent_id, importer):
+    report, _ = importer(next(a for a in ALL_BUILTIN if a.id == agent_id))
+    em, f1 = MANIFEST_SCORES[agent_id]
+    assert report.em == pytest.approx(em, abs=0.006) and report.f1 == pytest.approx(f1, abs=0.006)
 
 
 @pytest.fixture(scope="module")

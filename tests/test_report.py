@@ -8,8 +8,8 @@ import json
 import math
 from pathlib import Path
 
+import altair as alt
 import pandas as pd
-import plotly.graph_objects as go
 import pytest
 
 import l2d_core.report as R
@@ -84,21 +84,34 @@ def res() -> dict:
     }
 
 
-def _legend_texts(fig: go.Figure) -> list[str]:
-    names = [t.name for t in fig.data if t.name and t.showlegend is not False]
-    title = fig.layout.legend.title.text
-    return names + ([title] if title else [])
+def _views(spec: dict, data: dict | None = None) -> list[dict]:
+    """Every single view (a spec with a mark) of a chart's dict, layers and panels included, each
+    with the data it draws (its own, else the nearest enclosing chart's)."""
+    data = spec.get("data") or data
+    out = [{**spec, "data": data}] if "mark" in spec else []
+    for key in ("layer", "hconcat", "vconcat", "concat"):
+        for sub in spec.get(key, []):
+            out += _views(sub, data)
+    return out + (_views(spec["spec"], data) if "spec" in spec else [])
+
+
+def _rows(spec: dict, view: dict) -> list[dict]:
+    """The rows a view draws (its own data, else the chart's)."""
+    data = view.get("data") or spec.get("data")
+    if not data:
+        return []
+    return data["values"] if "values" in data else spec["datasets"][data["name"]]
+
+
+def _marked(spec: dict, mark: str) -> list[dict]:
+    return [
+        v for v in _views(spec) if (v["mark"] if isinstance(v["mark"], str) else v["mark"]["type"]) == mark
+    ]
 
 
 # Column names of the frames that are not words: a legend must never show them.
 RAW = {c for c in R.POINT_COLUMNS if "_" in c} | {"tdl_random", "share_strong", "gflops_per_em"}
 RAW_WORDS = {"label", "curve", "loss", "panel", "beta", "beta1", "kind"}
-
-
-def _assert_human(fig: go.Figure) -> None:
-    for text in _legend_texts(fig):
-        assert not any(raw in text for raw in RAW), text
-        assert not set(text.replace(",", " ").split()) & RAW_WORDS, text
 
 
 # --- package ------------------------------------------------------------------------------------
@@ -120,10 +133,14 @@ def _imports(module: str) -> list[ast.ImportFrom]:
     "module, allowed",
     [
         ("frames", set()),
-        ("plots", {"frames"}),
+        ("charts", {"frames"}),
+        ("plots", {"frames", "charts", "requests"}),
         ("tables", {"frames"}),
-        ("targets", {"frames", "tables"}),
-        ("markdown", {"frames", "tables", "targets"}),
+        ("requests", {"frames", "charts", "tables"}),
+        ("target_common", set()),
+        ("targets_llm", {"frames", "target_common"}),
+        ("targets", {"frames", "tables", "target_common", "targets_llm"}),
+        ("markdown", {"frames", "tables", "targets", "requests"}),
     ],
 )
 def test_imports_go_one_way_and_name_no_private_helper(module, allowed):
@@ -170,7 +187,7 @@ def test_tdl_allocation_and_pgr_frames(res):
 # --- the report's figures -----------------------------------------------------------------------
 
 
-def test_report_figures_traces(res):
+def test_report_figures_are_altair_charts(res):
     figs = figures(res)
     assert list(figs) == [
         "cost_em",
@@ -178,57 +195,103 @@ def test_report_figures_traces(res):
         "em_gflops_per_em_vs_beta",
         "allocation_vs_beta",
         "pgr_vs_share",
+        "request_accuracy",
     ]
-    assert all(isinstance(f, go.Figure) for f in figs.values())
+    assert all(isinstance(f, alt.TopLevelMixin) for f in figs.values())
+    specs = {name: fig.to_dict() for name, fig in figs.items()}
+    colors = {router_label(rid): c for rid, c in R.router_colors(res).items()}
 
-    cost = figs["cost_em"]
-    hulls = [t for t in cost.data if t.mode == "lines"]
-    assert {t.name for t in hulls} == {
+    # the cost–EM plane: the dashboard's plane chart with every router's points and upper hull
+    cost = specs["cost_em"]
+    dotted, hulls = _marked(cost, "line")
+    assert dotted["mark"]["strokeDash"] == [3, 3]  # the zero router's hull: random mixing of agents
+    assert {r["name"] for r in _rows(cost, dotted)} == {router_label("zero")}
+    assert {r["name"] for r in _rows(cost, hulls)} == {SDL, KNN, router_label("oracle")}
+    sweep, dense, agents = _marked(cost, "point")  # every point, the dense ones, the agents
+    assert [r["name"] for r in _rows(cost, agents)] == ["small", "big"]
+    assert {r["shape"] for r in _rows(cost, agents)} == {"circle"}
+    assert [r["gflops"] for r in _rows(cost, dense)] == [40.0] and dense["mark"]["size"] < sweep["mark"][
+        "size"
+    ]
+    assert cost["layer"][0]["mark"]["type"] == "rect" and _rows(cost, cost["layer"][0]) == [
+        {"lo": 10.0, "hi": 100.0}
+    ]
+    assert hulls["encoding"]["x"]["scale"]["type"] == "log"
+    scale = hulls["encoding"]["color"]["scale"]
+    assert dict(zip(scale["domain"], scale["range"]))[SDL] == colors[SDL]  # one colour per router
+    assert (
+        R.cost_em_figure(res, log_x=False).to_dict()["layer"][1]["encoding"]["x"]["scale"]["type"] == "linear"
+    )
+
+    tdl = specs["tdl_vs_beta"]
+    rows = _rows(tdl, tdl["layer"][0])
+    uniform = [r["tdl"] for r in rows if r["curve"] == "random (uniform)"]
+    assert uniform == [0.5, 0.55] and {r["label"] for r in rows if r["curve"] == "random (uniform)"} == {
+        "random (uniform)"
+    }
+    matched = {r["label"] for r in rows if r["curve"] == "random (same shares)"}
+    assert matched == {SDL}  # matched: the L2D routers only
+    assert not {"small", "big"} & {r["label"] for r in rows}  # single agents are left out
+    scale = tdl["layer"][0]["encoding"]["color"]["scale"]
+    assert dict(zip(scale["domain"], scale["range"]))["random (uniform)"] == "#000000"
+    assert tdl["layer"][0]["encoding"]["strokeDash"]["title"] == "policy"
+
+    em = specs["em_gflops_per_em_vs_beta"]
+    assert [p["title"] for p in em["hconcat"]] == ["EM % vs β₁ (± std over seeds)", "GFLOPs/EM vs β₁ (log)"]
+    assert em["hconcat"][1]["layer"][0]["encoding"]["y"]["scale"]["type"] == "log"
+    rules = _marked(em, "rule")
+    assert len(rules) == 2 and all({r["agent"] for r in _rows(em, v)} == {"small", "big"} for v in rules)
+    lines = [v for v in _marked(em, "line")]
+    assert {r["router"] for r in _rows(em, lines[0])} == {
         SDL,
         KNN,
         router_label("zero"),
         router_label("oracle"),
     }
-    assert [t.line.dash for t in hulls if t.name.startswith("zero")] == ["dash"]
-    agents = [t for t in cost.data if t.name == "agents"]
-    assert len(agents) == 1 and list(agents[0].text) == ["small", "big"]
-    dense = [t for t in cost.data if t.marker.size == 4]
-    assert len(dense) == 1 and list(dense[0].x) == [40.0]
+    bars = _marked(em, "errorbar")
+    assert len(bars) == 1 and {r["hi"] - r["lo"] for r in _rows(em, bars[0])} == {1.0}  # ± em_std
 
-    tdl = figs["tdl_vs_beta"]
-    names = [t.name for t in tdl.data]
-    assert names[0] == "random (uniform)" and list(tdl.data[0].y) == [0.5, 0.55]
-    assert f"{SDL}: random (same shares)" in names
-    assert f"{KNN}: random (same shares)" not in names  # matched: the L2D routers only
-    assert not {"small", "big"} & set(names)  # single agents are left out
+    alloc = specs["allocation_vs_beta"]
+    assert alloc["facet"]["field"] == "label" and alloc["spec"]["mark"]["type"] == "bar"
+    assert {r["label"] for r in _rows(alloc, alloc)} == {SDL, KNN, router_label("oracle")}
+    enc = alloc["spec"]["encoding"]
+    assert enc["color"]["scale"]["domain"] == ["small", "big"] and enc["y"]["axis"]["format"] == ".0%"
 
-    em = figs["em_gflops_per_em_vs_beta"]
-    assert [a.text for a in em.layout.annotations] == ["EM % vs β₁", "GFLOPs/EM vs β₁ (log)"]
-    assert em.layout.yaxis2.type == "log"
-    assert {t.mode for t in em.data if t.name == "big"} == {"lines"}  # agents: flat lines
-
-    alloc = figs["allocation_vs_beta"]
-    assert {t.name for t in alloc.data} == {"small", "big"} and alloc.layout.barmode == "stack"
-    assert sorted(a.text for a in alloc.layout.annotations) == [
-        SDL,
-        KNN,
-        router_label("oracle"),
-    ]
-
-    pgr = figs["pgr_vs_share"]
-    assert pgr.data[0].name == "random mixing small / big"
+    pgr = specs["pgr_vs_share"]
+    assert {r["label"] for r in _rows(pgr, pgr["layer"][0])} == {"random mixing small / big"}
+    assert {r["label"] for r in _rows(pgr, pgr["layer"][1])} == {SDL, KNN, router_label("oracle")}
     assert R.pgr_figure({**res, "agent_em": {"small": 70.0, "big": 70.0}}) is None
 
     for fig in figs.values():
-        _assert_human(fig)
+        _assert_human_chart(fig)
 
 
 def test_report_figures_on_incomplete_results():
     res = {"pool": "P3", "routers": {"l2d-sdl": {"points": [{"beta1": 0.0, "gflops": 5.0, "em": 60.0}]}}}
     figs = figures(res)
     assert set(figs) == {"cost_em", "tdl_vs_beta", "em_gflops_per_em_vs_beta", "allocation_vs_beta"}
-    assert figs["allocation_vs_beta"].layout.annotations[0].text == "no learned router"
-    assert figures({})["cost_em"].data == ()
+    alloc = figs["allocation_vs_beta"].to_dict()
+    assert _rows(alloc, alloc) == [{"text": "no learned router"}]
+    empty = figures({})["cost_em"].to_dict()
+    assert not any(_rows(empty, v) for v in _views(empty) if v["mark"]["type"] != "rect")
+    for fig in [*figs.values(), *figures({}).values()]:
+        assert R.figure_png(fig, scale=0.5)[:4] == b"\x89PNG"  # drawn, empty layers and all
+
+
+def test_report_figures_written_out(res):
+    """HTML pages that load the Vega scripts from a file beside them (or inline them, one page
+    for all), and PNG rendered by vl-convert with no browser."""
+    figs = figures(res)
+    page = R.figure_html(figs["cost_em"], "cost <em>")
+    assert f"<script src='{R.VEGA_SCRIPT}'>" in page and "<title>cost &lt;em&gt;</title>" in page
+    assert "vegaEmbed('#vis'" in page and "http" not in page.split("<body>")[0]
+    assert "vegaEmbed" in R.vega_script()
+    one = R.figures_html(figs, "Report <P2>")
+    assert (
+        "<h1>Report &lt;P2&gt;</h1>" in one and "cdn.jsdelivr" not in one and '<script src="http' not in one
+    )
+    png = R.figure_png(figs["cost_em"], scale=1.0)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
 
 # --- the dashboard's figures --------------------------------------------------------------------

@@ -30,8 +30,6 @@ NODEPS = "requirements-nodeps.txt"
 UNWANTED = "sentence-transformers"
 # pinned, used, but never imported by name: each with what uses it
 USED_WITHOUT_IMPORT = {
-    "kaleido": "plotly's PNG export (scripts/benchmark_routers.py: pio.write_images)",
-    "vl-convert-python": "altair's offline HTML export (l2d_core/report/charts.py: to_html(inline=True))",
     "ruff": "the linter, a command (README test line)",
 }
 PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+)")

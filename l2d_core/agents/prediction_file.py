@@ -9,8 +9,9 @@ from pathlib import Path
 from ..data.records import DataFormatError, QADataset
 from ..data.squad_json import read_json
 from ..qa.scoring import MISSING, SCORING_VERSION, gold_index, score_answer
+from ..stores import atomic_path
 from .cache import AgentCache
-from .registry import AgentSpec
+from .registry import AgentSpec, agent_lock
 
 __all__ = [
     "read_prediction_file",
@@ -18,6 +19,8 @@ __all__ = [
     "add_agent_from_upload",
     "ImportReport",
     "MAX_PREDICTION_BYTES",
+    "file_sha256",
+    "answers_match_source",
 ]
 
 MAX_PREDICTION_BYTES = 200 * 1024 * 1024  # a SQuAD dev prediction file is ~0.6 MB
@@ -126,27 +129,33 @@ def import_predictions(
         ambiguous=statuses.count("ambiguous"),
         em=100 * sum(r["em"] for r in records.values()) / len(records),
         f1=100 * sum(r["f1"] for r in records.values()) / len(records),
-        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        sha256=file_sha256(path),
         unknown_examples=unknown[:3],
     )
-    cache.put_many(
-        dataset.name,
-        spec.id,
-        records,
-        meta={
-            "scoring_version": SCORING_VERSION,
-            "gflops": spec.gflops,
-            "gflops_source": spec.gflops_source,
-            "kind": spec.kind,
-            "source": str(path),
-            "sha256": report.sha256,
-            "missing": report.missing,
-            "unknown_ids": report.unknown_ids,
-            "not_found": report.not_found,
-            "ambiguous": report.ambiguous,
-            "questions": report.questions,
-        },
-    )
+    if spec.source_sha256 and report.sha256 != spec.source_sha256:
+        raise DataFormatError(
+            f"the prediction file of agent {spec.id} ({label or path.name}) has changed since the agent "
+            "was registered: import it again (scripts/import_predictions.py --replace)"
+        )
+    with agent_lock(spec.id):  # one transaction with the agent's registration (see registry_file)
+        cache.put_many(
+            dataset.name,
+            spec.id,
+            records,
+            meta={
+                "scoring_version": SCORING_VERSION,
+                "gflops": spec.gflops,
+                "gflops_source": spec.gflops_source,
+                "kind": spec.kind,
+                "source": str(path),
+                "sha256": report.sha256,
+                "missing": report.missing,
+                "unknown_ids": report.unknown_ids,
+                "not_found": report.not_found,
+                "ambiguous": report.ambiguous,
+                "questions": report.questions,
+            },
+        )
     return report
 
 
@@ -162,10 +171,9 @@ def add_agent_from_upload(
 ) -> ImportReport:
     """Make an agent from an uploaded prediction file: validate, keep a copy under
     ``<cache>/uploads``, score into the agent cache, then register it (in that order, so a bad
-    file changes nothing). A built-in agent's id is refused, a user agent's unless ``replace``."""
-    import os
-    import tempfile
-
+    file changes nothing), all under the agent's lock (one transaction: the registry names the
+    file whose answers the cache holds). A built-in agent's id is refused, a user agent's unless
+    ``replace`` or the same file again (a retry)."""
     from ..paths import cache_dir
     from .registry import check_new_agent, register_agent
 
@@ -173,19 +181,55 @@ def add_agent_from_upload(
         raise DataFormatError(
             f"{filename} is {len(data):,} bytes; the limit is {MAX_PREDICTION_BYTES:,} bytes"
         )
-    spec = AgentSpec(id=agent_id.strip(), dataset=dataset.name, gflops=gflops, name=name or agent_id.strip())
-    check_new_agent(spec.id, replace)
-    folder = cache_dir() / "uploads"
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".json.part")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    try:
-        report = import_predictions(spec, dataset, cache or AgentCache(), tmp, label=filename)
-    except Exception:
-        os.unlink(tmp)
-        raise
-    final = folder / f"{dataset.name}-{spec.id}.json"
-    os.replace(tmp, final)
-    register_agent(AgentSpec(**{**spec.__dict__, "path": str(final)}), replace=replace)
+    agent_id = agent_id.strip()
+    final = cache_dir() / "uploads" / f"{dataset.name}-{agent_id}.json"
+    spec = AgentSpec(
+        id=agent_id,
+        dataset=dataset.name,
+        gflops=gflops,
+        name=name or agent_id,
+        path=str(final),
+        source_sha256=hashlib.sha256(data).hexdigest(),
+    )
+    check_new_agent(spec.id, replace, spec)  # before anything is written
+    with agent_lock(spec.id):
+        check_new_agent(spec.id, replace, spec)  # again, now that no other process can register it
+        with atomic_path(final) as tmp:  # kept only once its answers are in the cache
+            tmp.write_bytes(data)
+            report = import_predictions(spec, dataset, cache or AgentCache(), tmp, label=filename)
+        register_agent(spec, replace=replace)
     return report
+
+
+_SHA256: dict[str, tuple] = {}  # file → (its stat stamp, its sha256)
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's bytes (remembered while the file is unchanged)."""
+    path = Path(path)
+    st = path.stat()
+    stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+    hit = _SHA256.get(str(path))
+    if hit is None or hit[0] != stamp:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        _SHA256[str(path)] = hit = (stamp, h.hexdigest())
+    return hit[1]
+
+
+def answers_match_source(spec: AgentSpec, dataset_name: str, cache: AgentCache) -> bool:
+    """Whether a prediction-file agent's answers in the cache came from the file it is registered
+    with (the sha256 the registry recorded, else that of the file now at its path): the agent
+    cache records which file it imported. False also when nothing is cached; always True for model
+    agents and for a file that is gone (nothing to compare with)."""
+    if spec.kind != "prediction_file":
+        return True
+    want = spec.source_sha256
+    if not want:
+        path = spec.resolved_path()
+        if not path.is_file():
+            return True
+        want = file_sha256(path)
+    return cache.meta(dataset_name, spec.id).get("sha256") == want

@@ -28,7 +28,8 @@ from ..data.records import QADataset
 from ..paths import PROJECT_ROOT, cache_dir
 from ..qa.scoring import SCORING_VERSION
 from .cache import AgentCache
-from .prediction_file import import_predictions
+from .outcome_log import LOG_KINDS, import_log, log_needs_import
+from .prediction_file import answers_match_source, import_predictions
 from .registry import AgentSpec, get_agent, get_pool
 
 __all__ = [
@@ -53,11 +54,18 @@ class AgentNotCachedError(LookupError):
 
 def needs_import(dataset: QADataset, spec: AgentSpec, cache: AgentCache) -> bool:
     """Whether a prediction-file agent's answers must be (re-)imported before use: some are
-    missing, or they were scored by another scoring version."""
+    missing, or they were scored by another scoring version (an outcome log, or the abstaining
+    agent: :func:`~.outcome_log.log_needs_import`)."""
+    if spec.kind in LOG_KINDS:
+        return log_needs_import(dataset, spec, cache)
     if spec.kind != "prediction_file":
         return False
     missing = set(dataset.qids) - cache.done_ids(dataset.name, spec.id)
-    return bool(missing) or cache.meta(dataset.name, spec.id).get("scoring_version") != SCORING_VERSION
+    return (
+        bool(missing)
+        or cache.meta(dataset.name, spec.id).get("scoring_version") != SCORING_VERSION
+        or not answers_match_source(spec, dataset.name, cache)  # another file's answers: never used
+    )
 
 
 def answers_a_subset(dataset: QADataset, spec: AgentSpec, cache: AgentCache) -> bool:
@@ -77,9 +85,9 @@ def ensure_cached(dataset: QADataset, agents: list[AgentSpec], cache: AgentCache
         except Exception:  # noqa: BLE001 - what it could not read in is read in below, which raises in full
             pass
     for spec in agents:
-        if spec.kind == "prediction_file":
+        if spec.kind in ("prediction_file", *LOG_KINDS):
             if needs_import(dataset, spec, cache):  # (re-)score the file: cheap, and always current
-                import_predictions(spec, dataset, cache)
+                (import_predictions if spec.kind == "prediction_file" else import_log)(spec, dataset, cache)
             continue
         done = cache.ids_with(dataset.name, spec.id, "confidence")
         missing = set(dataset.qids) - done
@@ -216,7 +224,7 @@ def read_in_early(dataset_name: str, pool_name: str, also: Sequence[str] = ()) -
     cannot start or fails leaves the work to :func:`ensure_cached`."""
     key = (str(cache_dir()), dataset_name)
     wanted = dict.fromkeys([*get_pool(pool_name).agent_ids, *also])
-    ids = [a for a in wanted if get_agent(a).kind == "prediction_file"]
+    ids = [a for a in wanted if get_agent(a).kind in ("prediction_file", *LOG_KINDS)]
     if key in _EARLY or not ids:
         return
     runner = ThreadPoolExecutor(1)

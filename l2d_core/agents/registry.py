@@ -8,20 +8,19 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from pathlib import Path
 
-from filelock import FileLock
-
 from ..paths import cache_dir, data_dir
+from .registry_file import agent_lock, read_user_registry, registry_lock, write_registry
 
 __all__ = [
     "AgentSpec",
     "PoolSpec",
     "AGENT_KINDS",
+    "RUNNABLE_KINDS",
     "list_agents",
     "get_agent",
     "list_pools",
@@ -32,10 +31,15 @@ __all__ = [
     "builtin_agent_ids",
     "builtin_pool_names",
     "check_new_agent",
+    "check_new_pool",
+    "agent_lock",
 ]
 
 BUILTIN = Path(__file__).with_name("builtin.json")
-AGENT_KINDS = ("prediction_file", "extractive", "generative")
+AGENT_KINDS = ("prediction_file", "extractive", "generative", "openai_chat", "outcome_log", "abstain")
+# kinds that answer new text (agents.runners runs them; openai_chat: a live chat endpoint)
+RUNNABLE_KINDS = ("extractive", "generative", "openai_chat")
+TEXTLESS_KINDS = ("outcome_log", "abstain")  # no answer text to compare (or always the same)
 # an agent id names folders and cache keys: short, and letters, digits, '.', '_', '+', '-' only
 AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 MAX_POOL_NAME = 64
@@ -54,6 +58,10 @@ class AgentSpec:
     name: str = ""
     params: int | None = None
     options: dict = field(default_factory=dict)  # kind-specific settings (batch size, prompt, …)
+    description: str = ""  # one line: what the agent is and what it is known by
+    # sha256 of the prediction file the agent was registered with (its answers in the agent cache
+    # must come from it: checked on read); empty for built-in agents and model agents
+    source_sha256: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not AGENT_ID.fullmatch(self.id):
@@ -109,50 +117,57 @@ def user_registry_path() -> Path:
     return cache_dir() / "registry.json"
 
 
-def _read(path: Path) -> dict:
-    if not path.is_file():
-        return {"agents": [], "pools": []}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"agent registry {path} is corrupt: {exc}") from None
+@cache
+def _builtin() -> dict:
+    return json.loads(BUILTIN.read_text(encoding="utf-8"))
+
+
+def _user() -> dict:
+    """The user's valid entries, read lazily (only where the cache folder would be: reading never
+    makes it); a damaged registry is set aside and repaired (``registry_file``)."""
+    return read_user_registry(cache_dir(create=False) / "registry.json", (AgentSpec, PoolSpec))
 
 
 def _load() -> tuple[dict[str, AgentSpec], dict[str, PoolSpec]]:
     agents: dict[str, AgentSpec] = {}
     pools: dict[str, PoolSpec] = {}
-    for path in (BUILTIN, user_registry_path()):
-        doc = _read(path)
-        builtin = path == BUILTIN
-        try:  # a user entry never shadows a built-in one (older registries may hold such entries)
-            for a in doc.get("agents", []):
-                if builtin or a["id"] not in agents:
-                    agents[a["id"]] = AgentSpec(**a)
-            for p in doc.get("pools", []):
-                if builtin or p["name"] not in pools:
-                    pools[p["name"]] = PoolSpec(**p)
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"agent registry {path} is malformed: {exc}") from None
+    for builtin, doc in ((True, _builtin()), (False, _user())):
+        # a user entry never shadows a built-in one (older registries may hold such entries)
+        for a in doc.get("agents", []):
+            if builtin or a["id"] not in agents:
+                agents[a["id"]] = AgentSpec(**a)
+        for p in doc.get("pools", []):
+            if builtin or p["name"] not in pools:
+                pools[p["name"]] = PoolSpec(**p)
     return agents, pools
 
 
 def builtin_agent_ids() -> frozenset[str]:
     """The ids of BENCHMARK.md's agents (``builtin.json``), whatever the user registered."""
-    return frozenset(a["id"] for a in _read(BUILTIN).get("agents", []))
+    return frozenset(a["id"] for a in _builtin().get("agents", []))
 
 
 def cheap_builtin_agents(dataset: str, main: str, max_gflops: float = 5.0) -> tuple[str, ...]:
     """BENCHMARK.md's agents of ``dataset`` (``builtin.json``: user imports never change what the
-    benchmark reads) other than ``main``, at most ``max_gflops`` each: a post-hoc router's helpers."""
+    benchmark reads) other than ``main``, at most ``max_gflops`` each: a post-hoc router's helpers.
+    Agents ``builtin.json`` lists under ``not_default_helpers`` never are (agents added to the
+    benchmark later: adding them changes no existing pool's figures)."""
     builtin = builtin_agent_ids()
+    left_out = set(_builtin().get("not_default_helpers", {}).get("agents", ()))
     return tuple(
-        a.id for a in list_agents(dataset) if a.id in builtin and a.id != main and a.gflops <= max_gflops
+        a.id
+        for a in list_agents(dataset)
+        if a.id in builtin
+        and a.id not in left_out
+        and a.id != main
+        and a.gflops <= max_gflops
+        and a.kind not in TEXTLESS_KINDS
     )
 
 
 def builtin_pool_names() -> frozenset[str]:
     """The names of BENCHMARK.md's pools (``builtin.json``)."""
-    return frozenset(p["name"] for p in _read(BUILTIN).get("pools", []))
+    return frozenset(p["name"] for p in _builtin().get("pools", []))
 
 
 def list_agents(dataset: str | None = None) -> list[AgentSpec]:
@@ -186,15 +201,28 @@ def get_pool(name: str) -> PoolSpec:
     return pools[name]
 
 
-def _check_new(section: str, key: str, value: str, entries: list[dict], replace: bool) -> None:
+def _same(section: str, old: dict, new: dict) -> bool:
+    """Whether registering ``new`` over ``old`` changes nothing that matters: the same prediction
+    file (same sha256), dataset, kind and GFLOPs for an agent (a retry of the same import); the
+    same members for a pool."""
+    if section == "agents":
+        keys = ("source_sha256", "dataset", "kind", "gflops", "gflops_source")
+        return bool(new.get("source_sha256")) and all(old.get(k) == new.get(k) for k in keys)
+    keys = ("dataset", "main", "experts")
+    return all(json.dumps(old.get(k)) == json.dumps(new.get(k)) for k in keys)
+
+
+def _check_new(section: str, key: str, entry: dict, entries: list[dict], replace: bool) -> None:
     what = "agent" if section == "agents" else "pool"
+    value = entry[key]
     builtin = builtin_agent_ids() if section == "agents" else builtin_pool_names()
     if value in builtin:
         raise ValueError(
             f"{what} {value!r} is one of the benchmark's built-in {section} and is never replaced; "
             f"choose another {'id' if key == 'id' else key}"
         )
-    if not replace and any(e[key] == value for e in entries):
+    old = next((e for e in entries if e[key] == value), None)
+    if not replace and old is not None and not _same(section, old, entry):
         raise ValueError(
             f"you already have {'an' if what == 'agent' else 'a'} {what} {value!r}: "
             f"choose another {'id' if key == 'id' else key}, "
@@ -202,26 +230,44 @@ def _check_new(section: str, key: str, value: str, entries: list[dict], replace:
         )
 
 
-def check_new_agent(agent_id: str, replace: bool = False) -> None:
+def check_new_agent(agent_id: str, replace: bool = False, spec: AgentSpec | None = None) -> None:
     """Raise ValueError when ``agent_id`` may not be registered (a built-in agent, or a user
-    agent without ``replace``): call it before writing anything for a new agent."""
-    _check_new("agents", "id", agent_id, _read(user_registry_path()).get("agents", []), replace)
+    agent without ``replace`` — unless ``spec`` is that agent again, from the same prediction
+    file): call it before writing anything for a new agent."""
+    entry = asdict(spec) if spec is not None else {"id": agent_id}
+    _check_new("agents", "id", entry, _user()["agents"], replace)
+
+
+def check_new_pool(spec: PoolSpec, replace: bool = False, also: tuple[AgentSpec, ...] = ()) -> None:
+    """Raise ValueError (KeyError for an unknown member) when ``spec`` may not be registered: a
+    built-in pool's name, a user pool's without ``replace`` (unless the same members), a member
+    that is not a known agent of the pool's dataset (``also``: agents about to be registered with
+    it) — call it before writing anything."""
+    agents = {**_load()[0], **{a.id: a for a in also}}
+    for a in spec.agent_ids:
+        if a not in agents:
+            raise KeyError(f"pool {spec.name}: unknown agent {a!r}")
+        if agents[a].dataset != spec.dataset:
+            raise ValueError(f"pool {spec.name}: agent {a} answers {agents[a].dataset}, not {spec.dataset}")
+    _check_new("pools", "name", _pool_entry(spec), _user()["pools"], replace)
+
+
+def _pool_entry(spec: PoolSpec) -> dict:
+    entry = asdict(spec)
+    entry["experts"] = list(spec.experts)
+    return entry
 
 
 def _write_user(section: str, key: str, entry: dict, replace: bool) -> None:
     """Add one entry to the user registry under a file lock (two processes registering at
     once both land), replacing the file atomically (a crash never leaves half a registry)."""
     path = user_registry_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(f"{path}.lock", timeout=60):
-        doc = _read(path)
-        entries = doc.get(section, [])
-        _check_new(section, key, entry[key], entries, replace)
+    with registry_lock(path):
+        doc = {k: list(v) for k, v in read_user_registry(path, (AgentSpec, PoolSpec)).items()}
+        entries = doc[section]
+        _check_new(section, key, entry, entries, replace)
         doc[section] = [e for e in entries if e[key] != entry[key]] + [entry]
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1)
-        os.replace(tmp, path)
+        write_registry(path, doc)
 
 
 def register_agent(spec: AgentSpec, replace: bool = False) -> AgentSpec:
@@ -233,13 +279,6 @@ def register_agent(spec: AgentSpec, replace: bool = False) -> AgentSpec:
 
 def register_pool(spec: PoolSpec, replace: bool = False) -> PoolSpec:
     """Add a user pool (``replace`` as for agents); every member must be a known agent of its dataset."""
-    agents = _load()[0]
-    for a in spec.agent_ids:
-        if a not in agents:
-            raise KeyError(f"pool {spec.name}: unknown agent {a!r}")
-        if agents[a].dataset != spec.dataset:
-            raise ValueError(f"pool {spec.name}: agent {a} answers {agents[a].dataset}, not {spec.dataset}")
-    entry = asdict(spec)
-    entry["experts"] = list(spec.experts)
-    _write_user("pools", "name", entry, replace)
+    check_new_pool(spec, replace)
+    _write_user("pools", "name", _pool_entry(spec), replace)
     return spec

@@ -13,6 +13,8 @@ import pandas as pd
 
 from ..data.records import QADataset
 from .cache import AgentCache
+from .confidence import confidence_score, file_confidences
+from .measured import agent_gflops
 from .read_in import answers_a_subset, ensure_cached
 from .registry import PoolSpec, get_agent
 
@@ -34,6 +36,8 @@ class RoutingData:
     gflops: np.ndarray  # (N, A) per-query GFLOPs of each agent
     answers: np.ndarray  # (N, A) object: each agent's answer text (None = no prediction)
     confidence: np.ndarray | None = None  # (N, A) object: each answer's confidence dict (None = none)
+    score: np.ndarray | None = None  # (N, A) float: each agent's confidence in its answer (NaN = none)
+    latency: np.ndarray | None = None  # (N, A) float: each answer's latency in seconds (NaN = none)
 
     @property
     def n_agents(self) -> int:
@@ -52,6 +56,15 @@ class RoutingData:
         """(N, A) bool: both endpoints right."""
         return self.start_ok & self.end_ok
 
+    def has_score(self, j: int = 0) -> bool:
+        """Whether agent ``j`` (default: the main agent) gave its confidence on every question."""
+        return self.score is not None and len(self) > 0 and bool(np.isfinite(self.score[:, j]).all())
+
+    @property
+    def has_latency(self) -> bool:
+        """Whether every agent's latency is known on every question (a latency price needs it)."""
+        return self.latency is not None and len(self) > 0 and bool(np.isfinite(self.latency).all())
+
     @property
     def agent_gflops(self) -> np.ndarray:
         """(A,) mean GFLOPs per query of each agent."""
@@ -61,7 +74,18 @@ class RoutingData:
         """Rows selected by a boolean mask or integer index."""
         arr = np.asarray(index)
         idx = np.flatnonzero(arr) if arr.dtype == bool else arr.astype(np.intp, copy=False)
-        fields = ("titles", "start_ok", "end_ok", "em", "f1", "gflops", "answers", "confidence")
+        fields = (
+            "titles",
+            "start_ok",
+            "end_ok",
+            "em",
+            "f1",
+            "gflops",
+            "answers",
+            "confidence",
+            "score",
+            "latency",
+        )
         return replace(
             self,
             qids=tuple(self.qids[i] for i in idx),
@@ -103,7 +127,7 @@ def load_routing_data(
     ensure_cached(dataset, specs, cache)
     qids = list(dataset.qids)
     cols: dict[str, list[np.ndarray]] = {
-        k: [] for k in ("start_ok", "end_ok", "em", "f1", "gflops", "answer", "confidence")
+        k: [] for k in ("start_ok", "end_ok", "em", "f1", "gflops", "answer", "confidence", "latency")
     }
     for s in specs:
         t = cache.table(dataset.name, s.id).reindex(qids)
@@ -113,6 +137,8 @@ def load_routing_data(
         gf = np.where(np.isnan(gf) | (s.gflops_source == "declared"), declared, gf)
         if np.isnan(gf).any():  # measured agent with gaps: fill with its mean
             gf = np.where(np.isnan(gf), np.nanmean(gf) if np.isfinite(gf).any() else s.gflops, gf)
+        if isinstance(s.options, dict) and s.options.get("architecture"):  # measured from its architecture
+            gf = np.full(len(qids), agent_gflops(s))
         cols["start_ok"].append(t["start_ok"].fillna(False).astype(bool).to_numpy() & ~missing)
         cols["end_ok"].append(t["end_ok"].fillna(False).astype(bool).to_numpy() & ~missing)
         cols["em"].append(t["em"].fillna(0.0).astype(float).to_numpy())
@@ -120,7 +146,11 @@ def load_routing_data(
         cols["gflops"].append(gf)
         cols["answer"].append(t["answer"].to_numpy(dtype=object))
         conf = t["confidence"] if "confidence" in t else pd.Series(None, index=t.index, dtype=object)
-        cols["confidence"].append(np.array([c if isinstance(c, dict) else None for c in conf], dtype=object))
+        conf = [c if isinstance(c, dict) else None for c in conf]
+        if isinstance(s.options, dict) and s.options.get("confidence_file"):  # kept beside the predictions
+            conf = file_confidences(s, qids, t["answer"].tolist())
+        cols["confidence"].append(np.array(conf, dtype=object))
+        cols["latency"].append(pd.to_numeric(t["latency_ms"], errors="coerce").to_numpy(float) / 1000.0)
     stack = {k: np.stack(v, axis=1) for k, v in cols.items()}
     data = RoutingData(
         dataset=dataset.name,
@@ -134,6 +164,8 @@ def load_routing_data(
         gflops=stack["gflops"],
         answers=stack["answer"],
         confidence=stack["confidence"],
+        score=np.vectorize(confidence_score, otypes=[float])(stack["confidence"]),
+        latency=stack["latency"],
     )
     keep = np.ones(len(qids), bool)
     for s in specs:

@@ -5,6 +5,7 @@ Every agent has ``kind``, ``source``, ``predict(records, progress=False) -> [Pre
 
 - :class:`~l2d_core.agents.extractive.ExtractiveAgent` — a QA model, sliding windows;
 - :class:`~l2d_core.agents.generative.GenerativeAgent` — a causal LM with the paper's prompt;
+- :class:`~l2d_core.agents.openai_chat.OpenAIChatAgent` — an OpenAI-compatible chat endpoint;
 - :class:`PredictionFileAgent` — the answers of a SQuAD prediction file (declared GFLOPs).
 
 :func:`run_into_cache` scores predictions (SPEC §2) into the :class:`AgentCache` chunk by
@@ -26,6 +27,8 @@ from .base import ModelLoadError, Prediction
 from .cache import AgentCache
 from .extractive import ExtractiveAgent
 from .generative import GenerativeAgent
+from .openai_chat import OPTIONS as OPENAI_OPTIONS
+from .openai_chat import EndpointError, OpenAIChatAgent
 from .prediction_file import read_prediction_file
 from .registry import AgentSpec
 
@@ -34,6 +37,8 @@ __all__ = [
     "ModelLoadError",
     "ExtractiveAgent",
     "GenerativeAgent",
+    "OpenAIChatAgent",
+    "EndpointError",
     "PredictionFileAgent",
     "AGENT_OPTIONS",
     "load_agent",
@@ -48,7 +53,9 @@ __all__ = [
 AGENT_OPTIONS = {
     "extractive": ("dtype", "batch_size", "max_length", "stride", "max_answer_tokens", "null_answer"),
     "generative": ("dtype", "batch_size", "max_new_tokens"),
-    "prediction_file": (),
+    "openai_chat": OPENAI_OPTIONS,  # a live chat endpoint (agents.openai_chat)
+    # agents.confidence: read beside the file; agents.measured: GFLOPs from the configuration
+    "prediction_file": ("confidence_file", "confidence_rule", "architecture"),
 }
 V2_DATASETS = ("squad20", "hf-squad_v2")  # no-answer questions: extractive null score on by default
 
@@ -96,6 +103,8 @@ def load_agent(spec: AgentSpec, device=None, **overrides):
     if spec.kind == "extractive":
         options.setdefault("null_answer", spec.dataset in V2_DATASETS)
         return ExtractiveAgent(_model_path(spec), device=device, **options)
+    if spec.kind == "openai_chat":  # the model runs at the endpoint: no device here
+        return OpenAIChatAgent(spec.path, gflops=spec.gflops, **options)
     return GenerativeAgent(_model_path(spec), device=device, **options)
 
 
@@ -171,16 +180,25 @@ def run_into_cache(
         "scoring_version": SCORING_VERSION,
         "kind": agent.kind,
         "source": str(getattr(agent, "path", "") or agent.source),
-        "gflops_source": "declared" if agent.kind == "prediction_file" else "measured",
+        "gflops_source": getattr(
+            agent, "gflops_source", "declared" if agent.kind == "prediction_file" else "measured"
+        ),
         **(meta or {}),
     }
     bar = tqdm(total=len(todo), unit="q", desc=desc or agent_id, disable=not progress or not todo)
     for i in range(0, len(todo), batch_size):
         chunk = todo[i : i + batch_size]
-        preds = agent.predict(chunk)
+        failed = None
+        try:
+            preds = agent.predict(chunk)
+        except EndpointError as exc:  # a live endpoint failed midway: what it answered is kept
+            preds, failed = exc.answered, exc
         cache.put_many(
             dataset.name, agent_id, {p.qid: _record(gold, p, agent.source) for p in preds}, full_meta
         )
+        if failed is not None:
+            bar.close()
+            raise failed
         bar.update(len(chunk))
     bar.close()
     return cache_summary(cache, dataset, agent_id, records, len(todo), time.perf_counter() - t0)

@@ -33,14 +33,14 @@ import json
 import os
 import shlex
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..data import benchmark_split, load_dataset
 from ..data.records import QARecord
-from ..paths import cache_dir
+from ..paths import CacheDirError, cache_dir
+from ..stores import atomic_write_text
 from .cache import AgentCache
 from .qa_training import MARKER, PROFILES, QATrainConfig, crossfit_folds, is_trained, train_qa_model
 from .registry import AgentSpec, PoolSpec, register_agent, register_pool
@@ -170,15 +170,7 @@ class Progress:
     def _write(self, **fields) -> None:
         self._last = time.monotonic()
         self.fields.update(fields, updated_at=time.time())
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".part")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(self.fields, f)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_text(self.path, json.dumps(self.fields))
 
 
 class _Counted:
@@ -210,7 +202,11 @@ def main(argv=None) -> int:
     """``scripts/train_agent.py``: 0 when the agent is trained, answered and registered; 2 on a
     clear error (printed as ``error: …``)."""
     args = parse_args(argv)
-    progress = Progress(args.agent_id, args.dataset)
+    try:
+        progress = Progress(args.agent_id, args.dataset)
+    except CacheDirError as exc:  # L2D_CACHE_DIR is a file, or cannot be made: one line, not a traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
     def fail(msg: str) -> int:
         print(f"error: {msg}", file=sys.stderr)

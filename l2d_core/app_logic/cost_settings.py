@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..data.safe_json import JSONNestingError, check_nesting
 from ..method.costs import CostConfig, InvalidCostError
 
 __all__ = [
     "beta_limits",
     "rule_beta1",
     "cost_from_upload",
+    "MAX_COST_FILE_BYTES",
 ]
+
+MAX_COST_FILE_BYTES = 1 << 20  # a cost setting is a few dozen bytes; one number per expert twice
+COST_SHAPE = 'a cost setting is a JSON object {"alpha": [numbers], "beta": [numbers]}'
 
 
 def beta_limits(expert_gflops) -> tuple[float, ...]:
@@ -59,11 +64,20 @@ def cost_from_upload(
     ...
     l2d_core.method.costs.InvalidCostError: alpha_1 = 3.0 is outside the dashboard's range [0, 2.0]
     """
+    if len(data) > MAX_COST_FILE_BYTES:
+        raise InvalidCostError(
+            f"the cost file is {len(data):,} bytes; a cost setting is a small JSON object "
+            f"(at most {MAX_COST_FILE_BYTES:,} bytes)"
+        )
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidCostError("the cost file is not UTF-8 text") from None
+    try:
+        check_nesting(data)
+    except JSONNestingError as exc:
+        raise InvalidCostError(f"{COST_SHAPE}; this file holds {exc}") from None
     costs = CostConfig.from_json(data)
     if costs.n_experts != n_experts:
         raise InvalidCostError(

@@ -10,6 +10,7 @@ import pandas as pd
 from ..data.records import question_type
 from ..evaluation import metrics as M
 from ..evaluation.benchmark import Benchmark
+from .answers import shown_answer
 from .explorer import RouterView
 
 __all__ = [
@@ -51,8 +52,8 @@ def decisions_frame(bench: Benchmark, view: RouterView) -> pd.DataFrame:
         probs = [(c or {}).get("span_prob") for c in test.confidence[:, 0]]
         if any(p is not None for p in probs):
             df["main confidence"] = np.array([np.nan if p is None else p for p in probs], dtype=float)
-    for j, a in enumerate(ids):
-        df[f"answer {a}"] = test.answers[:, j]
+    for j, a in enumerate(ids):  # text, "(no answer)", or "right"/"wrong" for an agent known by its log only
+        df[f"answer {a}"] = [shown_answer(x, e) for x, e in zip(test.answers[:, j], test.em[:, j])]
     return df
 
 
@@ -109,7 +110,7 @@ def explain(bench: Benchmark, view: RouterView, i: int) -> dict:
     cols.update(
         {
             "GFLOPs": d.on(test).gflops[i],
-            "answer": test.answers[i],
+            "answer": [shown_answer(x, e) for x, e in zip(test.answers[i], test.em[i])],
             "EM": test.em[i],
             "start ok": test.start_ok[i],
             "end ok": test.end_ok[i],

@@ -16,7 +16,7 @@ from ..evaluation.benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
 from ..evaluation.budget import BudgetResult, budget_decision
 from ..evaluation.gain import gain_over_mixing
 from ..evaluation.points import decision_metrics
-from ..method.costs import CostConfig, cost_matrix
+from ..method.costs import LATENCY_POINTS, CostConfig, cost_matrix
 from ..method.policies import oracle_policy, random_policy
 from ..routers.base import Router
 from ..routers.decision import Decision
@@ -58,6 +58,15 @@ _TILES = (
         "word overlap (F1) of the answer kept with the gold answers, %",
     ),
     ("GFLOPs/query", "gflops_per_query", "{:.1f}", "{:+.1f}", "lower", "compute paid per question, mean"),
+    (
+        "Latency/query",
+        "latency_s",
+        "{:.3f} s",
+        "{:+.3f} s",
+        "lower",
+        "mean seconds per question as the agents' logs record them: the main agent's on every question, "
+        "plus the chosen expert's where one was called",
+    ),
     ("GFLOPs/EM", "gflops_per_em", "{:.2f}", "{:+.2f}", "lower", "mean GFLOPs per question ÷ EM (%)"),
     (
         "Answered by an expert",
@@ -284,13 +293,17 @@ def allocation_frame(views) -> pd.DataFrame:
     )
 
 
-SWEEPS = {"gflops": ("beta1", BETA_POINTS), "price": ("price", PRICE_POINTS)}  # column, points
+SWEEPS = {  # rule → column, points
+    "gflops": ("beta1", BETA_POINTS),
+    "price": ("price", PRICE_POINTS),
+    "latency": ("latency_price", LATENCY_POINTS),
+}
 
 
 def sweep_frame(bench: Benchmark, router: Router, rule: str = "gflops", alpha=1.0) -> pd.DataFrame:
-    """One row per BENCHMARK.md point of a cost rule (β₁ of the GFLOPs rule, or the per-TFLOP
-    price λ; at fixed α): EM, GFLOPs/EM, TDL, random TDL and allocation shares of a fitted
-    router; the setting is in column ``beta1`` or ``price``."""
+    """One row per BENCHMARK.md point of a cost rule (β₁ of the GFLOPs rule, the per-TFLOP
+    price λ, or the latency price λ_s; at fixed α): EM, GFLOPs/EM, TDL, random TDL and allocation
+    shares of a fitted router; the setting is in column ``beta1``, ``price`` or ``latency_price``."""
     column, points = SWEEPS[rule]
     rows = []
     for b in points:

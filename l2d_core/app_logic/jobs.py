@@ -23,7 +23,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from dataclasses import asdict, dataclass, fields, replace
@@ -32,6 +31,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from ..paths import DEFAULT_ENCODER, PROJECT_ROOT, cache_dir, data_dir
+from ..stores import atomic_write_text
 
 __all__ = [
     "JobStatus",
@@ -108,15 +108,7 @@ def _lock(key: str) -> FileLock:
 
 def _write(path: Path, doc: dict) -> None:
     """The whole file through a temporary file and a rename: a reader never sees half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(doc, out)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, json.dumps(doc))
 
 
 def _read(key: str) -> dict | None:

@@ -15,13 +15,14 @@ from functools import lru_cache
 
 from ..agents import AgentSpec, PoolSpec, get_agent, list_pools
 from ..agents.cache import AgentCache
+from ..agents.registry import RUNNABLE_KINDS
 from ..data.records import QARecord
 from ..qa.positions import ContextIndex, locate
 from ..qa.squad_eval import exact_match, f1
 from ..routers.registry import make_router
+from .answers import shown_answer
 
 __all__ = [
-    "RUNNABLE_KINDS",
     "main_runs_live",
     "live_pools",
     "answer_with",
@@ -34,8 +35,6 @@ __all__ = [
     "helper_ids",
     "new_text_routers",
 ]
-
-RUNNABLE_KINDS = ("extractive", "generative")  # agent kinds this module can run on new text
 
 
 def _require_text(question: str, context: str) -> tuple[str, str]:
@@ -209,17 +208,23 @@ def runnable_agent(spec: AgentSpec):
     """The runnable agent of ``spec`` (:func:`~l2d_core.agents.runners.load_agent`), loaded
     once per process and reused for every query."""
     return _load_runnable(
-        spec.id, spec.dataset, spec.kind, spec.path, json.dumps(spec.options or {}, sort_keys=True)
+        spec.id,
+        spec.dataset,
+        spec.kind,
+        spec.path,
+        json.dumps(spec.options or {}, sort_keys=True),
+        spec.gflops,
     )
 
 
 @lru_cache(maxsize=4)
-def _load_runnable(agent_id: str, dataset: str, kind: str, path: str, options: str):
+def _load_runnable(agent_id: str, dataset: str, kind: str, path: str, options: str, gflops: float):
     from ..agents.runners import load_agent
 
-    return load_agent(
-        AgentSpec(id=agent_id, dataset=dataset, kind=kind, path=path, options=json.loads(options))
+    spec = AgentSpec(  # gflops: an endpoint's declared cost (a model's is measured as it runs)
+        id=agent_id, dataset=dataset, kind=kind, path=path, options=json.loads(options), gflops=gflops
     )
+    return load_agent(spec)
 
 
 def query_gflops(routed: dict, answers: list[dict], helpers=()) -> dict:
@@ -295,17 +300,33 @@ def answers_frame(answers: list[dict]):
                 "agent": a["agent"],
                 "kind": a["kind"].replace("_", " "),
                 "status": STATUS_WORDS.get(a["status"], a["status"]),
-                "answer": "—" if a["answer"] is None else (a["answer"] or "(no answer)"),
+                "answer": _answer_cell(a),
                 "EM": dash(a["em"], "{:.0f}"),
                 "F1": dash(a["f1"], "{:.2f}"),
                 "latency ms": dash(a["latency_ms"], "{:.1f}"),
                 "GFLOPs": dash(a["gflops"], "{:.3g}"),
                 "GFLOPs are": a["gflops_source"],
-                "note": a["message"] or "",
+                "note": a["message"] + (LOGGED_NOTE if _logged_only(a) else "") if a["message"] else "",
             }
             for a in answers
         ]
     )
+
+
+LOGGED_NOTE = "; known by its log only: right or wrong, F1 follows EM"
+
+
+def _logged_only(a: dict) -> bool:
+    """A recorded answer without text: the agent is known by its outcome log only."""
+    return a["status"] == "cached" and a["answer"] is None
+
+
+def _answer_cell(a: dict) -> str:
+    """The answer's cell: its text ("(no answer)" when it abstained), "right"/"wrong" for an agent
+    known by its log only, a dash when there is none."""
+    if _logged_only(a):
+        return shown_answer(None, a["em"])
+    return "—" if a["answer"] is None else (a["answer"] or "(no answer)")
 
 
 def helper_ids(router) -> tuple[str, ...]:

@@ -5,21 +5,42 @@ from __future__ import annotations
 import pandas as pd
 
 from ..agents.cache import AgentCache
+from ..agents.measured import agent_gflops
 from ..agents.read_in import ensure_cached
 from ..agents.registry import get_agent
 from ..data import load_dataset
+from .answers import cost_words, f1_note, kind_words
+from .live import can_answer_new_text
 
-__all__ = ["agent_table"]
+__all__ = ["agent_table", "textless_note"]
 
 
 def agent_table(dataset: str, agent_ids: tuple[str, ...], cache: AgentCache) -> pd.DataFrame:
-    """One row per agent of a pool (main first): role, name, EM, F1, GFLOPs per query and whether
-    they are declared or measured, parameters (empty when unknown), questions answered, source.
-    Prediction-file agents not cached yet are imported first."""
+    """One row per agent of a pool (main first): role, name, what it is (``kind``: prediction
+    file, outcome log, model, abstains), how its cost is known (``cost``: measured or declared
+    GFLOPs, latency logged or not), whether it answers new text, EM, F1, GFLOPs per query,
+    parameters (empty when unknown), questions answered, source, and ``text`` (whether it has
+    answer text: an outcome log without it is known as right/wrong only). Agents not cached yet
+    are read in first."""
     ensure_cached(load_dataset(dataset), [get_agent(a) for a in agent_ids], cache)
     df = cache.summary(dataset, list(agent_ids))
     specs = [get_agent(a) for a in agent_ids]
+    tables = [cache.table(dataset, a) for a in agent_ids]
+    latency = [bool(len(t)) and bool(t["latency_ms"].notna().all()) for t in tables]
+    df["gflops"] = [  # measured from its configuration where the agent gives one
+        agent_gflops(s) if isinstance(s.options, dict) and s.options.get("architecture") else g
+        for s, g in zip(specs, df["gflops"])
+    ]
     df["role"] = ["main" if i == 0 else f"expert {i}" for i in range(len(df))]
     df["name"] = [s.name or s.id for s in specs]
+    df["kind"] = [kind_words(s.kind) for s in specs]
+    df["cost"] = [cost_words(src, lat) for src, lat in zip(df["gflops_source"], latency)]
+    df["new text"] = ["yes" if can_answer_new_text(s) else "no" for s in specs]
+    df["text"] = [bool(len(t)) and bool(t["answer"].notna().any()) for t in tables]
     df["params"] = [f"{s.params / 1e6:,.0f} M" if s.params else "" for s in specs]
     return df
+
+
+def textless_note(table: pd.DataFrame) -> str | None:
+    """What the page says under :func:`agent_table` of agents known by their log only (None: none)."""
+    return f1_note(list(table.loc[~table["text"], "agent"]))

@@ -7,6 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..paths import DataNotFoundError, data_dir
+from .checksums import verify_dataset_file
 from .records import QADataset
 from .squad_json import load_squad_json
 
@@ -65,12 +66,16 @@ def _spec(name: str) -> DatasetSpec:
 def _load_cached(name: str, root: str) -> QADataset:
     spec = _spec(name)
     if spec.files:
-        return load_squad_json(dataset_path(name, Path(root)), name=name)
+        path = dataset_path(name, Path(root))
+        rel = path.relative_to(root).as_posix()
+        verify_dataset_file(path, rel, name)  # a known file must have its known bytes
+        return load_squad_json(path, name=name, label=rel)
     from .hf import load_hf_dataset
 
     return load_hf_dataset(spec.hf_path, config=spec.hf_config, split=spec.hf_split, name=name)
 
 
 def load_dataset(name: str, root: Path | None = None) -> QADataset:
-    """Load a registered dataset (memoized per process)."""
+    """Load a registered dataset (memoized per process). A known file (the official SQuAD dev
+    sets, the derived v2.0 file) must have its known sha256: see :mod:`l2d_core.data.checksums`."""
     return _load_cached(name, str(Path(root) if root else data_dir()))

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from .records import DataFormatError, QADataset, QARecord
+from .safe_json import JSONNestingError, loads
 
 __all__ = ["load_squad_json", "read_json"]
 
@@ -28,14 +29,17 @@ class _DuplicateKeys(ValueError):
 def read_json(path: str | Path, what: str = "JSON file", label: str | None = None, unique_keys: bool = False):
     """Parse a JSON file (a UTF-8 byte-order mark is accepted), turning every failure into a
     short message that names the file (``label``: the name the user knows it by). With
-    ``unique_keys`` an object that gives a key twice is refused, naming the keys."""
+    ``unique_keys`` an object that gives a key twice is refused, naming the keys. Arrays or
+    objects nested deeper than :data:`~l2d_core.data.safe_json.MAX_DEPTH` are refused before
+    parsing (no ``RecursionError``)."""
     path = Path(path)
     name = label or str(path)
     if not path.is_file():
         raise FileNotFoundError(f"{what} not found: {name}")
     try:
-        with path.open(encoding="utf-8-sig") as fh:
-            return json.load(fh, object_pairs_hook=_unique_pairs if unique_keys else None)
+        return loads(path.read_bytes(), object_pairs_hook=_unique_pairs if unique_keys else None)
+    except JSONNestingError as exc:
+        raise DataFormatError(f"{what} {name} holds {exc} (not a {what})") from None
     except _DuplicateKeys as exc:
         shown = ", ".join(repr(k) for k in exc.keys[:5])
         more = f" and {len(exc.keys) - 5} more" if len(exc.keys) > 5 else ""
@@ -49,16 +53,18 @@ def read_json(path: str | Path, what: str = "JSON file", label: str | None = Non
         raise DataFormatError(f"{what} {name} is not UTF-8 text (a binary file?)") from None
 
 
-def load_squad_json(path: str | Path, name: str | None = None) -> QADataset:
-    """Load a SQuAD v1.1 or v2.0 file (``answer_start`` optional, as in the derived file).
+def load_squad_json(path: str | Path, name: str | None = None, label: str | None = None) -> QADataset:
+    """Load a SQuAD v1.1 or v2.0 file (``answer_start`` optional, as in the derived file);
+    ``label`` names the file in messages (default: its path).
 
     The dataset counts as v2.0 when its version string starts with ``v2`` or any question
     carries ``is_impossible``.
     """
     path = Path(path)
-    doc = read_json(path, "SQuAD file")
+    shown = label or str(path)
+    doc = read_json(path, "SQuAD file", label=shown)
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
-        raise DataFormatError(f"SQuAD file {path}: expected an object with a 'data' list")
+        raise DataFormatError(f"SQuAD file {shown}: expected an object with a 'data' list")
     version = str(doc.get("version", ""))
     v2 = version.lower().lstrip("v").startswith("2")
     records: list[QARecord] = []
@@ -83,7 +89,7 @@ def load_squad_json(path: str | Path, name: str | None = None) -> QADataset:
                         )
                     )
         except (KeyError, TypeError) as exc:
-            raise DataFormatError(f"SQuAD file {path}: article #{a_i} is missing field {exc}") from None
+            raise DataFormatError(f"SQuAD file {shown}: article #{a_i} is missing field {exc}") from None
     if not records:
-        raise DataFormatError(f"SQuAD file {path} holds no questions")
+        raise DataFormatError(f"SQuAD file {shown} holds no questions")
     return QADataset(name or path.stem, tuple(records), v2=v2, source=str(path))

@@ -14,76 +14,28 @@ processes come from uvicorn's ``--workers``.
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 import threading
 import time
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Body, FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    TypeAdapter,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import TypeAdapter, ValidationError
 
+from .api_models import BODY_TAGS, LIMITS, RESPONSES, Answered, Query, QueryBody, Routed
 from .deployed import DeployedRouter, load_router
 from .signals import QueryError
 
-__all__ = ["LIMITS", "Query", "create_app", "app_from_env", "ROUTER_ENV", "THREADS_ENV"]
+__all__ = ["LIMITS", "Query", "create_app", "app_from_env", "parse_queries", "ROUTER_ENV", "THREADS_ENV"]
 
 ROUTER_ENV = "L2D_ROUTER"  # the artifact a worker process loads (scripts/serve.py sets it)
 THREADS_ENV = "L2D_TORCH_THREADS"  # torch threads of a worker process
-LIMITS = {
-    "question_chars": 2_000,
-    "context_chars": 60_000,
-    "qid_chars": 200,
-    "batch": 64,
-    "body_bytes": 4 * 2**20,
-}
-
-
-class Query(BaseModel):
-    """One query: a question about a context passage — or a question of the router's dataset by
-    its id (``qid``), routed on the agents' recorded answers (question and context may then be
-    left out: they are the dataset's)."""
-
-    model_config = ConfigDict(extra="forbid")
-    question: str | None = Field(None, min_length=1, max_length=LIMITS["question_chars"])
-    context: str | None = Field(None, min_length=1, max_length=LIMITS["context_chars"])
-    qid: str | None = Field(
-        None,
-        min_length=1,
-        max_length=LIMITS["qid_chars"],
-        description="the id of a question of the router's dataset: its agents' recorded answers are read "
-        "(the only way a router that reads an agent known by its prediction file can route)",
-    )
-
-    @field_validator("question", "context")
-    @classmethod
-    def _not_blank(cls, v: str | None) -> str | None:
-        if v is not None and not v.strip():
-            raise ValueError("must contain text, not only spaces")
-        return v
-
-    @model_validator(mode="after")
-    def _text_or_id(self) -> Query:
-        if self.qid is None and (self.question is None or self.context is None):
-            raise ValueError(
-                "give a question and a context, or the qid of a question of the router's dataset"
-            )
-        return self
-
-
-ONE, MANY = (
-    TypeAdapter(Query),
-    TypeAdapter(Annotated[list[Query], Field(min_length=1, max_length=LIMITS["batch"])]),
-)
+BODY = TypeAdapter(QueryBody)
 EXAMPLE = {
     "question": "Who wrote Moby-Dick?",
     "context": "Moby-Dick is an 1851 novel by American writer Herman Melville.",
@@ -92,19 +44,32 @@ BODY_DOC = (
     f"a query object, or a list of up to {LIMITS['batch']} of them (answered as one batch); a query is "
     '{"question", "context"} or {"qid"} of a question of the router\'s dataset'
 )
+RequestBody = Annotated[QueryBody, Body(description=BODY_DOC, examples=[EXAMPLE, [EXAMPLE, EXAMPLE]])]
+log = logging.getLogger("uvicorn.error")
 
 
-def parse_queries(body: Any) -> tuple[list[Query], bool]:
-    """``(queries, batched)`` from a request body; a 422 naming the field otherwise."""
+def problem_loc(loc) -> tuple:
+    """An error's location without the body union's tags (``("body", "one", "question")`` →
+    ``("body", "question")``)."""
+    loc = tuple(loc)
+    if len(loc) > 1 and loc[0] == "body" and loc[1] in BODY_TAGS:
+        return (loc[0], *loc[2:])
+    return loc
+
+
+def parse_queries(body) -> tuple[list[Query], bool]:
+    """``(queries, batched)`` from a request body (raw JSON data, or what FastAPI validated
+    through :data:`~l2d_core.deploy.api_models.QueryBody`); a 422 naming the field otherwise."""
     try:
-        if isinstance(body, list):
-            queries, batched = MANY.validate_python(body), True
-        else:
-            queries, batched = [ONE.validate_python(body)], False
+        body = BODY.validate_python(body)
     except ValidationError as exc:
         raise RequestValidationError(
-            [{"loc": ("body", *e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+            [
+                {"loc": problem_loc(("body", *e["loc"])), "msg": e["msg"], "type": e["type"]}
+                for e in exc.errors()
+            ]
         ) from None
+    queries, batched = (body, True) if isinstance(body, list) else ([body], False)
     if len({q.qid is None for q in queries}) > 1:
         raise RequestValidationError(
             [
@@ -119,7 +84,10 @@ def parse_queries(body: Any) -> tuple[list[Query], bool]:
 
 
 class BodyLimit:
-    """ASGI middleware: a request body over ``limit`` bytes gets 413 before it is read whole."""
+    """ASGI middleware: a request body over ``limit`` bytes gets 413 before it is read whole —
+    a declared ``content-length`` at once, a streamed (chunked) body as soon as the bytes
+    received pass the limit (the app then sees a disconnect, and what it would answer is
+    dropped)."""
 
     def __init__(self, app, limit: int):
         self.app, self.limit = app, limit
@@ -129,30 +97,32 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            return await self._refuse(send)
-        seen = 0
+            return await self.refuse(send)
+        seen, refused = 0, False
 
         async def counted():
-            nonlocal seen
+            nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
             message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise _TooLarge
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    refused = True
+                    await self.refuse(send)
+                    return {"type": "http.disconnect"}
             return message
 
-        try:
-            await self.app(scope, counted, send)
-        except _TooLarge:
-            await self._refuse(send)
+        async def guarded(message):
+            if not refused:
+                await send(message)
 
-    async def _refuse(self, send):
+        await self.app(scope, counted, guarded)
+
+    async def refuse(self, send):
         await JSONResponse({"detail": f"request body over {self.limit} bytes"}, status_code=413)(
             {"type": "http"}, None, send
         )
-
-
-class _TooLarge(Exception):
-    pass
 
 
 def create_app(router: DeployedRouter) -> FastAPI:
@@ -167,16 +137,32 @@ def create_app(router: DeployedRouter) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
-        errors = [{k: e[k] for k in ("loc", "msg", "type") if k in e} for e in exc.errors()]
+        errors = [
+            {
+                "loc": list(problem_loc(e.get("loc", ("body",)))),
+                "msg": str(e.get("msg", "")).removeprefix("Value error, "),
+                "type": e.get("type", ""),
+            }
+            for e in exc.errors()
+        ]
         return JSONResponse({"detail": errors}, status_code=422)
+
+    @app.exception_handler(400)  # FastAPI's own 400: a body it could not decode
+    async def _undecodable(request: Request, exc):
+        if isinstance(exc.__cause__, UnicodeDecodeError):
+            problem = {"loc": ["body"], "msg": "the body is not UTF-8 text", "type": "json_invalid"}
+            return JSONResponse({"detail": [problem]}, status_code=422)
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(QueryError)
     async def _bad_query(request: Request, exc: QueryError):
-        return JSONResponse({"detail": [{"loc": ["body", exc.field], "msg": str(exc)}]}, status_code=422)
+        problem = {"loc": ["body", exc.field], "msg": str(exc), "type": "value_error"}
+        return JSONResponse({"detail": [problem]}, status_code=422)
 
     @app.exception_handler(Exception)
     async def _failed(request: Request, exc: Exception):
-        return JSONResponse({"detail": f"routing failed: {str(exc)[:300]}"}, status_code=500)
+        log.error("routing failed on %s", request.url.path, exc_info=exc)  # the reason, for the operator
+        return JSONResponse({"detail": "routing failed: the server log says why"}, status_code=500)
 
     def run(body, answer: bool):
         parsed, batched = parse_queries(body)
@@ -188,14 +174,22 @@ def create_app(router: DeployedRouter) -> FastAPI:
         ms = 1000.0 * (time.perf_counter() - t0)
         for r in out:
             r["request_ms"] = ms
-        return out if batched else out[0]
+        return finite(out if batched else out[0])
 
-    @app.post("/v1/route", summary="Which agent should answer (the agents are not asked)")
-    def route(body: Annotated[Any, Body(description=BODY_DOC, examples=[EXAMPLE, [EXAMPLE, EXAMPLE]])]):
+    @app.post(
+        "/v1/route",
+        summary="Which agent should answer (the agents are not asked)",
+        responses={200: {"model": Routed | list[Routed]}, **RESPONSES},
+    )
+    def route(body: RequestBody):
         return run(body, answer=False)
 
-    @app.post("/v1/answer", summary="Route, then ask the chosen agent when it can answer new text")
-    def answer(body: Annotated[Any, Body(description=BODY_DOC, examples=[EXAMPLE])]):
+    @app.post(
+        "/v1/answer",
+        summary="Route, then ask the chosen agent when it can answer new text",
+        responses={200: {"model": Answered | list[Answered]}, **RESPONSES},
+    )
+    def answer(body: RequestBody):
         return run(body, answer=True)
 
     @app.get("/v1/agents", summary="The router, its cost setting and its agents")
@@ -224,7 +218,17 @@ def app_from_env() -> FastAPI:
         import torch
 
         torch.set_num_threads(int(os.environ[THREADS_ENV]))
-    router = load_router(path)
-    if router.routes_new_text():
-        router.warm_up()  # models loaded before the first request, not during it
+    router = load_router(path).warm_up()  # models loaded before the first request, not during it
     return create_app(router)
+
+
+def finite(value):
+    """``value`` with every non-finite float (a threshold of ±inf: ask everybody or nobody) as
+    None: JSON has no infinity, and a response must stay JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value

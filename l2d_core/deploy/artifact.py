@@ -14,15 +14,15 @@ Loading checks every version the routing depends on and says what does not match
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import tomllib
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from ..data import safe_json
 from ..qa.scoring import SCORING_VERSION
 from ..routers.posthoc_inputs import FEATURE_FORMAT
+from ..stores import atomic_write_text
 
 __all__ = [
     "ARTIFACT_FORMAT",
@@ -77,11 +77,7 @@ def versions() -> dict:
 
 def write_manifest(folder: Path, manifest: dict) -> None:
     """``router.json``, written atomically (a killed export never leaves half a manifest)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".router-", suffix=".part")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=1)
-    os.replace(tmp, folder / MANIFEST)
+    atomic_write_text(folder / MANIFEST, json.dumps(manifest, indent=1))
 
 
 def read_manifest(folder: str | Path) -> dict:
@@ -92,8 +88,8 @@ def read_manifest(folder: str | Path) -> dict:
         what = "does not exist" if not folder.exists() else f"has no {MANIFEST}"
         raise ArtifactError(f"{folder} {what}: it is not a router artifact ({EXPORT_HINT})")
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        manifest = safe_json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, safe_json.JSONNestingError) as exc:
         raise ArtifactError(f"{path} is not readable JSON ({exc}): {EXPORT_HINT}") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("versions"), dict):
         raise ArtifactError(f"{path} has no versions: it is not a router artifact ({EXPORT_HINT})")
@@ -105,7 +101,8 @@ def check_versions(manifest: dict, where: Path | str) -> None:
     """Refuse an artifact whose format, answer features or agent scoring differ from this code's."""
     got, now = manifest["versions"], versions()
     checks = [("format", "artifact format")]
-    if (manifest.get("needs") or {}).get("answers"):
+    needs = manifest.get("needs")
+    if isinstance(needs, dict) and needs.get("answers"):
         # the cascade reads the main agent's answer features and confidence records
         checks += [("features", "answer-feature format"), ("scoring", "agent scoring (confidence) version")]
     bad = [

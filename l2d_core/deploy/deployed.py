@@ -24,7 +24,16 @@ from ..evaluation.budget import budget_decision
 from ..method.costs import CostConfig
 from ..routers.base import Needs, NotExportable, Router
 from ..routers.registry import make_router, router_label
-from .artifact import ESTIMATOR_DIR, ArtifactError, now_iso, read_manifest, versions, write_manifest
+from .artifact import (
+    ESTIMATOR_DIR,
+    MANIFEST,
+    ArtifactError,
+    now_iso,
+    read_manifest,
+    versions,
+    write_manifest,
+)
+from .schema import check_head_configs, check_manifest
 from .signals import QueryError, QuerySignals, answer_chosen, check_models, check_query, runs
 
 __all__ = ["DeployedRouter", "deploy", "load_router", "export_problem", "new_text_problem"]
@@ -97,18 +106,20 @@ def load_router(folder: str | Path) -> DeployedRouter:
     missing estimator file is named."""
     folder = Path(folder).expanduser()
     manifest = read_manifest(folder)
+    checked = check_manifest(manifest, str(folder / MANIFEST))
+    rid = checked.router.id
+    needs = Needs(checked.needs.embeddings, tuple(checked.needs.answers), checked.needs.ask)
     try:
-        rid = manifest["router"]["id"]
-        needs = Needs(**{**manifest["needs"], "answers": tuple(manifest["needs"]["answers"])})
         frozen_cls = make_router(rid).frozen
     except (KeyError, TypeError, ValueError) as exc:
         raise ArtifactError(
             f"{folder}/router.json names no router of this registry ({str(exc)[:120]})"
         ) from None
+    check_head_configs(folder, len(checked.pool.experts) + 1)
     est_dir = folder / ESTIMATOR_DIR
     try:
         frozen = frozen_cls.load(rid, manifest["config"], est_dir, needs, float(manifest["overhead_gflops"]))
-    except (FileNotFoundError, SafetensorError, KeyError, ValueError, RuntimeError) as exc:
+    except (FileNotFoundError, SafetensorError, KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise ArtifactError(
             f"the trained head in {est_dir} cannot be read ({str(exc)[:200]}): copy the whole "
             "artifact folder again, or export it again"
@@ -149,8 +160,24 @@ class DeployedRouter:
         return folder
 
     def warm_up(self) -> DeployedRouter:
-        """Load what the first query would load (the encoder, the main agent) by routing one."""
-        self.route_batch([("Who wrote it?", "It was written by the router's warm-up.")])
+        """Load what the first query would load (the encoder, the main agent) by routing one — new
+        text, or the first question of its dataset for a router that routes those only. An
+        artifact that loads but cannot route (a hand-edited setting) raises
+        :class:`ArtifactError` here, before it serves anyone."""
+        try:
+            if self.routes_new_text():
+                self.route_batch([("Who wrote it?", "It was written by the router's warm-up.")])
+            else:
+                first = next(iter(load_dataset(self.manifest["dataset"])))
+                self.route_batch([(first.question, first.context)], [first.qid])
+        except ArtifactError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever it is, the artifact cannot be served
+            said = " ".join(str(exc).split())[:200] or "no reason given"
+            where = self.source if self.source is not None else "this router"
+            raise ArtifactError(
+                f"{where} loads but fails on a first query ({said}): export it again"
+            ) from None
         return self
 
     def describe(self) -> dict:

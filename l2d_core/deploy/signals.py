@@ -7,9 +7,11 @@ for the dataset's questions by id. What a router reads is its :class:`~l2d_core.
 
 from __future__ import annotations
 
+import unicodedata
+
 from ..agents.cache import AgentCache
-from ..agents.registry import AgentSpec
-from ..app_logic.live import RUNNABLE_KINDS, answer_with, runnable_agent
+from ..agents.registry import RUNNABLE_KINDS, AgentSpec
+from ..app_logic.live import answer_with, runnable_agent
 from ..data.records import QARecord
 from ..routers.base import Needs
 from ..routers.encoder import load_encoder
@@ -17,7 +19,15 @@ from ..routers.features import featurize
 from ..stores import model_fingerprint
 from .artifact import ArtifactError
 
-__all__ = ["QueryError", "QuerySignals", "check_query", "agent_answers", "answer_chosen", "check_models"]
+__all__ = [
+    "QueryError",
+    "QuerySignals",
+    "check_query",
+    "visible",
+    "agent_answers",
+    "answer_chosen",
+    "check_models",
+]
 
 
 class QueryError(ValueError):
@@ -28,11 +38,32 @@ class QueryError(ValueError):
         self.field = field
 
 
+# characters that show nothing: spaces, controls, format characters (zero-width spaces and
+# joiners, direction marks, the BOM, …), unassigned or private code points, lone surrogates,
+# combining marks, and letters drawn blank (Hangul fillers, the braille blank)
+INVISIBLE_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf", "Cs", "Co", "Cn", "Mn", "Me"})
+BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u180e")
+
+
+def visible(text: str) -> bool:
+    """Whether ``text`` has at least one character that shows (not only spaces, zero-width or
+    other invisible characters).
+
+    >>> visible("Who?"), visible(" \u200b\u2060\ufeff "), visible("\u3164\u0301")
+    (True, False, False)
+    """
+    return any(
+        not c.isspace() and c not in BLANK_LETTERS and unicodedata.category(c) not in INVISIBLE_CATEGORIES
+        for c in text
+    )
+
+
 def check_query(question, context, index: int = 0) -> QARecord:
-    """A query as a record; an empty or non-text field raises :class:`QueryError` naming it."""
+    """A query as a record; an empty, invisible or non-text field raises :class:`QueryError`
+    naming it."""
     for name, value in (("question", question), ("context", context)):
-        if not isinstance(value, str) or not value.strip():
-            raise QueryError(f"query {index}: {name} must be non-empty text", name)
+        if not isinstance(value, str) or not visible(value):
+            raise QueryError(f"query {index}: {name} must be non-empty text (with a visible character)", name)
     return QARecord(qid=f"q{index}", title="", context=context, question=question, answers=())
 
 
@@ -74,7 +105,9 @@ def agent_answers(spec: AgentSpec, records: list[QARecord], qids=None) -> list[t
     if qids is not None:
         cache = AgentCache()  # one handle for every cached answer
         got = [answer_with(spec, r.question, r.context, q, cache) for r, q in zip(records, qids)]
-        return [(g["answer"], g["confidence"], g["latency_ms"], g["message"]) for g in got]
+        # a recorded outcome without text (an outcome log: right/wrong only) is an answer, not a gap
+        why = [None if g["status"] == "cached" else g["message"] for g in got]
+        return [(g["answer"], g["confidence"], g["latency_ms"], w) for g, w in zip(got, why)]
     if runs(spec):
         preds = runnable_agent(spec).predict(records)
         return [(p.answer, p.extra.get("confidence"), p.latency_ms, p.extra.get("error")) for p in preds]
@@ -122,7 +155,7 @@ class QuerySignals:
                     )
                 table[a] = agent_answers(self.specs[a], self.records, self.qids)
                 for (ans, *_rest, why), r in zip(table[a], self.records):
-                    if ans is None:
+                    if ans is None and why is not None:
                         raise QueryError(f"{a} gave no answer to {r.qid}: {why}", "context")
             self._answers = [
                 {

@@ -18,13 +18,14 @@ from ..agents.registry import PoolSpec, get_pool
 from ..agents.routing_data import RoutingData, load_routing_data
 from ..data import BENCHMARK_TEST_ARTICLES, load_dataset, validation_split
 from ..data.records import QADataset, QARecord
-from ..method.costs import BETA_POINTS, COST_RULES, PRICE_POINTS, CostConfig
+from ..method.costs import BETA_POINTS, COST_RULES, PRICE_POINTS, CostConfig, mean_latency
 from ..paths import DEFAULT_ENCODER, cache_dir
 from ..routers.encoder import Encoder, load_encoder
 from ..routers.features import feature_texts, featurize
 from ..stores import open_disk_cache
 
 __all__ = [
+    "QUESTION_SETS",
     "BETA_POINTS",
     "PRICE_POINTS",
     "Benchmark",
@@ -33,6 +34,14 @@ __all__ = [
     "encoder_for",
     "measure_rejector_gflops",
 ]
+
+
+QUESTION_SETS = ("all", "answerable")  # which test questions a benchmark scores
+
+
+def answerable_mask(ds: QADataset, qids) -> np.ndarray:
+    """Whether each question has a gold answer (SQuAD v2.0's unanswerable ones have none)."""
+    return np.array([not ds[q].is_impossible and bool(ds[q].answers) for q in qids], dtype=bool)
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,6 +62,7 @@ class Benchmark:
     val: RoutingData | None = None
     X_val: np.ndarray | None = None
     rejector_gflops_known: float | None = None  # None: measured when first asked for
+    questions: str = "all"  # the test questions scored: all, or the answerable ones (QUESTION_SETS)
 
     @cached_property
     def rejector_gflops(self) -> float:
@@ -78,10 +88,35 @@ class Benchmark:
         """The BENCHMARK.md cost setting at the per-TFLOP price λ."""
         return CostConfig.from_price(lam, float(self.train.agent_gflops[0]), self.expert_gflops, alpha)
 
+    @property
+    def has_latency(self) -> bool:
+        """Whether every agent's latency is logged on every training question (the latency
+        price rule is offered only then)."""
+        return self.train.has_latency
+
+    def latency_costs(self, lam_s: float, alpha: float = 1.0) -> CostConfig:
+        """The BENCHMARK.md cost setting at the latency price λ_s (errors per second): β_j from
+        the agents' mean latencies on the training articles."""
+        if not self.has_latency:
+            raise ValueError(
+                f"pool {self.pool.name}: the latency price needs every agent's latency, and "
+                f"{', '.join(self._without_latency())} logged none; use the gflops or price rule"
+            )
+        t = mean_latency(self.train.latency)
+        return CostConfig.from_latency(lam_s, float(t[0]), t[1:], alpha)
+
+    def _without_latency(self) -> list[str]:
+        lat = self.train.latency
+        return [
+            a for j, a in enumerate(self.train.agent_ids) if lat is None or not np.isfinite(lat[:, j]).all()
+        ]
+
     def rule_costs(self, rule: str, value: float, alpha: float = 1.0) -> CostConfig:
-        """The cost setting of ``rule`` (``gflops``: β₁; ``price``: λ) at ``value``."""
+        """The cost setting of ``rule`` (``gflops``: β₁; ``price``: λ; ``latency``: λ_s) at ``value``."""
         if rule not in COST_RULES:
             raise ValueError(f"unknown cost rule {rule!r}; known: {COST_RULES}")
+        if rule == "latency":
+            return self.latency_costs(value, alpha)
         return self.costs(value, alpha) if rule == "gflops" else self.price_costs(value, alpha)
 
     def split(self, name: str) -> RoutingData:
@@ -104,6 +139,7 @@ class Benchmark:
                     list(self.train.qids),
                     list(self.val.qids) if self.val is not None else None,
                     list(self.test.qids),
+                    *([self.questions] if self.questions != "all" else []),
                 ]
             ).encode()
         )
@@ -168,6 +204,7 @@ def prepare(
     features_needed: bool = True,
     limit_train: int | None = None,
     embed_progress: Callable[[int, int, float], None] | None = None,
+    questions: str = "all",
 ) -> Benchmark:
     """Load data, split by the BENCHMARK.md test articles, featurize every split.
 
@@ -176,8 +213,11 @@ def prepare(
     featurizing; ``features_needed=False`` skips the encoder (enough for routers that read no
     embeddings). ``embed_progress(done, total, work)`` follows the embedding of the texts not in
     the embedding cache yet (:meth:`~l2d_core.routers.encoder.Encoder.embed`'s ``step``; not
-    called when every text is cached).
+    called when every text is cached). ``questions="answerable"`` scores the answerable test
+    questions only (routers train on every training question, as usual).
     """
+    if questions not in QUESTION_SETS:
+        raise ValueError(f"questions must be one of {QUESTION_SETS}, got {questions!r}")
     if not 0.0 <= val_fraction < 1.0:
         raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
     ds = load_dataset(dataset)
@@ -186,6 +226,8 @@ def prepare(
         raise ValueError(f"pool {pool.name} is for {pool.dataset}, not {dataset}")
     data = load_routing_data(ds, pool, cache)
     train, test = data.split(BENCHMARK_TEST_ARTICLES)
+    if questions == "answerable":
+        test = test.take(answerable_mask(ds, test.qids))
     if len(train) == 0 or len(test) == 0:
         raise ValueError(f"empty split on {dataset}: {len(train)} training, {len(test)} test questions")
     if limit_train is not None and limit_train < len(train):
@@ -221,4 +263,5 @@ def prepare(
         features=features,
         val=val,
         X_val=embed(val) if val is not None else None,
+        questions=questions,
     )

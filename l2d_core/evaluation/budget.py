@@ -16,7 +16,10 @@ from ..routers.decision import Decision
 from . import metrics as M
 from .gain import resampling
 
-__all__ = ["BudgetResult", "budget_decision"]
+__all__ = ["BUDGET_POINTS", "BUDGET_PRICE", "BudgetResult", "budget_decision", "budget_rows"]
+
+BUDGET_POINTS: tuple[tuple[str, float], ...] = (("share", 0.2),)  # the comparison's budgets
+BUDGET_PRICE = 0.1  # λ (errors per TFLOP, α = 1) of the cost setting a budget is followed at
 
 
 @dataclass(frozen=True)
@@ -77,3 +80,26 @@ def budget_decision(
         **info,
     )
     return d, result
+
+
+def budget_rows(router: Router, bench, budgets, n_boot: int = 1000) -> list[dict]:
+    """One row per (kind, target) of ``budgets``: the fitted ``router`` under that budget on the
+    test articles, at the per-TFLOP price :data:`BUDGET_PRICE` (what ``scripts/bench_budgets.py``
+    follows): target, realised figure and its 95% interval, the training articles' figure, the
+    note when the router says it cannot reach the target."""
+    rows = []
+    for kind, target in budgets:
+        _, b = budget_decision(router, bench.price_costs(BUDGET_PRICE), kind, target, n_boot)
+        rows.append(
+            {
+                "kind": kind,
+                "target": float(target),
+                "realised": b.realised,
+                "ci": list(b.interval),
+                "training": b.training_share if kind == "share" else b.training_gflops,
+                "note": b.note,
+                "price": BUDGET_PRICE,
+                "seed": int(getattr(router, "seed_", 0)),
+            }
+        )
+    return rows

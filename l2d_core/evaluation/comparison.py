@@ -36,12 +36,13 @@ from dataclasses import asdict
 
 import numpy as np
 
-from ..method.costs import CostConfig, cost_matrix, query_costs
+from ..method.costs import LATENCY_POINTS, CostConfig, cost_matrix, query_costs
 from ..routers.base import DENSE_BETAS, TARGET_SHARES, Router
 from ..routers.registry import make_router, router_ids
 from . import metrics as M
 from .benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
-from .budget import budget_decision
+from .budget import BUDGET_POINTS, budget_decision, budget_rows
+from .paired import paired_differences, point_em_intervals, seed_mean_samples
 from .points import beta_key, decision_metrics, router_points
 from .results import SCHEMA_VERSION, Point, Results, expert_share
 
@@ -151,6 +152,7 @@ def _bootstrap(
     n_boot = weights.shape[0]
     aiq = [M.aiq(cost[:, b], em[:, b], lo, hi) for b in range(n_boot)]
     out: dict = {"aiq_ci": list(M.percentile_interval(np.array(aiq), level))}
+    out["point_em_ci"] = point_em_intervals(em, level)
     weak_j, strong_j = _pgr_refs(bench)
     ref = 100 * M.resample_means(bench.test.em[:, [weak_j, strong_j]].T.astype(float), weights)  # (2, B)
     if weak_j != strong_j:
@@ -222,6 +224,8 @@ def run_comparison(
     prices: Sequence[float] = PRICE_POINTS,
     params: dict[str, dict] | None = None,
     step: Callable[[int, int, str], None] | None = None,
+    latencies: Sequence[float] | None = None,
+    budgets: Sequence[tuple[str, float]] = BUDGET_POINTS,
 ) -> Results:
     """Every router (default: :func:`router_ids`) on ``bench``: summaries per seed, then mean and
     std over ``seeds``; points averaged over seeds; paired bootstrap intervals over the test
@@ -231,7 +235,12 @@ def run_comparison(
     ``progress`` gets one line per router as it starts (the benchmark script prints it);
     ``step(k, n, router id)`` is called as each router is done, ``k`` of ``n`` (the dashboard's
     progress bar); ``params`` maps a router id to its constructor parameters (e.g. the
-    rejector's full mode).
+    rejector's full mode). ``latencies``: latency prices λ_s (errors per second) evaluated too
+    (default: LATENCY_POINTS when every agent's latency is logged; points with ``latency_price``).
+    ``budgets``: (kind, target) budgets each router that follows budgets is put under (its first
+    seed, at the per-TFLOP price ``BUDGET_PRICE``), stored under ``budgets``. Besides each
+    router's own intervals, the L2D routers get paired differences to every other router
+    (:mod:`~l2d_core.evaluation.paired`).
     """
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
@@ -280,12 +289,22 @@ def run_comparison(
     results["tdl_random"] = {beta_key(b): M.random_tdl(c, None, seeds)[0] for b, c in cost_by_beta.items()}
     ref_q = {beta_key(b): query_costs(c).mean(axis=1) for b, c in cost_by_beta.items()}  # (N,) each
     weights = M.bootstrap_weights(len(test), n_boot, boot_seed) if n_boot > 0 else None
+    ref_em = (
+        None
+        if weights is None
+        else 100 * M.resample_means(test.em[:, [weak_j, strong_j]].T.astype(float), weights)
+    )
     ids = list(routers if routers is not None else router_ids(bench))
+    if latencies is None:
+        latencies = LATENCY_POINTS if bench.has_latency else ()
+    results["latency_points"] = [float(x) for x in latencies]
+    results["questions"] = bench.questions
+    boot: dict[str, dict[str, np.ndarray]] = {}
     for done, rid in enumerate(ids, 1):
         if progress:
             progress(f"{rid}: {len(seeds)} seed(s)")
         fitted = [make_router(rid, **(params or {}).get(rid, {})).fit(bench, s) for s in seeds]
-        runs = [router_points(r, prices=prices) for r in fitted]
+        runs = [router_points(r, prices=prices, latencies=latencies) for r in fitted]
         per_seed = [_curve_summary(bench, pts, lo, hi) for pts in runs]
         points = _mean_points(runs)
         entry: dict = {"points": points}
@@ -319,6 +338,12 @@ def run_comparison(
             price_q = fitted[0].tdl_vectors({beta_key(x): bench.price_costs(x) for x in prices})
         if weights is not None:
             entry.update(_bootstrap(bench, points, tdl_q, ref_q, weights, lo, hi))
+            if all("_q" in p for pts in runs for p in pts):  # for the paired differences
+                refs = ref_em if weak_j != strong_j else None
+                for metric, samples in seed_mean_samples(runs, weights, lo, hi, refs).items():
+                    boot.setdefault(metric, {})[rid] = samples
+        if budgets and getattr(fitted[0], "supports_budget", False):
+            entry["budgets"] = budget_rows(fitted[0], bench, budgets, n_boot or N_BOOT)
         if reference is None:
             entry.update(_price_tdl(bench, points, price_q, weights))
         else:  # the zero router at a price: the best single agent; no allocation of its own
@@ -331,5 +356,7 @@ def run_comparison(
         results["routers"][rid] = entry
         if step:
             step(done, len(ids), rid)
+    for rid, add in paired_differences(results["routers"], boot).items():
+        results["routers"][rid].update(add)
     results["pareto_front"] = _pareto_all(results["routers"])
     return results

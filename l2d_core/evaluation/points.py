@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..agents.routing_data import RoutingData
-from ..method.costs import BETA_POINTS, CostConfig, cost_matrix, query_costs
+from ..method.costs import BETA_POINTS, CostConfig, cost_matrix, query_costs, realised_latency
 from ..routers.base import Router
 from ..routers.decision import Decision
 from . import metrics as M
@@ -72,6 +72,8 @@ def decision_metrics(bench: Benchmark, decision: Decision, costs: CostConfig) ->
     # which an expert ran and was paid (a two-stage cascade asks one and may keep the main answer)
     m["answered_by_expert"] = 1.0 - float(m["allocation"][data.agent_ids[0]])
     m["consulted"] = float(q["share"].mean())
+    if data.has_latency:  # BENCHMARK.md: the main agent's latency always paid, the chosen expert's on top
+        m["latency_s"] = float(realised_latency(data.latency, choice).mean())
     return m, q
 
 
@@ -100,12 +102,17 @@ def make_point(
     }
 
 
-def router_points(router: Router, betas=BETA_POINTS, dense: bool = True, prices=()) -> list[dict]:
+def router_points(
+    router: Router, betas=BETA_POINTS, dense: bool = True, prices=(), latencies=()
+) -> list[dict]:
     """A fitted router's curve points on the test articles: each of its operating points
-    (:meth:`~l2d_core.routers.base.Router.operating_points`) scored by :func:`make_point`."""
+    (:meth:`~l2d_core.routers.base.Router.operating_points`) scored by :func:`make_point`, then
+    one at each latency price λ_s of ``latencies`` (field ``latency_price``)."""
+    ops = list(router.operating_points(betas, dense, prices))
+    ops += router.latency_points(latencies) if latencies else []
     return [
         make_point(router.bench_, op.decision, op.beta1, costs=op.costs, dense=op.dense, **op.fields)
-        for op in router.operating_points(betas, dense, prices)
+        for op in ops
     ]
 
 

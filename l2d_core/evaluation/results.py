@@ -25,6 +25,7 @@ __all__ = [
     "save_results",
     "load_results",
     "list_results",
+    "run_key",
 ]
 
 SCHEMA_VERSION = 2
@@ -56,6 +57,17 @@ def expert_share(p: dict, main: str | None) -> float | None:
     if main and isinstance(alloc, dict) and num(alloc.get(main)) is not None:
         return 1.0 - float(alloc[main])
     return None
+
+
+def run_key(results: dict) -> str:
+    """What a run is results of, for targets and siblings: its pool, with ``:answerable`` when
+    only the answerable test questions were scored.
+
+    >>> run_key({"pool": "PLLM"}), run_key({"pool": "PLLM", "questions": "answerable"})
+    ('PLLM', 'PLLM:answerable')
+    """
+    q = results.get("questions") or "all"
+    return str(results.get("pool")) + ("" if q == "all" else f":{q}")
 
 
 def beta_points(r: dict) -> list[dict]:

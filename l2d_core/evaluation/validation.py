@@ -74,13 +74,14 @@ def validation_score(router: Router) -> tuple[float, float, float]:
 
 def candidates(bench: Benchmark, ready_only: bool = False) -> list[str]:
     """The registry's routers ranked on validation (``validated``: the plug-in routers and the
-    two-stage cascade) that can run on ``bench`` (ex-ante ones need embeddings);
+    two-stage cascade) that can run on ``bench``'s pool (ex-ante ones need embeddings);
     ``ready_only``: only those whose inputs are read in already (see :func:`waiting`)."""
     return [
         rid
         for rid, cls in routers().items()
         if cls.validated
         and (bench.has_embeddings or not cls.reads_embeddings)
+        and cls.unavailable(bench) is None
         and not (ready_only and make_router(rid).agents_to_import(bench))
     ]
 

@@ -14,6 +14,8 @@ array([0.2])
 array([0.05   , 0.04325])
 >>> beta_from_price(0.1, 5.0, [100.0, 1730.0]).round(4)      # λ = 0.1 errors per TFLOP
 array([0.0095, 0.1725])
+>>> beta_from_latency(0.5, 0.02, [0.72, 0.0]).round(4)      # λ_s = 0.5 errors per second
+array([0.35, 0.  ])
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ __all__ = [
     "PRICE_POINTS",
     "beta_from_gflops",
     "beta_from_price",
+    "LATENCY_POINTS",
+    "beta_from_latency",
+    "mean_latency",
+    "realised_latency",
     "cost_matrix",
     "tdl",
     "query_costs",
@@ -40,11 +46,14 @@ __all__ = [
 
 # How β follows from one number: the paper's GFLOPs rule (β₁, later experts relative to the
 # first) or the per-TFLOP price (λ errors per TFLOP of extra compute over the main agent).
-COST_RULES = ("gflops", "price")
+# A third, where the agents' logs carry latency: λ_s errors per second of extra mean latency.
+COST_RULES = ("gflops", "price", "latency")
 # BENCHMARK.md sweep points for β₁ (β_j from the GFLOPs rule, α_j = 1) and for the per-TFLOP
 # price λ (errors per TFLOP, α_j = 1).
 BETA_POINTS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
 PRICE_POINTS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+# sweep points of the latency price λ_s (errors per second of extra mean latency), α_j = 1
+LATENCY_POINTS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 
 class InvalidCostError(ValueError):
@@ -112,6 +121,19 @@ class CostConfig:
         alphas = [alpha] * j if isinstance(alpha, int | float) else list(alpha)
         return cls(tuple(alphas), tuple(beta_from_price(lam, main_gflops, expert_gflops)))
 
+    @classmethod
+    def from_latency(
+        cls,
+        lam_s: float,
+        main_latency: float,
+        expert_latency: Sequence[float],
+        alpha: float | Sequence[float] = 1.0,
+    ) -> CostConfig:
+        """β from the latency price rule (BENCHMARK.md) and one α for every expert (or one each)."""
+        j = len(expert_latency)
+        alphas = [alpha] * j if isinstance(alpha, int | float) else list(alpha)
+        return cls(tuple(alphas), tuple(beta_from_latency(lam_s, main_latency, expert_latency)))
+
     def to_json(self) -> str:
         return json.dumps({"alpha": list(self.alpha), "beta": list(self.beta)})
 
@@ -132,11 +154,14 @@ class CostConfig:
 
 
 def beta_from_gflops(beta1: float, expert_gflops: Sequence[float]) -> np.ndarray:
-    """β_j = β_1 · GFLOPs(M_j) / (20 · GFLOPs(M_1)) for j ≥ 2 (SPEC §3); β_1 as given."""
+    """β_j = β_1 · GFLOPs(M_j) / (20 · GFLOPs(M_1)) for j ≥ 2 (SPEC §3); β_1 as given. A later
+    expert that costs nothing (the abstaining agent) gets β_j = 0; the first must cost something."""
     (b1,) = _check("beta", [beta1])
     g = np.asarray(expert_gflops, dtype=float)
-    if g.size == 0 or not np.all(np.isfinite(g)) or np.any(g <= 0):
-        raise InvalidCostError(f"the GFLOPs rule needs positive expert GFLOPs, got {list(g)}")
+    if g.size == 0 or not np.all(np.isfinite(g)) or np.any(g < 0) or g[0] <= 0:
+        raise InvalidCostError(
+            f"the GFLOPs rule needs a first expert of positive GFLOPs and none negative, got {list(g)}"
+        )
     beta = b1 * g / (20.0 * g[0])
     beta[0] = b1
     return beta
@@ -151,6 +176,48 @@ def beta_from_price(lam: float, main_gflops: float, expert_gflops: Sequence[floa
     if g.size == 0 or not np.all(np.isfinite(g)) or not math.isfinite(main_gflops) or main_gflops < 0:
         raise InvalidCostError(f"the price rule needs finite GFLOPs, got {main_gflops} and {list(g)}")
     return lam * np.maximum(g - float(main_gflops), 0.0) / 1000.0
+
+
+def beta_from_latency(lam_s: float, main_latency: float, expert_latency: Sequence[float]) -> np.ndarray:
+    """β_j = λ_s · (mean latency of M_j − mean latency of g) (BENCHMARK.md latency price; λ_s in
+    errors per second, latencies in seconds, means over the training articles). An expert faster
+    than the main agent costs nothing extra (β_j = 0)."""
+    (lam_s,) = _check("lambda_s", [lam_s])
+    t = np.asarray(expert_latency, dtype=float)
+    if t.size == 0 or not np.all(np.isfinite(t)) or not math.isfinite(main_latency) or main_latency < 0:
+        raise InvalidCostError(
+            f"the latency rule needs every agent's mean latency, got {main_latency} and {list(t)}"
+        )
+    return lam_s * np.maximum(t - float(main_latency), 0.0)
+
+
+def mean_latency(latency: np.ndarray) -> np.ndarray:
+    """(A,) mean latency per agent from (N, A) seconds; InvalidCostError when an agent's is unknown.
+
+    >>> mean_latency(np.array([[0.1, 1.0], [0.3, 0.5]])).tolist()
+    [0.2, 0.75]
+    """
+    t = np.asarray(latency, dtype=float)
+    if t.ndim != 2 or len(t) == 0 or not np.isfinite(t).all():
+        raise InvalidCostError("the latency rule needs every agent's logged latency on every question")
+    return t.mean(axis=0)
+
+
+def realised_latency(latency: np.ndarray, choice: np.ndarray, main_always: bool = True) -> np.ndarray:
+    """Per query the latency paid (seconds, (N,)): the main agent's always (it answers first),
+    plus the chosen expert's logged latency where one was called (``main_always=False``: only
+    the chosen agent's).
+
+    >>> t = np.array([[0.02, 0.7, 0.0], [0.03, 0.9, 0.0]])
+    >>> realised_latency(t, np.array([1, 0])).tolist(), realised_latency(t, np.array([2, 1]), False).tolist()
+    ([0.72, 0.03], [0.0, 0.9])
+    """
+    t = np.asarray(latency, dtype=float)
+    c = np.asarray(choice, dtype=int)
+    picked = t[np.arange(len(c)), c]
+    if not main_always:
+        return picked
+    return t[:, 0] + np.where(c != 0, picked, 0.0)
 
 
 def cost_matrix(errors: np.ndarray, costs: CostConfig) -> np.ndarray:

@@ -131,7 +131,9 @@ def locate(
         start = occ[0] if anchor is None else min(occ, key=lambda i: (abs(i - anchor), i))
         status = "exact" if len(occ) == 1 else ("offset" if anchor is not None else "ambiguous")
         return Location(start, start + len(seq) - 1, status)
-    if context is not None and answer.strip():
+    # A case-insensitive match of a literal is as long as the literal: an answer longer than the
+    # context cannot occur in it (and compiling a pattern of megabytes takes seconds).
+    if context is not None and 0 < len(answer.strip()) <= len(context):
         pattern = re.compile(re.escape(answer.strip()), re.IGNORECASE)
         m = pattern.match(context, char_start) if char_start is not None and char_start >= 0 else None
         m = m or pattern.search(context)

@@ -74,22 +74,27 @@ def token_f1(pred_tokens: Sequence[str], gold_tokens: Sequence[str]) -> float:
     >>> token_f1(["big", "cat"], ["cat"]), token_f1([], []), token_f1([], ["x"])
     (0.6666666666666666, 1.0, 0.0)
     """
-    if not pred_tokens or not gold_tokens:
-        return float(not pred_tokens and not gold_tokens)
-    num_same = sum((Counter(pred_tokens) & Counter(gold_tokens)).values())
+    return _overlap_f1(len(pred_tokens), Counter(pred_tokens), gold_tokens)
+
+
+def _overlap_f1(n_pred: int, pred_counts: Counter, gold_tokens: Sequence[str]) -> float:
+    # The official ``sum((Counter(pred) & Counter(gold)).values())``, with the prediction's
+    # counts made once for all gold answers: linear in the answer's length.
+    if not n_pred or not gold_tokens:
+        return float(not n_pred and not gold_tokens)
+    num_same = sum(min(c, pred_counts[t]) for t, c in Counter(gold_tokens).items() if t in pred_counts)
     if num_same == 0:
         return 0.0
-    precision = num_same / len(pred_tokens)
+    precision = num_same / n_pred
     recall = num_same / len(gold_tokens)
     return 2 * precision * recall / (precision + recall)
 
 
-def _f1_pair(prediction: str, gold: str, v2: bool) -> float:
-    pred_toks = normalized_words(prediction) if (prediction or not v2) else []
+def _f1_pair(n_pred: int, pred_counts: Counter, gold: str, v2: bool) -> float:
     gold_toks = normalized_words(gold) if (gold or not v2) else []
-    if not v2 and (not pred_toks or not gold_toks):
+    if not v2 and (not n_pred or not gold_toks):
         return 0.0  # official v1.1: no token in common
-    return token_f1(pred_toks, gold_toks)
+    return _overlap_f1(n_pred, pred_counts, gold_toks)
 
 
 def _v2_golds(golds: Sequence[str]) -> list[str]:
@@ -114,7 +119,9 @@ def f1(prediction: str, golds: Sequence[str], v2: bool = False) -> float:
         golds = _v2_golds(golds)
     if not golds:
         raise ValueError("f1 needs at least one gold answer for SQuAD v1.1")
-    return max(_f1_pair(prediction, g, v2) for g in golds)
+    pred_toks = normalized_words(prediction) if (prediction or not v2) else []
+    pred_counts = Counter(pred_toks)
+    return max(_f1_pair(len(pred_toks), pred_counts, g, v2) for g in golds)
 
 
 def score_answers(

@@ -10,8 +10,10 @@ table against r_prob / r_deter / r_trans at β₁ ∈ {0, 0.25, 0.5} (Tables 1�
 Modules, imported one way (each only from those above it):
 
 - :mod:`.frames`: the results as long pandas frames, and the shared helpers (``num``, ``fmt``…);
-- :mod:`.plots`: Plotly figures (plotly.express on the frames) of the report;
-- :mod:`.charts`: Altair charts of the dashboard's pages (a lighter load in the browser);
+- :mod:`.charts`: Altair charts of the dashboard's pages (a lighter load in the browser than
+  Plotly's), the one chart stack of the project;
+- :mod:`.plots`: the report's figures, built on :mod:`.charts` (the same plane, sweeps and
+  colours), and their HTML / PNG (vl-convert, no browser);
 - :mod:`.tables`: markdown tables and :func:`summary_frame`;
 - :mod:`.targets`: the issue's targets (thresholds in ``targets.json``);
 - :mod:`.markdown`: the whole ``report.md``.
@@ -22,6 +24,7 @@ Every public name is re-exported here (``from l2d_core import report as R; R.fig
 from .charts import (
     allocation_chart,
     charts_html,
+    color_scale,
     compared_chart,
     mark_setting,
     plane_chart,
@@ -62,14 +65,19 @@ from .frames import (
 )
 from .markdown import report_markdown
 from .plots import (
+    VEGA_SCRIPT,
     allocation_figure,
     cost_em_figure,
     em_beta_figure,
+    figure_html,
+    figure_png,
     figures,
     figures_html,
     pgr_figure,
     tdl_figure,
+    vega_script,
 )
+from .requests import latency_tables, request_accuracy_figure, requests_frame
 from .tables import (
     agents_table,
     beta_table,
@@ -119,21 +127,29 @@ __all__ = [
     # charts (the dashboard's, Altair)
     "allocation_chart",
     "charts_html",
+    "color_scale",
     "compared_chart",
     "mark_setting",
     "plane_chart",
     "sweep_charts",
-    # figures
+    # figures (the report's, Altair)
+    "VEGA_SCRIPT",
     "allocation_figure",
     "cost_em_figure",
     "em_beta_figure",
+    "figure_html",
+    "figure_png",
     "figures",
     "figures_html",
     "pgr_figure",
+    "request_accuracy_figure",
+    "requests_frame",
     "tdl_figure",
+    "vega_script",
     # tables
     "agents_table",
     "beta_table",
+    "latency_tables",
     "md_table",
     "paper_table",
     "pareto_table",

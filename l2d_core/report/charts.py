@@ -3,10 +3,11 @@
 (:func:`sweep_charts`, marked by :func:`mark_setting`) and one query's expected cost per agent
 (:func:`compared_chart`); :func:`charts_html` writes them into one page that works offline.
 
-Why Altair on the pages: a browser draws a Vega-Lite chart with about 0.8 MB of script against
-Plotly's 4.7 MB, which a new session has to load and compile before the page's first chart (the
-benchmark's report keeps its Plotly figures: they are files, not pages). Legends and axes show
-human names, never column names.
+Altair is the project's one chart stack: a browser draws a Vega-Lite chart with about 0.8 MB
+of script against Plotly's 4.7 MB, which a new session has to load and compile before the page's
+first chart, and the benchmark's report (:mod:`.plots`) builds its figures on these same
+functions (:func:`plane_chart` with every router's curve, :func:`sweep_charts` with fixed colours
+by :func:`color_scale`). Legends and axes show human names, never column names.
 
 >>> import pandas as pd
 >>> c = allocation_chart(pd.DataFrame({"router": ["SDL", "SDL"], "agent": ["a", "b"], "share": [0.7, 0.3]}))
@@ -23,9 +24,11 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from ..evaluation import metrics as M
 from .frames import TDL_CURVES
 
 __all__ = [
+    "color_scale",
     "plane_chart",
     "allocation_chart",
     "sweep_charts",
@@ -48,26 +51,67 @@ _SWEEP_CURVES = {
 }
 
 
+_LEGEND_CHANNELS = ("color", "opacity", "shape", "size", "strokeDash", "strokeWidth")
+
+
 def _order(values) -> list:
     """Distinct values in the order they first appear (legend and axis order = the frame's)."""
     return list(dict.fromkeys(values))
 
 
-def plane_chart(points: pd.DataFrame, log_x: bool = False) -> alt.LayerChart:
+def color_scale(colors: dict[str, str] | None, names=None) -> alt.Scale | alt.UndefinedType:
+    """A colour scale fixing name → colour (every chart of a report colours a router alike;
+    :func:`~.frames.router_colors`), restricted to ``names`` in their order when given; no
+    colours: the default scheme.
+
+    >>> color_scale({"a": "#000000", "b": "#ffffff"}, ["b"]).to_dict()
+    {'domain': ['b'], 'range': ['#ffffff']}
+    """
+    if not colors:
+        return alt.Undefined
+    names = list(colors) if names is None else _order(names)
+    return alt.Scale(domain=names, range=[colors.get(n, "#888888") for n in names])
+
+
+def _upper_hulls(curves: pd.DataFrame) -> pd.DataFrame:
+    """Each name's non-decreasing upper hull (what AIQ integrates) of its (gflops, em) points."""
+    rows = []
+    for name, g in curves.groupby("name", sort=False):
+        hx, hy = M.upper_hull(g["gflops"].to_numpy(float), g["em"].to_numpy(float))
+        rows += [{"name": name, "gflops": x, "em": y} for x, y in zip(hx, hy)] if len(hx) > 1 else []
+    return pd.DataFrame(rows, columns=["name", "gflops", "em"])
+
+
+def plane_chart(
+    points: pd.DataFrame,
+    log_x: bool = False,
+    curves: pd.DataFrame | None = None,
+    colors: dict[str, str] | None = None,
+    band: tuple[float, float] | None = None,
+    title: str | alt.Title = "Cost–EM plane",
+) -> alt.LayerChart:
     """The cost–EM plane of a frame with columns name, kind (agent, hull, baseline, router),
     gflops, em: the hull (the zero router: mixing single agents at random) as a dotted line,
     agents as circles, reference routers as diamonds, the current operating points as stars.
     Text labels name agents and stars, alternately above and below in GFLOPs order so that
     neighbours do not overlap; every mark names itself on hover.
 
+    The benchmark's report adds ``curves``: every point of each router (columns name, gflops,
+    em, dense — a point off the β₁ sweep, drawn small), as dots with the router's upper hull as
+    a line in its colour; ``colors`` fixes name → colour, ``band`` shades a GFLOPs range.
+
     >>> pts = pd.DataFrame({"name": ["a", "b", "zero router", "zero router", "oracle", "SDL"],
     ...     "kind": ["agent", "agent", "hull", "hull", "baseline", "router"],
     ...     "gflops": [1.0, 10.0, 1.0, 10.0, 3.0, 4.0], "em": [60.0, 80.0, 60.0, 80.0, 85.0, 75.0]})
     >>> [layer["mark"]["type"] for layer in plane_chart(pts).to_dict()["layer"]]
     ['line', 'point', 'text', 'text']
+    >>> cur = pd.DataFrame({"name": "SDL", "gflops": [2.0, 5.0], "em": [70.0, 78.0], "dense": False})
+    >>> [layer["mark"]["type"] for layer in plane_chart(pts, curves=cur, band=(1, 10)).to_dict()["layer"]]
+    ['rect', 'line', 'line', 'point', 'point', 'point', 'text', 'text']
     """
     x_title = "GFLOPs per query" + (" (log scale)" if log_x else "")
-    x = alt.X("gflops:Q", title=x_title, scale=alt.Scale(type="log" if log_x else "linear", zero=False))
+    x_scale = alt.Scale(type="log", nice=False, padding=30) if log_x else alt.Scale(type="linear", zero=False)
+    x = alt.X("gflops:Q", title=x_title, scale=x_scale)  # log: the data's range, not whole decades
     y = alt.Y("em:Q", title="EM %", scale=alt.Scale(zero=False))
     hull = points[points["kind"] == "hull"].sort_values("gflops")
     marks = points[points["kind"].isin(list(_PLANE_MARKERS))].copy()
@@ -78,6 +122,7 @@ def plane_chart(points: pd.DataFrame, log_x: bool = False) -> alt.LayerChart:
     texted = texted.assign(
         above=[k % 2 == 0 for k in range(len(texted))],
         tag=texted["name"]
+        .astype(str)
         .str.split(" (", n=1, regex=False)
         .str[0],  # a router's short name; the legend has it all
     )
@@ -87,6 +132,14 @@ def plane_chart(points: pd.DataFrame, log_x: bool = False) -> alt.LayerChart:
         alt.Tooltip("gflops:Q", title="GFLOPs per query", format=".2f"),
         alt.Tooltip("em:Q", title="EM %", format=".2f"),
     ]
+    names = [*marks["name"], *([] if curves is None else curves["name"])]
+    color = alt.Color(
+        "name:N",
+        title="agent or router",
+        sort=_order(names),
+        scale=color_scale(colors, names),
+        legend=alt.Legend(labelLimit=320),
+    )
     line = (
         alt.Chart(hull.assign(line="zero router (mixing single agents)"))
         .mark_line(strokeDash=[3, 3], color="gray")
@@ -100,9 +153,7 @@ def plane_chart(points: pd.DataFrame, log_x: bool = False) -> alt.LayerChart:
             y=y,
             shape=alt.Shape("shape:N", scale=None),
             size=alt.Size("size:Q", scale=None),
-            color=alt.Color(
-                "name:N", title="agent or router", sort=list(marks["name"]), legend=alt.Legend(labelLimit=320)
-            ),
+            color=color,
             tooltip=tip,
         )
     )
@@ -112,7 +163,24 @@ def plane_chart(points: pd.DataFrame, log_x: bool = False) -> alt.LayerChart:
         .encode(x=x, y=y, text="tag:N")
         for above in (True, False)
     ]
-    return alt.layer(line, dots, *labels).properties(title="Cost–EM plane", height=_HEIGHT)
+    under = []
+    if band is not None:
+        shade = pd.DataFrame({"lo": [band[0]], "hi": [band[1]]})
+        under.append(alt.Chart(shade).mark_rect(color="gray", opacity=0.06).encode(x="lo:Q", x2="hi:Q"))
+    if len(hull):  # (an empty legend would give the chart an infinite size)
+        under.append(line)
+    if curves is not None:
+        tip = [tip[0], *tip[2:], *(["β₁:N"] if "β₁" in curves.columns else [])]
+        hulls = alt.Chart(_upper_hulls(curves)).mark_line(strokeWidth=2).encode(x=x, y=y, color=color)
+        dense = curves["dense"].astype(bool)
+        pts = [
+            alt.Chart(curves[dense == small].drop(columns="dense"))
+            .mark_point(filled=True, size=16 if small else 50, opacity=0.45 if small else 0.85)
+            .encode(x=x, y=y, color=color, tooltip=tip)
+            for small in (False, True)
+        ]
+        under += [hulls, *pts]
+    return alt.layer(*under, dots, *labels).properties(title=title, height=_HEIGHT)
 
 
 def allocation_chart(frame: pd.DataFrame) -> alt.Chart:
@@ -134,11 +202,19 @@ def allocation_chart(frame: pd.DataFrame) -> alt.Chart:
     )
 
 
-def sweep_charts(frame: pd.DataFrame, x: str = "beta1", x_title: str = "β₁") -> dict[str, alt.Chart]:
+def sweep_charts(
+    frame: pd.DataFrame,
+    x: str = "beta1",
+    x_title: str = "β₁",
+    colors: dict[str, str] | None = None,
+    ordinal: bool = False,
+) -> dict[str, alt.Chart]:
     """EM, GFLOPs/EM, allocation and true-deferral-loss-against-random charts over a cost
     setting, from sweep frames of one or more routers (columns ``x`` — β₁ by default, or the
     per-TFLOP price — router, em, gflops_per_em, tdl, tdl_random, tdl_random_matched and
     ``share <agent>``), by title. Mark the current setting on them with :func:`mark_setting`.
+    ``colors`` fixes router → colour; ``ordinal`` spaces the settings evenly (the report's β₁
+    points, most of them near 0).
 
     >>> f = pd.DataFrame({"beta1": [0.0, 0.5], "router": "SDL", "em": [80.0, 70.0],
     ...     "gflops_per_em": [1.0, 0.5], "tdl": [0.3, 0.4], "tdl_random": [0.5, 0.6],
@@ -153,13 +229,15 @@ def sweep_charts(frame: pd.DataFrame, x: str = "beta1", x_title: str = "β₁") 
     losses["curve"] = losses["curve"].map(_SWEEP_CURVES)
     routers = _order(frame["router"])
     by_router = alt.StrokeDash("router:N", sort=routers) if len(routers) > 1 else alt.Undefined
+    x_axis = alt.Axis(labelAngle=0) if ordinal else alt.Undefined
+    x_enc = alt.X(f"{x}:{'O' if ordinal else 'Q'}", title=x_title, axis=x_axis)
 
     def lines(data: pd.DataFrame, y: alt.Y, color: alt.Color, dash=alt.Undefined) -> alt.Chart:
         tip = [c for c in data.columns if c != "router" or len(routers) > 1]
-        enc = dict(x=alt.X(f"{x}:Q", title=x_title), y=y, color=color, strokeDash=dash, tooltip=tip)
+        enc = dict(x=x_enc, y=y, color=color, strokeDash=dash, tooltip=tip)
         return alt.Chart(data).mark_line(point=True).encode(**enc).properties(height=_HEIGHT * 3 // 4)
 
-    router_color = alt.Color("router:N", sort=routers)
+    router_color = alt.Color("router:N", sort=routers, scale=color_scale(colors, routers))
     charts = {
         f"EM vs {x_title}": lines(frame[[x, "router", "em"]], alt.Y("em:Q", title="EM %"), router_color),
         f"GFLOPs/EM vs {x_title}": lines(
@@ -246,6 +324,8 @@ def charts_html(charts: dict, title: str) -> str:
     True
     """
     joined = alt.vconcat(*(c.properties(title=name) for name, c in charts.items()))
+    # each chart its own legends (one chart's agents are not another's routers)
+    joined = joined.resolve_scale(**{ch: "independent" for ch in _LEGEND_CHANNELS})
     page = joined.to_html(inline=True)  # vl-convert supplies the scripts: no network needed
     name = html.escape(title)
     page = page.replace("<head>", f"<head><title>{name}</title>", 1)

@@ -196,9 +196,10 @@ def points_frame(results: dict) -> pd.DataFrame:
     """
     rows = []
     for rid, r in routers_of(results).items():
+        head = {"router": rid, "label": router_label(rid), "kind": router_kind(rid)}  # once per router
         for p in points_of(r):
             b = num(p.get("beta1"))
-            row = {"router": rid, "label": router_label(rid), "kind": router_kind(rid), "beta1": b}
+            row = head | {"beta1": b}
             row.update(beta=None if b is None else beta_key(b), dense=bool(p.get("dense")))
             row["sweep"] = b is not None and not row["dense"]
             row.update({k: num(p.get(k)) for k in ("gflops", "em", "em_std", "f1", "tdl", "pgr")})

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .frames import fmt, fmt_ci
+from .requests import has_latency, latency_tables
 from .tables import (
     agents_table,
     beta_table,
@@ -72,6 +73,8 @@ def report_markdown(
         "## Single-expert table (paper Tables 1–2)\n\n" + paper_table(results),
         "## Pareto front (every router but the oracle)\n\n" + pareto_table(results),
     ]
+    if has_latency(results):  # the pool logs latency: the latency rule beside the GFLOPs rule
+        parts.insert(7, "## Latency (mean realised latency per query)\n\n" + latency_tables(results))
     if plots:
         links = "\n".join(f"- [{p}]({p})" for p in plots if not p.endswith(".png"))
         images = "\n\n".join(f"![{p}]({p})" for p in plots if p.endswith(".png"))

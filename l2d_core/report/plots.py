@@ -1,24 +1,25 @@
-"""Plotly figures of the router benchmark's report (and of the comparison page), drawn with
-``plotly.express`` on the long frames of :mod:`.frames` (``graph_objects`` only for overlays:
-hulls, reference lines).
+"""The router benchmark's report figures (and the comparison page's), Altair charts built on the
+dashboard's own (:mod:`.charts`: the same cost–EM plane, sweep lines, colour scales and hull of
+random mixing) from the long frames of :mod:`.frames`.
 
 From a results dict (the report; the paper's Fig. 2 and 3): :func:`cost_em_figure`,
 :func:`tdl_figure`, :func:`em_beta_figure`, :func:`allocation_figure`, :func:`pgr_figure` and
-:func:`figures`, all of them by file stem, and :func:`figures_html` (one offline page). The
-dashboard's own live charts are Altair (:mod:`.charts`). Legends show human names
-(:func:`~.frames.router_label`), never column names.
+:func:`figures`, all of them by file stem. Written out: :func:`figure_html` (a page that loads
+the Vega scripts from :data:`VEGA_SCRIPT` beside it, written once: :func:`vega_script`; works
+offline), :func:`figure_png` (vl-convert: no browser) and :func:`figures_html` (one standalone
+page). Legends show human names (:func:`~.frames.router_label`), never column names.
 """
 
 from __future__ import annotations
 
 import html
-import math
+import json
 
+import altair as alt
 import pandas as pd
-import plotly.express as px
-import plotly.graph_objects as go
 
 from ..evaluation import metrics as M
+from .charts import charts_html, color_scale, plane_chart, sweep_charts
 from .frames import (
     TDL_CURVES,
     agent_colors,
@@ -31,194 +32,235 @@ from .frames import (
     router_label,
     tdl_frame,
 )
+from .requests import request_accuracy_figure
 
 # fmt: off
 __all__ = [
     "cost_em_figure", "tdl_figure", "em_beta_figure", "allocation_figure", "pgr_figure", "figures",
-    "figures_html",
+    "figures_html", "figure_html", "figure_png", "vega_script", "VEGA_SCRIPT",
 ]
 # fmt: on
 
-_WIDTH, _HEIGHT = 1000, 600
-# Axis, hover and legend titles of the frames' columns (the others are words already).
-_LABELS = dict(label="router", beta="β₁", beta1="β₁", gflops="GFLOPs/query", em="EM %", em_std="EM std")
-_LABELS.update(gflops_per_em="GFLOPs/EM", share="share of queries", pgr="PGR", loss="TDL", curve="TDL of")
-_LABELS.update(panel="panel", err="± std over seeds", value="value")
+_WIDTH, _HEIGHT = 760, 420
+VEGA_SCRIPT = "vega-embed.js"  # Vega, Vega-Lite and vega-embed in one file, beside the HTML figures
+_PNG_FONT = "DejaVu Sans"
+_BETA_TITLE = "β₁ (β_j by the GFLOPs rule)"
+_TDL_DASHES = {TDL_CURVES["router"]: [1, 0], TDL_CURVES["matched"]: [2, 2], TDL_CURVES["uniform"]: [6, 4]}
 
 
-def _layout(fig: go.Figure, title: str) -> go.Figure:
-    legend = dict(font=dict(size=10))
-    return fig.update_layout(
-        title=title, template="plotly_white", width=_WIDTH, height=_HEIGHT, legend=legend
-    )
-
-
-def _subtitle(results: dict) -> str:
-    return (
+def _title(text: str, results: dict) -> alt.Title:
+    sub = (
         f"{results.get('dataset', '?')} {results.get('pool', '?')}, "
         f"{results.get('n_test', '?')} test questions, seeds {results.get('seeds', '?')}"
     )
+    return alt.Title(text, subtitle=sub, anchor="start")
 
 
 def _label_colors(results: dict) -> dict[str, str]:
     return {router_label(rid): c for rid, c in router_colors(results).items()}
 
 
+def _betas(keys) -> list[str]:
+    """β₁ keys in numeric order (the x axis of the sweeps)."""
+    return sorted(set(keys), key=float)
+
+
+def _dummy(text: str, title: alt.Title) -> alt.Chart:
+    """A chart that says why it is empty."""
+    data = pd.DataFrame({"text": [text]})
+    return alt.Chart(data).mark_text(fontSize=14).encode(text="text:N").properties(title=title, width=_WIDTH)
+
+
 # --- the report's figures (from a results dict) -------------------------------------------------
 
 
-def cost_em_figure(results: dict, log_x: bool = True) -> go.Figure:
-    """The cost–EM plane: every router's points and non-decreasing upper hull (what AIQ
-    integrates), the agents, the oracle and the zero router's hull, on a log GFLOPs axis."""
+def cost_em_figure(results: dict, log_x: bool = True) -> alt.LayerChart:
+    """The cost–EM plane (:func:`~.charts.plane_chart`): every router's points and non-decreasing
+    upper hull (what AIQ integrates), the agents, the zero router's hull (random mixing of the
+    agents) dotted, and the agents' GFLOPs range shaded; a log GFLOPs axis by default."""
     pts = points_frame(results).dropna(subset=["gflops", "em"])
-    colors, routed = _label_colors(results), pts[pts["kind"] != "agent"]
-    hover = dict(
-        hover_name="label", hover_data={"label": False, "gflops": ":.2f", "em": ":.2f", "beta": True}
-    )
-    kw = dict(x="gflops", y="em", color="label", color_discrete_map=colors, labels=_LABELS, **hover)
-    sweep, dense = px.scatter(routed[~routed["dense"]], **kw), px.scatter(routed[routed["dense"]], **kw)
-    sweep.update_traces(marker=dict(size=8, opacity=0.85))
-    dense.update_traces(marker=dict(size=4, opacity=0.45), showlegend=False)
-    hulls = []
-    for (rid, label), g in routed.groupby(["router", "label"], sort=False):
-        hx, hy = M.upper_hull(g["gflops"].to_numpy(float), g["em"].to_numpy(float))
-        if len(hx) > 1:
-            line = dict(color=colors[label], width=2, dash="dash" if rid == "zero" else "solid")
-            hulls.append(go.Scatter(x=hx, y=hy, mode="lines", line=line, name=label, legendgroup=label))
-            sweep.update_traces(showlegend=False, selector=dict(name=label))
-    fig = go.Figure(data=[*hulls, *sweep.data, *dense.data])
     agents = pts[pts["kind"] == "agent"].drop_duplicates("router")
-    if len(agents):
-        left = agents["gflops"].min()
-        fig.add_traces(
-            px.scatter(agents, x="gflops", y="em", text="label", hover_name="label", labels=_LABELS)
-            .update_traces(
-                marker=dict(symbol="diamond", size=14, color="#222222"),
-                textposition=["bottom right" if x <= left else "bottom left" for x in agents["gflops"]],
-                name="agents",
-                showlegend=True,
-            )
-            .data
-        )
-    lo_hi = interval(results.get("gflops_range"))
-    if lo_hi:
-        fig.add_vrect(x0=lo_hi[0], x1=lo_hi[1], fillcolor="grey", opacity=0.05, line_width=0)
-    fig.update_xaxes(title="mean GFLOPs / query (rejector included)", type="log" if log_x else "linear")
-    fig.update_yaxes(title="EM %")
-    return _layout(fig, f"Cost–EM plane, every router and its upper hull — {_subtitle(results)}")
+    zero = pts[pts["router"] == "zero"]
+    hull = zero.assign(kind="hull")[["label", "kind", "gflops", "em"]]
+    if len(zero):
+        hx, hy = M.upper_hull(zero["gflops"].to_numpy(float), zero["em"].to_numpy(float))
+        hull = pd.DataFrame({"label": zero["label"].iloc[0], "kind": "hull", "gflops": hx, "em": hy})
+    marks = pd.concat([agents[["label", "kind", "gflops", "em"]], hull], ignore_index=True)
+    routed = pts[(pts["kind"] != "agent") & (pts["router"] != "zero")]
+    curves = routed.rename(columns={"label": "name", "beta": "β₁"})[["name", "gflops", "em", "dense", "β₁"]]
+    return plane_chart(
+        marks.rename(columns={"label": "name"}),
+        log_x=log_x,
+        curves=curves,
+        colors=_label_colors(results),
+        band=interval(results.get("gflops_range")),
+        title=_title("Cost–EM plane, every router and its upper hull", results),
+    ).properties(width=_WIDTH, height=_HEIGHT)
 
 
-def tdl_figure(results: dict) -> go.Figure:
-    """TDL over β₁ per router (the zero router: the best single agent's) against uniform random
-    allocation (black, dashed) and, for the L2D routers, random allocation with the router's own
-    shares (dotted, the router's colour) — the paper's Fig. 2."""
-    t, colors = tdl_frame(results), _label_colors(results)
-    betas = [f"{b:g}" for b in results.get("beta_points") or []]
-    own = t[(t["curve"] == TDL_CURVES["router"]) & (t["kind"] != "agent") & (t["router"] != "random")]
-    fig = px.line(
-        own, x="beta", y="tdl", color="label", markers=True, color_discrete_map=colors, labels=_LABELS
+def tdl_figure(results: dict) -> alt.LayerChart:
+    """TDL over β₁ per router (the zero router: the best single agent's), colour by router, dash
+    by policy: the router's own, uniform random allocation (black) and, for the L2D routers,
+    random allocation with the router's own shares — the paper's Fig. 2."""
+    t = tdl_frame(results)
+    own = (t["curve"] == TDL_CURVES["router"]) & (t["kind"] != "agent") & (t["router"] != "random")
+    keep = (
+        own
+        | (t["curve"] == TDL_CURVES["uniform"])
+        | ((t["curve"] == TDL_CURVES["matched"]) & (t["kind"] == "ours"))
     )
-    ours = set(own.loc[own["kind"] == "ours", "label"])
-    fig.for_each_trace(lambda tr: tr.update(line_width=3 if tr.name in ours else 1.5))
-    uniform = t[t["curve"] == TDL_CURVES["uniform"]]
-    if len(uniform):
-        line = dict(color="black", width=3, dash="dash")
-        ref = go.Scatter(x=uniform["beta"], y=uniform["tdl"], mode="lines+markers", line=line)
-        fig = go.Figure(data=[ref.update(name=TDL_CURVES["uniform"]), *fig.data], layout=fig.layout)
-    matched = t[(t["curve"] == TDL_CURVES["matched"]) & (t["kind"] == "ours")]
-    for label, g in matched.groupby("label", sort=False):
-        fig.add_scatter(
-            x=g["beta"],
-            y=g["tdl"],
-            mode="lines",
-            line=dict(color=colors[label], dash="dot", width=1.5),
-            name=f"{label}: {TDL_CURVES['matched']}",
-            legendgroup=label,
-        )
-    fig.update_xaxes(title="β₁ (β_j by the GFLOPs rule)", type="category", categoryarray=betas)
-    fig.update_yaxes(title="mean TDL (lower is better)")
-    fig = _layout(fig, f"TDL vs random allocation over β₁ (paper Fig. 2) — {_subtitle(results)}")
-    return fig.update_layout(height=700)
+    t = t[keep].assign(width=lambda d: d["kind"].map({"ours": 3.0, "reference": 2.5}).fillna(1.5))
+    t = t.drop(columns=["router", "kind"])
+    colors = {**_label_colors(results), TDL_CURVES["uniform"]: "#000000"}
+    x = alt.X("beta:O", title=_BETA_TITLE, sort=_betas(t["beta"]), axis=alt.Axis(labelAngle=0))
+    y = alt.Y("tdl:Q", title="mean TDL (lower is better)", scale=alt.Scale(zero=False))
+    color = alt.Color(
+        "label:N", title="router", scale=color_scale(colors, t["label"]), legend=alt.Legend(labelLimit=320)
+    )
+    dash = alt.StrokeDash(
+        "curve:N",
+        title="policy",
+        scale=alt.Scale(domain=list(_TDL_DASHES), range=list(_TDL_DASHES.values())),
+        legend=alt.Legend(symbolType="stroke", symbolStrokeColor="black", symbolStrokeWidth=2),
+    )
+    tip = [
+        alt.Tooltip("label:N", title="router"),
+        alt.Tooltip("curve:N", title="policy"),
+        alt.Tooltip("beta:O", title="β₁"),
+        alt.Tooltip("tdl:Q", title="TDL", format=".4f"),
+    ]
+    base = alt.Chart(t).encode(x=x, y=y, color=color, tooltip=tip)
+    lines = base.mark_line().encode(strokeDash=dash, strokeWidth=alt.StrokeWidth("width:Q", scale=None))
+    chart = alt.layer(lines, base.mark_point(filled=True, size=30, opacity=1))
+    title = _title("TDL vs random allocation over β₁ (paper Fig. 2)", results)
+    return chart.properties(title=title, width=_WIDTH, height=_HEIGHT)
 
 
-def em_beta_figure(results: dict) -> go.Figure:
-    """EM and GFLOPs/EM over β₁ (the paper's Fig. 3), the agents alone as flat dotted lines."""
+def em_beta_figure(results: dict) -> alt.HConcatChart | alt.Chart:
+    """EM (± std over seeds) and GFLOPs/EM (log) over β₁ per router (the paper's Fig. 3): the
+    dashboard's sweep charts (:func:`~.charts.sweep_charts`), the agents alone as labelled
+    horizontal reference lines."""
     pts = points_frame(results)
     pts = pts[pts["sweep"] & pts["em"].notna()].sort_values("beta1", kind="stable")
-    titles = ("EM % vs β₁", "GFLOPs/EM vs β₁ (log)")
-    long = pd.concat(
-        [
-            pts.assign(panel=titles[0], value=pts["em"], err=pts["em_std"].fillna(0.0)),
-            pts.assign(panel=titles[1], value=pts["gflops_per_em"], err=0.0),
-        ]
+    routed, agents = pts[pts["kind"] != "agent"], pts[pts["kind"] == "agent"].drop_duplicates("router")
+    routed = routed.drop(columns="router").rename(columns={"label": "router"})
+    title = _title("Accuracy and compute over β₁ (paper Fig. 3)", results)
+    if routed.empty:
+        return _dummy("no router with a β₁ sweep", title)
+    colors = _label_colors(results)
+    frame = routed[["beta1", "router", "em", "gflops_per_em"]]
+    charts = sweep_charts(frame, "beta1", _BETA_TITLE, colors, ordinal=True)
+    em, cost = charts[f"EM vs {_BETA_TITLE}"], charts[f"GFLOPs/EM vs {_BETA_TITLE}"]
+    log_y = alt.Y("gflops_per_em:Q", title="GFLOPs per EM point (log scale)", scale=alt.Scale(type="log"))
+    cost = cost.encode(y=log_y)
+    em = em.encode(y=alt.Y("em:Q", title="EM %", scale=alt.Scale(zero=False)))
+    spread = routed.assign(lo=routed["em"] - routed["em_std"], hi=routed["em"] + routed["em_std"])
+    spread = spread[spread["em_std"] > 0][["beta1", "router", "lo", "hi"]]
+    bars = (
+        alt.Chart(spread)
+        .mark_errorbar(ticks=True)
+        .encode(
+            x="beta1:O",
+            y=alt.Y("lo:Q", title="EM %"),
+            y2="hi:Q",
+            color=alt.Color("router:N", scale=color_scale(colors, frame["router"])),
+        )
     )
-    order = {"panel": list(titles), "beta": sorted(set(pts["beta"]), key=float)}
-    kw = dict(color="label", color_discrete_map=_label_colors(results), category_orders=order, labels=_LABELS)
-    facets = dict(facet_col="panel", facet_col_spacing=0.1)
-    fig = px.line(long, x="beta", y="value", error_y="err", markers=True, **facets, **kw)
-    agents = set(pts.loc[pts["kind"] == "agent", "label"])
-    for tr in fig.data:
-        err = tr.error_y.array
-        tr.error_y.visible = err is not None and any(e for e in err)
-        if tr.name in agents:
-            tr.update(mode="lines", line=dict(dash="dot", width=1))
-        else:
-            tr.update(line_width=2)
-    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
-    fig.update_xaxes(title="β₁", type="category")
-    fig.update_yaxes(matches=None, showticklabels=True)
-    fig.update_yaxes(title="EM %", col=1)
-    fig.update_yaxes(title="GFLOPs / EM", type="log", col=2)
-    return _layout(fig, f"Accuracy and compute over β₁ (paper Fig. 3) — {_subtitle(results)}")
+    panels = [
+        alt.layer(em, bars, _agent_levels(agents, "em")).properties(title="EM % vs β₁ (± std over seeds)"),
+        alt.layer(cost, _agent_levels(agents, "gflops_per_em")).properties(title="GFLOPs/EM vs β₁ (log)"),
+    ]
+    panels = [p.properties(width=_WIDTH // 2 - 40, height=_HEIGHT) for p in panels]
+    return alt.hconcat(*panels, title=title).resolve_scale(y="independent")
 
 
-def allocation_figure(results: dict) -> go.Figure:
+def _agent_levels(agents: pd.DataFrame, field: str) -> alt.LayerChart:
+    """Each single agent's value as a dotted grey horizontal line labelled with its name."""
+    data = agents.dropna(subset=[field]).rename(columns={"label": "agent", field: "level"})[
+        ["agent", "level"]
+    ]
+    y = alt.Y("level:Q")
+    rule = (
+        alt.Chart(data).mark_rule(strokeDash=[2, 3], color="gray").encode(y=y, tooltip=["agent:N", "level:Q"])
+    )
+    text = alt.Chart(data).mark_text(align="left", dx=4, dy=-6, color="gray", x=0).encode(y=y, text="agent:N")
+    return alt.layer(rule, text)
+
+
+def allocation_figure(results: dict) -> alt.FacetChart | alt.Chart:
     """Allocation over β₁, stacked per agent, one panel per learned router (and the oracle)."""
     alloc = allocation_frame(results)
-    title = f"Allocation over β₁ (x: β₁, one panel per router) — {_subtitle(results)}"
+    title = _title("Allocation over β₁ (x: β₁, one panel per router)", results)
     if alloc.empty:
-        fig = go.Figure().add_annotation(text="no learned router", showarrow=False, x=0.5, y=0.5)
-        return _layout(fig.update_xaxes(visible=False).update_yaxes(visible=False), title)
+        return _dummy("no learned router", title)
     panels = list(dict.fromkeys(alloc["label"]))
-    cols = min(4, len(panels))
-    rows = math.ceil(len(panels) / cols)
-    order = {"label": panels, "agent": list(results.get("agents") or [])}
-    kw = dict(color="agent", color_discrete_map=agent_colors(results), category_orders=order, labels=_LABELS)
-    facets = dict(facet_col="label", facet_col_wrap=cols, facet_row_spacing=0.3 / rows)
-    fig = px.bar(alloc, x="beta", y="share", **facets, **kw)
-    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
-    fig.update_layout(barmode="stack")
-    fig.update_xaxes(type="category", tickangle=0, tickfont=dict(size=9), showticklabels=True)
-    fig.update_yaxes(tickformat=".0%", range=[0, 1.0001])
-    return _layout(fig, title).update_layout(height=max(_HEIGHT, 300 * rows))
+    agents = list(dict.fromkeys([*(results.get("agents") or []), *alloc["agent"]]))
+    data = alloc.drop(columns="router").assign(order=alloc["agent"].map(agents.index))
+    bars = (
+        alt.Chart(data)
+        .mark_bar()
+        .encode(
+            x=alt.X("beta:O", title="β₁", sort=_betas(data["beta"]), axis=alt.Axis(labelAngle=0)),
+            y=alt.Y(
+                "share:Q",
+                title="share of questions",
+                axis=alt.Axis(format=".0%"),
+                scale=alt.Scale(domain=[0, 1]),
+            ),
+            color=alt.Color(
+                "agent:N", title="answered by", sort=agents, scale=color_scale(agent_colors(results), agents)
+            ),
+            order=alt.Order("order:Q"),
+            tooltip=[
+                alt.Tooltip("label:N", title="router"),
+                alt.Tooltip("beta:O", title="β₁"),
+                alt.Tooltip("agent:N", title="answered by"),
+                alt.Tooltip("share:Q", title="share", format=".1%"),
+            ],
+        )
+        .properties(width=170, height=200)
+    )
+    facet = alt.Facet("label:N", title=None, sort=panels, header=alt.Header(labelLimit=200))
+    return bars.facet(facet=facet, columns=min(4, len(panels)), title=title)
 
 
-def pgr_figure(results: dict) -> go.Figure | None:
+def pgr_figure(results: dict) -> alt.LayerChart | None:
     """PGR against the share of calls to a non-main agent, per router (the curve APGR averages,
     points as markers), with random mixing (the diagonal); None without two distinct agent EMs."""
     refs = pgr_refs(results)
     if refs is None:
         return None
     weak, strong = refs[:2]
-    g, colors = pgr_frame(results), _label_colors(results)
-    kw = dict(x="share", y="pgr", color="label", color_discrete_map=colors, labels=_LABELS)
-    curves = px.line(g[g["curve"]], **kw)
-    points = px.scatter(g[~g["curve"]], **kw).update_traces(marker_size=5, showlegend=False)
-    diag = go.Scatter(
-        x=[0, 1],
-        y=[0, 1],
-        mode="lines",
-        line=dict(color="black", dash="dash"),
-        name=f"random mixing {weak} / {strong}",
+    g = pgr_frame(results).drop(columns="router")
+    diag_name = f"random mixing {weak} / {strong}"
+    colors = {**_label_colors(results), diag_name: "#7f7f7f"}  # grey: the plane's random mixing
+    names = [diag_name, *g["label"]]
+    x = alt.X(
+        "share:Q", title=f"share of queries not sent to {weak}", axis=alt.Axis(format=".0%", tickCount=10)
     )
-    fig = go.Figure(data=[diag, *curves.data, *points.data])
-    fig.update_xaxes(title=f"share of queries not sent to {weak}", range=[0, 1], tickformat=".0%")
-    fig.update_yaxes(title=f"PGR (EM between {weak} and {strong})")
-    return _layout(fig, f"Performance gap recovered vs share of expert calls — {_subtitle(results)}")
+    x = x.scale(domain=[0, 1])
+    y = alt.Y("pgr:Q", title=f"PGR (EM between {weak} and {strong})")
+    color = alt.Color(
+        "label:N", title="router", scale=color_scale(colors, names), legend=alt.Legend(labelLimit=320)
+    )
+    diag = pd.DataFrame({"share": [0.0, 1.0], "pgr": [0.0, 1.0], "label": diag_name})
+    tip = [
+        alt.Tooltip("label:N", title="router"),
+        alt.Tooltip("share:Q", format=".1%"),
+        alt.Tooltip("pgr:Q", title="PGR", format=".3f"),
+    ]
+    layers = [
+        alt.Chart(diag).mark_line(strokeDash=[6, 4]).encode(x=x, y=y, color=color),
+        alt.Chart(g[g["curve"]]).mark_line().encode(x=x, y=y, color=color, tooltip=tip),
+        alt.Chart(g[~g["curve"]]).mark_point(filled=True, size=30).encode(x=x, y=y, color=color, tooltip=tip),
+    ]
+    title = _title("Performance gap recovered vs share of expert calls", results)
+    return alt.layer(*layers).properties(title=title, width=_WIDTH, height=_HEIGHT)
 
 
-def figures(results: dict) -> dict[str, go.Figure]:
-    """Every figure of the report by file stem (PGR only when it is defined)."""
+def figures(results: dict) -> dict[str, alt.TopLevelMixin]:
+    """Every figure of the report by file stem (PGR only when it is defined; the request–accuracy
+    plot when the pool has a remote agent)."""
     out = {
         "cost_em": cost_em_figure(results),
         "tdl_vs_beta": tdl_figure(results),
@@ -228,21 +270,50 @@ def figures(results: dict) -> dict[str, go.Figure]:
     pgr = pgr_figure(results)
     if pgr is not None:
         out["pgr_vs_share"] = pgr
+    requests = request_accuracy_figure(results)
+    if requests is not None:
+        out["request_accuracy"] = requests
     return out
 
 
-def figures_html(figs: dict, title: str) -> str:
-    """One standalone HTML page with every figure (plotly.js embedded once: works offline).
+# --- written out --------------------------------------------------------------------------------
 
-    >>> page = figures_html({"a": go.Figure()}, "T & U")
-    >>> page.startswith("<!DOCTYPE html>") and "<h1>T &amp; U</h1>" in page and page.count("<h2>") == 1
+
+def vega_script() -> str:
+    """Vega, Vega-Lite (the version Altair writes) and vega-embed in one script (vl-convert's
+    bundle: no network), to write once as :data:`VEGA_SCRIPT` beside :func:`figure_html` pages."""
+    import vl_convert
+    from altair.utils._importers import vl_version_for_vl_convert
+
+    return vl_convert.javascript_bundle(vl_version=vl_version_for_vl_convert())
+
+
+def figure_html(chart: alt.TopLevelMixin, title: str, script: str = VEGA_SCRIPT) -> str:
+    """A page drawing one chart with the scripts of ``script`` (a path relative to the page).
+
+    >>> page = figure_html(alt.Chart(pd.DataFrame({"a": [1]})).mark_point().encode(x="a:Q"), "T & U")
+    >>> page.startswith("<!DOCTYPE html>") and "<title>T &amp; U</title>" in page and VEGA_SCRIPT in page
     True
     """
-    parts = [
-        f"<h2>{html.escape(name)}</h2>" + fig.to_html(full_html=False, include_plotlyjs=(k == 0))
-        for k, (name, fig) in enumerate(figs.items())
-    ]
+    spec = json.dumps(chart.to_dict()).replace("</", "<\\/")
     return (
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head>"
-        f"<body><h1>{html.escape(title)}</h1>{''.join(parts)}</body></html>"
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<script src='{html.escape(script)}'></script></head><body><div id='vis'></div>"
+        f"<script>vegaEmbed('#vis', {spec}).catch(console.error);</script></body></html>"
     )
+
+
+def figure_png(chart: alt.TopLevelMixin, scale: float = 2.0) -> bytes:
+    """A chart as PNG bytes (vl-convert renders it in-process: no browser). Text in DejaVu Sans
+    where installed (it has β₁'s subscript; without it vl-convert sets such text in a serif)."""
+    import vl_convert
+    from altair.utils._importers import vl_version_for_vl_convert
+
+    spec = chart.configure(font=_PNG_FONT).to_dict()
+    return vl_convert.vegalite_to_png(spec, scale=scale, vl_version=vl_version_for_vl_convert())
+
+
+def figures_html(figs: dict, title: str) -> str:
+    """One standalone HTML page with every figure (:func:`~.charts.charts_html`: the Vega scripts
+    inlined once, works offline)."""
+    return charts_html(figs, title)

@@ -33,6 +33,8 @@ from .frames import (
     tdl_below,
 )
 from .tables import md_table
+from .target_common import make_target, missing, source_of
+from .targets_llm import LLM_TARGET_TYPES, LLM_TARGETS
 
 __all__ = ["TARGETS_FILE", "TARGET_TYPES", "TARGETS", "load_targets", "evaluate_targets", "targets_markdown"]
 
@@ -43,6 +45,7 @@ TARGET_TYPES = {  # type → the thresholds it needs
     "vs_agent": ("agent", "em_gap", "min_ratio"),
     "tdl_below_random": ("level",),
     "tdl_price_matched": ("level",),
+    **LLM_TARGET_TYPES,
 }
 
 
@@ -63,21 +66,17 @@ TARGETS = load_targets()
 
 
 def _target(tid: str, text: str, status: str, detail: str, **values) -> dict:
-    return {"id": tid, "target": text, "status": status, "detail": detail, **values}
+    return make_target(tid, text, status, detail, **values)
 
 
-def _source(results: dict, pool: str, siblings: dict | None) -> tuple[dict | None, str]:
-    if results.get("pool") == pool:
-        return results, "this run"
-    sib = (siblings or {}).get(pool)
-    if isinstance(sib, dict) and isinstance(sib.get("results"), dict):
-        res = sib["results"]
-        return res, f"{sib.get('path', 'another results file')} (created {res.get('created')})"
-    return None, ""
+def _source(
+    results: dict, pool: str, siblings: dict | None, t: dict | None = None
+) -> tuple[dict | None, str]:
+    return source_of(results, t if t is not None else {"pool": pool}, siblings)
 
 
 def _missing(t: dict, text: str, results: dict) -> dict:
-    return _target(t["id"], text, "n/a", f"no {t['pool']} results (this run is {results.get('pool')})")
+    return missing(t, text, results)
 
 
 def _target_apgr(results: dict, siblings: dict | None, t: dict) -> dict:
@@ -85,7 +84,7 @@ def _target_apgr(results: dict, siblings: dict | None, t: dict) -> dict:
     text = f"APGR ≥ {t['min']:.2f} on {t['pool']}" + (
         f" at ≤ {limit:g} GFLOPs per query of overhead" if limit is not None else ""
     )
-    res, src = _source(results, t["pool"], siblings)
+    res, src = _source(results, t["pool"], siblings, t)
     if res is None:
         return _missing(t, text, results)
     routers = routers_of(res)
@@ -107,7 +106,7 @@ def _target_apgr(results: dict, siblings: dict | None, t: dict) -> dict:
 
 def _target_aiq(results: dict, siblings: dict | None, t: dict) -> dict:
     text = f"AIQ gain over the zero router ≥ {t['min']:.0%} of the oracle's gain on {t['pool']}"
-    res, src = _source(results, t["pool"], siblings)
+    res, src = _source(results, t["pool"], siblings, t)
     if res is None:
         return _missing(t, text, results)
     routers = routers_of(res)
@@ -121,18 +120,22 @@ def _target_aiq(results: dict, siblings: dict | None, t: dict) -> dict:
     best = max(frac, key=frac.get)
     status = "met" if frac[best] >= t["min"] else "not met"
     all_txt = ", ".join(f"{k} {v:.1%}" for k, v in frac.items())
+    ci = interval(routers[best].get("aiq_gain_ci"))
+    ci_txt = f" (paired 95% CI [{ci[0]:.1%}, {ci[1]:.1%}])" if ci else ""
     detail = (
         f"best {best}: AIQ {vals[best]:.3f}, zero {zero:.3f}, oracle {oracle:.3f} → "
-        f"({vals[best]:.3f} − {zero:.3f}) / ({oracle:.3f} − {zero:.3f}) = {frac[best]:.1%} "
+        f"({vals[best]:.3f} − {zero:.3f}) / ({oracle:.3f} − {zero:.3f}) = {frac[best]:.1%}{ci_txt} "
         f"vs {t['min']:.0%}; "
         f"all: {all_txt}; from {src}"
     )
-    return _target(t["id"], text, status, detail, router=best, value=frac[best], threshold=t["min"])
+    return _target(
+        t["id"], text, status, detail, router=best, value=frac[best], interval=ci, threshold=t["min"]
+    )
 
 
 def _target_tdl(results: dict, siblings: dict | None, t: dict) -> dict:
     text = f"TDL below uniform random at every β₁ point with {t['level']:.0%} confidence on {t['pool']}"
-    results, _ = _source(results, t["pool"], siblings)
+    results, _ = _source(results, t["pool"], siblings, t)
     if results is None:
         return _target(t["id"], text, "n/a", f"no {t['pool']} results")
     betas = [beta_key(b) for b in results.get("beta_points") or []]
@@ -165,7 +168,7 @@ def _target_tdl_price(results: dict, siblings: dict | None, t: dict) -> dict:
         f"TDL below allocation-matched random at every per-TFLOP λ point with {t['level']:.0%} "
         f"confidence on {t['pool']}"
     )
-    res, src = _source(results, t["pool"], siblings)
+    res, src = _source(results, t["pool"], siblings, t)
     if res is None:
         return _missing(t, text, results)
     keys = [beta_key(x) for x in res.get("price_points") or []]
@@ -185,7 +188,7 @@ def _target_tdl_price(results: dict, siblings: dict | None, t: dict) -> dict:
 def _target_vs_agent(results: dict, siblings: dict | None, t: dict) -> dict:
     a = t["agent"]
     text = f"within {t['em_gap']:g} EM of {a} at ≥ {t['min_ratio']:g}× lower GFLOPs/EM on {t['pool']}"
-    found, _ = _source(results, t["pool"], siblings)
+    found, _ = _source(results, t["pool"], siblings, t)
     if found is None:
         return _missing(t, text, results)
     results = found
@@ -225,6 +228,7 @@ _EVALUATE = {
     "vs_agent": _target_vs_agent,
     "tdl_below_random": _target_tdl,
     "tdl_price_matched": _target_tdl_price,
+    **LLM_TARGETS,
 }
 
 

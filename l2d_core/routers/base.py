@@ -126,6 +126,12 @@ class Router:
     def _fit(self) -> None:
         """Learn what does not depend on the cost setting (``self.bench_``, ``self.seed_``)."""
 
+    @classmethod
+    def unavailable(cls, bench) -> str | None:
+        """Why this router cannot run on ``bench``'s pool (one line), or None when it can
+        (``router_ids(bench)`` leaves such routers out; ``fit`` raises the reason)."""
+        return None
+
     def needs(self, bench) -> Needs:
         """What this router reads about a query on ``bench``'s pool (no fit needed)."""
         return Needs(embeddings=self.reads_embeddings)
@@ -170,6 +176,16 @@ class Router:
             costs = bench.price_costs(lam)
             pts.append(OperatingPoint(None, self.decide(costs), costs, {"price": lam}))
         return pts
+
+    def latency_points(self, latencies) -> list[OperatingPoint]:
+        """One point at each latency price λ_s of ``latencies`` (errors per second; field
+        ``latency_price``; kept with the sweep's points). The zero router has none (its points
+        are the single agents')."""
+        bench = self.bench_
+        return [
+            OperatingPoint(None, self.decide(c := bench.latency_costs(x)), c, {"latency_price": x})
+            for x in latencies
+        ]
 
     def tdl_vectors(self, settings: dict[str, CostConfig]) -> dict[str, np.ndarray] | None:
         """Per-question TDL at each named cost setting when it is not that of the router's own

@@ -79,12 +79,7 @@ class PosthocRejector(BaseEstimator):
             raise ValueError(f"{len(X)} feature rows for {len(y)} queries and {len(groups)} articles")
         fit_mask = np.ones(len(y), bool)
         if self.calibration == "platt":
-            titles = np.array(sorted(set(groups)))
-            np.random.default_rng(self.config.seed).shuffle(titles)
-            held = titles[: max(1, round(self.calibration_fraction * len(titles)))]
-            fit_mask = ~np.isin(groups, held)
-            if fit_mask.all() or not fit_mask.any():
-                raise ValueError("platt calibration needs at least two articles in the training data")
+            fit_mask = calibration_split(groups, self.calibration_fraction, self.config.seed)
         # a column constant on the rows the head sees (a question type absent from a few
         # articles) gets scale 1 from the head's StandardScaler: it cannot blow up elsewhere
         self.head_ = PluginRejector(config=self.config, progress=self.progress)
@@ -123,6 +118,30 @@ class PosthocRejector(BaseEstimator):
             load_file(str(directory / "platt.safetensors"))["platt"].numpy() if cal == "platt" else None
         )
         return est
+
+
+def calibration_split(groups: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """Rows the head fits on (True) and rows held out for Platt calibration (False): whole
+    articles (a ``fraction`` of them, seeded), so the calibration sees articles the head did not;
+    with a single article in the training data (a pool whose logs cover few articles), a seeded
+    ``fraction`` of its questions instead. Fewer than two questions cannot be split: refused.
+
+    >>> calibration_split(np.array(["a", "a", "b", "b"]), 0.5, 0).sum()
+    np.int64(2)
+    >>> int((~calibration_split(np.array(["a"] * 8), 0.25, 0)).sum())
+    2
+    """
+    titles = np.array(sorted(set(groups)))
+    rng = np.random.default_rng(seed)
+    if len(titles) >= 2:
+        rng.shuffle(titles)
+        return ~np.isin(groups, titles[: max(1, round(fraction * len(titles)))])
+    if len(groups) < 2:
+        raise ValueError("platt calibration needs at least two training questions")
+    held = rng.permutation(len(groups))[: max(1, round(fraction * len(groups)))]
+    mask = np.ones(len(groups), bool)
+    mask[held] = False
+    return mask
 
 
 def _fit_platt(z: np.ndarray, errors: np.ndarray, ridge: float = 1.0, steps: int = 50) -> np.ndarray:

@@ -91,6 +91,9 @@ class ZeroRouter(Router):
             )
         return pts
 
+    def latency_points(self, latencies) -> list[OperatingPoint]:
+        return []  # its points are the single agents' hull, whatever the price
+
     def tdl_vectors(self, settings: dict[str, CostConfig]) -> dict[str, np.ndarray]:
         """TDL is linear in the mixing weights: the zero router's is the best single agent's."""
         return best_single_tdl(self.bench_, settings)

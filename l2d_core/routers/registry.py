@@ -16,6 +16,7 @@ their prefix (``sdl``, ``plugin``) where a short name is natural (the command li
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import os
@@ -53,6 +54,7 @@ BUILTIN_MODULES = (  # the menus' order: the L2D routers, the references, then t
     "l2d_core.routers.hybrid",
     "l2d_core.routers.quality",
     "l2d_core.routers.ensemble",
+    "l2d_core.routers.conf_threshold",
 )
 
 _ROUTERS: dict[str, type[Router]] = {}
@@ -99,9 +101,16 @@ def routers() -> dict[str, type[Router]]:
         _import(name)
     for spec in filter(None, os.environ.get(ROUTERS_ENV, "").split(os.pathsep)):
         _import(spec.strip())
-    for ep in entry_points(group=ENTRY_POINTS):
-        _import(ep.value.split(":")[0])
+    for module in _entry_point_modules():
+        _import(module)
     return dict(_ROUTERS)
+
+
+@functools.cache
+def _entry_point_modules() -> tuple[str, ...]:
+    """The modules that installed packages name under ``l2d_core.routers`` (read once per process:
+    scanning the installed packages takes tens of milliseconds, and every label lookup asks)."""
+    return tuple(ep.value.split(":")[0] for ep in entry_points(group=ENTRY_POINTS))
 
 
 def _resolve(router_id: str) -> str:
@@ -122,9 +131,14 @@ def make_router(router_id: str, **params) -> Router:
 
 
 def router_ids(bench=None, embeddings: bool = True) -> list[str]:
-    """Registered routers (without those that read embeddings when ``embeddings`` is False),
-    then ``agent:<id>`` for each agent of ``bench``'s pool."""
-    ids = [r for r, cls in routers().items() if embeddings or not cls.reads_embeddings]
+    """Registered routers (without those that read embeddings when ``embeddings`` is False, and
+    with ``bench``, without those that cannot run on its pool), then ``agent:<id>`` for each
+    agent of ``bench``'s pool."""
+    ids = [
+        r
+        for r, cls in routers().items()
+        if (embeddings or not cls.reads_embeddings) and (bench is None or cls.unavailable(bench) is None)
+    ]
     return ids + ([AGENT_PREFIX + a for a in bench.test.agent_ids] if bench is not None else [])
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "DATASET_CHOICES",
     "shown_errors",
     "select_pool",
+    "pool_menu_help",
     "select_routers",
     "default_choice",
     "default_caption",
@@ -76,9 +77,23 @@ def select_pool(sidebar: bool = True) -> tuple[str, str]:
     if st.session_state.get("pool") not in pools:
         st.session_state["pool"] = pools[0] if DEFAULT_POOL not in pools else DEFAULT_POOL
     pool = where.selectbox(
-        "Pool", pools, key="pool", format_func=lambda p: f"{p}: {' → '.join(get_pool(p).agent_ids)}"
+        "Pool",
+        pools,
+        key="pool",
+        format_func=lambda p: f"{p}: {' → '.join(get_pool(p).agent_ids)}",
+        help=pool_menu_help(dataset),
     )
+    if description := get_pool(pool).description:
+        where.caption(f"{pool}: {description}.")
     return dataset, pool
+
+
+def pool_menu_help(dataset: str) -> str:
+    """One line per pool of ``dataset``: its name, main agent → experts, and what it is."""
+    return "\n".join(
+        f"- **{p.name}** ({' → '.join(p.agent_ids)}){': ' + p.description if p.description else ''}"
+        for p in list_pools(dataset)
+    )
 
 
 def default_choice(dataset: str, pool: str) -> tuple[DefaultChoice, dict]:
@@ -152,12 +167,20 @@ def _bar(where, what: str, unit: str):
     return step
 
 
-def select_routers(key: str, default: str, multiple: bool = True, where=None, ids=None):
-    """The router menu: every router of the registry (or ``ids``), by its human name. When the
-    default changes (a better router became ready) and the menu still shows the previous
-    default, it moves to the new one; a choice of the user's own is kept."""
+def select_routers(key: str, default: str, multiple: bool = True, where=None, ids=None, bench=None):
+    """The router menu: every router of the registry that can run on ``bench``'s pool, then its
+    single agents (or ``ids``), by its human name. When the default changes (a better router
+    became ready) and the menu still shows the previous default, it moves to the new one; a
+    choice of the user's own is kept (a choice the pool cannot run is dropped)."""
     where = where or st.sidebar
-    ids = router_ids() if ids is None else list(ids)
+    ids = router_ids(bench) if ids is None else list(ids)
+    if default not in ids:
+        ids = [default, *ids]
+    shown = st.session_state.get(key)
+    if multiple and isinstance(shown, list) and any(r not in ids for r in shown):
+        st.session_state[key] = [r for r in shown if r in ids]
+    elif not multiple and isinstance(shown, str) and shown not in ids:
+        del st.session_state[key]
     auto, shown = f"_{key}_default", st.session_state.get(key)
     before = st.session_state.get(auto)
     moved = before is not None and before != default and shown in ([before], before)

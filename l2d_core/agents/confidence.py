@@ -1,0 +1,118 @@
+"""An agent's confidence in its own answer as one number per question, and confidence files kept
+beside prediction files.
+
+A confidence record is the dict an agent's cache record holds under ``confidence``: model agents
+record their signals (``span_prob``, ``mean_logprob``, …), outcome logs their logged score under
+``score``. :func:`confidence_score` turns one record into one number, higher = surer of the
+answer given, or NaN when the agent gave none. A confidence file is a JSON object
+``{question_id: number}`` (e.g. a ``run_qa.py`` model's ``null_odds.json``) that an agent of kind
+``prediction_file`` names under ``options["confidence_file"]``; ``options["confidence_rule"]``
+says how to read it (:data:`CONFIDENCE_RULES`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from ..data.records import DataFormatError
+from ..data.squad_json import read_json
+
+__all__ = [
+    "CONFIDENCE_RULES",
+    "confidence_score",
+    "oriented",
+    "read_confidence_file",
+    "file_confidences",
+]
+
+# ``direct``: the number is the confidence (higher = surer). ``null_margin``: the number is the
+# evidence for "no answer" (null odds, P(no) − P(phrase)): it backs an empty answer and speaks
+# against any other, so the confidence in the answer given is ``v`` if it is empty, else ``−v``.
+CONFIDENCE_RULES = ("direct", "null_margin")
+
+
+def oriented(value: float, answer: str | None, rule: str = "direct") -> float:
+    """The confidence in ``answer`` that ``value`` gives under ``rule``.
+
+    >>> oriented(2.5, "", "null_margin"), oriented(2.5, "Paris", "null_margin"), oriented(0.3, None)
+    (2.5, -2.5, 0.3)
+    """
+    if rule not in CONFIDENCE_RULES:
+        raise ValueError(f"unknown confidence rule {rule!r}; known: {', '.join(CONFIDENCE_RULES)}")
+    if rule == "direct":
+        return float(value)
+    return float(value) if isinstance(answer, str) and not answer.strip() else -float(value)
+
+
+def confidence_score(record) -> float:
+    """One number per confidence record: its ``score`` (outcome logs, confidence files), else a
+    model agent's span probability, else the exponent of a generative agent's mean token
+    log-probability; NaN where there is none.
+
+    >>> confidence_score({"score": 0.4}), confidence_score({"span_prob": 0.7, "margin": 3.0})
+    (0.4, 0.7)
+    >>> round(confidence_score({"mean_logprob": -0.5}), 4), confidence_score(None)
+    (0.6065, nan)
+    """
+    if not isinstance(record, dict):
+        return math.nan
+    for key, f in (("score", float), ("span_prob", float), ("mean_logprob", math.exp)):
+        v = record.get(key)
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+            return f(v)
+    return math.nan
+
+
+def read_confidence_file(path: str | Path, label: str | None = None) -> dict[str, float]:
+    """A confidence file ``{question_id: number}``, checked: every problem is one short
+    DataFormatError naming the file."""
+    name = label or str(path)
+    doc = read_json(Path(path), "confidence file", label=name, unique_keys=True)
+    if not isinstance(doc, dict) or not doc:
+        raise DataFormatError(
+            f"confidence file {name}: expected a non-empty JSON object {{question_id: number}}"
+        )
+    bad = [
+        k
+        for k, v in doc.items()
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)
+    ]
+    if bad:
+        raise DataFormatError(
+            f"confidence file {name}: {len(bad)} values are not finite numbers (e.g. id {bad[0]!r}: "
+            f"{str(doc[bad[0]])[:40]!r})"
+        )
+    return {k: float(v) for k, v in doc.items()}
+
+
+def file_confidences(spec, qids, answers) -> list[dict | None]:
+    """The confidence records of a prediction-file agent with ``options["confidence_file"]``
+    (relative to the data folder) for ``qids`` and the agent's ``answers``: ``{"score": the
+    oriented value, <rule's signal>: the raw value}`` (a ``null_margin`` file also feeds the
+    cascade's ``null_margin`` column); None for a question the file does not cover. An agent
+    without a confidence file gives None everywhere."""
+    rel = spec.options.get("confidence_file") if isinstance(spec.options, dict) else None
+    if not rel:
+        return [None] * len(qids)
+    from ..paths import data_dir
+
+    path = Path(rel).expanduser()
+    path = path if path.is_absolute() else data_dir() / path
+    rule = spec.options.get("confidence_rule", "direct")
+    values = read_confidence_file(path)
+    if not set(values) & set(qids):
+        raise DataFormatError(
+            f"confidence file {path} of agent {spec.id}: none of its {len(values)} ids are questions "
+            "of this dataset — wrong file?"
+        )
+    out: list[dict | None] = []
+    for q, a in zip(qids, answers):
+        if q not in values:
+            out.append(None)
+            continue
+        rec = {"score": oriented(values[q], a, rule)}
+        if rule == "null_margin":
+            rec["null_margin"] = values[q]
+        out.append(rec)
+    return out

@@ -1,0 +1,50 @@
+"""Measured GFLOPs of an agent known only by its answers but whose architecture is known
+(BENCHMARK.md: "build the model from its configuration with random weights and count with the
+project's FLOP counter"). An agent says so with ``gflops_source: "measured"`` and its Hugging Face
+configuration under ``options["architecture"]`` (``model_type`` plus the fields that differ from
+that type's defaults). Measured once per configuration and token count, kept on disk.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..paths import cache_dir
+from ..stores import open_disk_cache
+
+__all__ = ["ARCHITECTURE_TOKENS", "architecture_gflops", "agent_gflops"]
+
+ARCHITECTURE_TOKENS = 384  # BENCHMARK.md: costs are per query at a 384-token input
+
+
+def architecture_gflops(architecture: dict, tokens: int = ARCHITECTURE_TOKENS) -> float:
+    """GFLOPs of one question-answering forward of the model ``architecture`` describes, at
+    ``tokens`` tokens, counted by torch's FLOP counter (eager attention) on random weights."""
+    if not isinstance(architecture, dict) or not isinstance(architecture.get("model_type"), str):
+        raise ValueError(f"an architecture is a configuration with a model_type, got {architecture!r}")
+    key = f"architecture_gflops|{json.dumps(architecture, sort_keys=True)}|{tokens}"
+    with open_disk_cache(
+        cache_dir() / "meta", "the measurement cache", "measurements are taken again"
+    ) as meta:
+        if key not in meta:
+            import torch
+            from transformers import AutoConfig, AutoModelForQuestionAnswering
+
+            from ..flops import forward_gflops
+
+            fields = {k: v for k, v in architecture.items() if k != "model_type"}
+            config = AutoConfig.for_model(architecture["model_type"], **fields)
+            config._attn_implementation = "eager"  # the fused kernels are undercounted
+            torch.manual_seed(0)
+            model = AutoModelForQuestionAnswering.from_config(config).eval()
+            meta[key] = forward_gflops(model, tokens)
+        return float(meta[key])
+
+
+def agent_gflops(spec) -> float:
+    """An agent's GFLOPs per query: measured from its architecture when it declares one and says
+    ``measured``, else its declared figure."""
+    arch = spec.options.get("architecture") if isinstance(spec.options, dict) else None
+    if spec.gflops_source == "measured" and arch:
+        return architecture_gflops(arch)
+    return float(spec.gflops)

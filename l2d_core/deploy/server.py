@@ -1,0 +1,82 @@
+"""How the routing API is served: uvicorn with h11 and timeouts on slow clients.
+
+uvicorn closes an idle keep-alive connection after ``timeout_keep_alive`` seconds, but only once a
+response was sent, and any byte received stops that clock: a client that opens connections and
+sends a request's headers slowly (or never) would hold them forever. :class:`TimedH11Protocol`
+closes a connection whose request headers are not complete ``HEADER_TIMEOUT`` seconds after the
+connection opened or the previous response ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+__all__ = ["HEADER_TIMEOUT", "KEEP_ALIVE", "LOG_LEVELS", "TimedH11Protocol", "server_config"]
+
+HEADER_TIMEOUT = 5.0  # seconds for a request's headers to arrive whole
+KEEP_ALIVE = 5  # seconds an idle keep-alive connection stays open
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+MAX_HEADER_BYTES = 64 * 1024  # request line and headers (h11's own limit is 16 KiB)
+
+
+class TimedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol, closing a connection whose request headers are late."""
+
+    header_timeout: float = HEADER_TIMEOUT
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.header_clock: asyncio.TimerHandle | None = None
+        self.start_header_clock()
+
+    def start_header_clock(self) -> None:
+        """Give the next request ``header_timeout`` seconds to finish its headers (they are
+        whole once uvicorn starts a new request cycle)."""
+        self.stop_header_clock()
+        self.awaited_after = self.cycle  # the cycle in place: a new one means the headers came
+        self.header_clock = self.loop.call_later(self.header_timeout, self.headers_late)
+
+    def stop_header_clock(self) -> None:
+        clock = getattr(self, "header_clock", None)
+        if clock is not None:
+            clock.cancel()
+            self.header_clock = None
+
+    def headers_late(self) -> None:
+        self.header_clock = None
+        if self.transport.is_closing() or self.cycle is not self.awaited_after:
+            return  # a request's headers came (it is being read or answered)
+        if self.cycle is not None and not self.cycle.response_complete:
+            return  # a pipelined request that started with the previous response's end
+        self.transport.close()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self.start_header_clock()  # the next request on this connection gets its own time
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.stop_header_clock()
+        super().connection_lost(exc)
+
+
+def server_config(app, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info", **extra) -> dict:
+    """The keyword arguments of ``uvicorn.Config`` / ``uvicorn.run`` the API is served with."""
+    return dict(
+        app=app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        http=TimedH11Protocol,
+        timeout_keep_alive=KEEP_ALIVE,
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        **extra,
+    )
+
+
+def server(app, **kwargs) -> uvicorn.Server:
+    """A uvicorn server of ``app`` (:func:`server_config`'s settings)."""
+    return uvicorn.Server(uvicorn.Config(**server_config(app, **kwargs)))

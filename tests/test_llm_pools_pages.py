@@ -1,0 +1,193 @@
+"""The LLM pools and modern agents of BENCHMARK.md ("LLM pools and modern systems") on the pages,
+in scripts/precompute_cache.py and in scripts/benchmark_routers.py: router menus offer only what
+runs on the pool, agents known by their outcome log show "right"/"wrong", the overview says what
+each agent is, the latency price rule and the realised latency tile, outcome logs read in by the
+precompute script, embeddings computed only for routers that read them, P3-albert's measured
+costs, and P2/P3's post-hoc helpers unchanged by the new agents.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _pages import open_page
+from streamlit.testing.v1 import AppTest
+
+from l2d_core.agents import get_agent, get_pool
+from l2d_core.agents.measured import architecture_gflops
+from l2d_core.agents.registry import cheap_builtin_agents
+from l2d_core.app_logic.answers import f1_note, shown_answer, textless_agents
+from l2d_core.data import load_dataset
+from l2d_core.evaluation.benchmark import prepare
+from l2d_core.method.costs import realised_latency
+from l2d_core.routers.posthoc_inputs import posthoc_helpers
+from l2d_core.routers.registry import make_router, router_label
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+LLM_POOLS = ("PLLM", "PLLM-abstain", "Pllama")
+MODERN = ("albert-base", "electra-base", "deberta-v3-base", "bert-base", "qanet")
+CONF = router_label("conf-threshold")
+
+
+def run(name: str, pool: str, dataset: str = "squad20", **state) -> AppTest:
+    at = open_page(name, pool)
+    at.session_state["dataset"] = dataset
+    for k, v in state.items():
+        at.session_state[k] = v
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def rule_radio(at: AppTest):
+    return next(r for r in at.radio if r.label == "β from")
+
+
+def test_router_menus_offer_conf_threshold_only_where_the_main_agent_gives_confidence():
+    on_llm = run("decisions", "PLLM")
+    assert CONF in on_llm.selectbox(key="dec_router").options
+    on_p2 = run("decisions", "P2", dataset="squad11")
+    assert CONF not in on_p2.selectbox(key="dec_router").options
+    assert router_label("l2d-posthoc") in on_p2.selectbox(key="dec_router").options
+    single = run("single_query", "P2", dataset="squad11")
+    assert CONF not in single.selectbox(key="sq_router").options
+
+
+def test_pool_menu_lists_the_llm_pools_with_what_each_is():
+    at = run("overview", "PLLM-abstain")
+    menu = at.selectbox(key="pool")
+    shown = " ".join(menu.options)
+    for name in LLM_POOLS:
+        assert f"{name}: {' → '.join(get_pool(name).agent_ids)}" in shown
+        assert f"**{name}**" in menu.help and get_pool(name).description in menu.help
+    assert any(c.value == f"PLLM-abstain: {get_pool('PLLM-abstain').description}." for c in at.caption)
+
+
+def test_overview_says_what_each_agent_is_and_how_its_cost_is_known():
+    at = run("overview", "PLLM-abstain")
+    table = at.dataframe[0].value.set_index("agent")
+    assert table.loc["bert-tiny", "kind"] == "outcome log"
+    assert table.loc["abstain", "kind"] == "abstains"
+    assert table.loc["bert-tiny", "cost"] == "measured GFLOPs; latency logged"
+    assert table.loc["gpt3-davinci", "cost"] == "declared GFLOPs; latency logged"
+    assert set(table["new text"]) == {"no"}
+    # a log without answer text: its F1 is its EM, and the page says so
+    assert table.loc["gpt3-davinci", "f1"] == pytest.approx(table.loc["gpt3-davinci", "em"])
+    assert any(c.value == f1_note(["bert-tiny", "gpt3-davinci"]) for c in at.caption)
+    llama = run("overview", "Pllama").dataframe[0].value.set_index("agent")
+    assert llama.loc["llama-3.2-3b", "cost"] == "declared GFLOPs; no latency logged"
+    assert llama.loc["v2-nullodds", "kind"] == "prediction file"
+
+
+def test_p3_albert_costs_are_measured_from_the_configuration():
+    spec = get_agent("albert-base")
+    measured = architecture_gflops(spec.options["architecture"])
+    assert spec.gflops_source == "measured" and measured > 5.0
+    table = run("overview", "P3-albert", dataset="squad11").dataframe[0].value.set_index("agent")
+    assert table.loc["albert-base", "gflops"] == pytest.approx(measured)
+    assert table.loc["albert-base", "cost"] == "measured GFLOPs; no latency logged"
+    assert table.loc["match-lstm", "cost"] == "declared GFLOPs; no latency logged"
+    bench = prepare("squad11", "P3-albert", features_needed=False)
+    assert bench.train.agent_gflops[1] == pytest.approx(measured)
+
+
+def test_decisions_page_shows_right_or_wrong_for_logged_agents():
+    at = run("decisions", "PLLM-abstain")
+    bench = prepare("squad20", "PLLM-abstain", features_needed=False)
+    df = at.dataframe[0].value
+    em = dict(zip(bench.test.qids, bench.test.em[:, 1]))
+    shown = df["answer gpt3-davinci"]
+    assert set(shown) == {"right", "wrong"}
+    assert all((s == "right") == bool(em[q]) for q, s in zip(df["qid"], shown))
+    assert set(df["answer abstain"]) == {"(no answer)"}
+    assert any(c.value == f1_note(["bert-tiny", "gpt3-davinci"]) for c in at.caption)
+
+
+def test_single_query_answers_a_dataset_question_of_a_logged_agent_as_right_or_wrong():
+    at = run("single_query", "PLLM", sq_router="conf-threshold")
+    table = at.dataframe[-1].value.set_index("agent")
+    bench = prepare("squad20", "PLLM", features_needed=False)
+    i = at.selectbox(key="sq_index").value
+    for j, a in enumerate(bench.test.agent_ids):
+        assert table.loc[a, "answer"] == ("right" if bench.test.em[i, j] else "wrong")
+        assert "F1 follows EM" in table.loc[a, "note"]
+    assert any("F1 follows EM" in c.value for c in at.caption)
+
+
+def test_cost_explorer_offers_the_latency_price_and_shows_the_realised_latency():
+    rid, lam = "conf-threshold", 0.5
+    at = run("cost_explorer", "PLLM", routers=[rid], cost_rule="latency", latency_price=lam)
+    rules = rule_radio(at)
+    assert "a price per second of latency" in rules.options
+    tile = next(m.value for m in at.metric if m.label == "Latency/query")
+    bench = prepare("squad20", "PLLM", features_needed=False)
+    d = make_router(rid).fit(bench).decide(bench.latency_costs(lam))
+    assert float(re.match(r"[\d.]+", tile).group()) == pytest.approx(
+        realised_latency(bench.test.latency, d.choice).mean(), abs=5e-4
+    )
+    # a pool without logged latency neither offers the rule nor shows the tile
+    p2 = run("cost_explorer", "P2v2", cost_rule="latency")
+    assert "a price per second of latency" not in rule_radio(p2).options
+    assert rule_radio(p2).value == "price"
+    assert "Latency/query" not in [m.label for m in p2.metric]
+
+
+def test_answers_in_words():
+    assert shown_answer(None, 1.0) == "right" and shown_answer(None, 0.0) == "wrong"
+    answers = np.array([[None, "x", ""], [None, None, ""]], dtype=object)
+    assert textless_agents(("a", "b", "c"), answers) == ["a"]
+    assert "its F1 follows EM" in f1_note(["a"])
+
+
+def test_post_hoc_helpers_are_unchanged_by_the_modern_agents():
+    leaderboard = ("logreg", "dcr", "span-clf", "rasor", "rnet", "coattn")
+    assert posthoc_helpers("squad11", "match-lstm") == leaderboard
+    assert not set(MODERN) & set(posthoc_helpers("squad11", "logreg"))
+    assert not set(MODERN) & set(cheap_builtin_agents("squad11", "logreg", max_gflops=1e9))
+    assert get_agent("qanet").gflops <= 5.0  # cheap enough, yet not a default helper
+
+
+def test_precompute_reads_outcome_logs_in_and_makes_the_abstaining_agent(tmp_path, capsys):
+    import json
+
+    import precompute_cache
+
+    log = tmp_path / "log.csv"
+    qids = [r.qid for r in load_dataset("squad20").records[:3]]  # what --limit 3 runs
+    log.write_text("id,correct,latency\n" + "".join(f"{q},{k % 2},0.{k + 1}\n" for k, q in enumerate(qids)))
+    cfg = tmp_path / "agents.json"
+    agents = [{"id": "my-log", "kind": "outcome_log", "path": str(log), "gflops": 3}, "abstain"]
+    cfg.write_text(json.dumps({"dataset": "squad20", "agents": agents}))
+    assert precompute_cache.main(["--config", str(cfg), "--limit", "3", "--json", "--quiet"]) == 0
+    rows = {r["agent"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["my-log"]["computed"] == 3 and rows["my-log"]["em"] == pytest.approx(100 / 3, abs=0.01)
+    assert rows["my-log"]["latency_ms"] == pytest.approx(200.0)
+    assert get_agent("my-log").kind == "outcome_log"
+    assert rows["abstain"]["questions"] == 3 and rows["abstain"]["gflops_384"] == 0.0
+    cfg.write_text(
+        json.dumps({"dataset": "squad20", "agents": [{"id": "x", "kind": "outcome_log", "path": "/no"}]})
+    )
+    assert precompute_cache.main(["--config", str(cfg)]) == 2
+    assert "outcome log" in capsys.readouterr().err
+
+
+def test_benchmark_computes_embeddings_only_for_routers_that_read_them(tmp_path, monkeypatch, capsys):
+    import benchmark_routers as B
+
+    assert not B.reads_embeddings(["l2d-posthoc", "zero", "agent:match-lstm"])
+    assert B.reads_embeddings(["l2d-plugin"]) and B.reads_embeddings(None)
+    seen = {}
+
+    def spy(*args, **kw):
+        seen.update(kw)
+        return prepare(*args, **kw)
+
+    monkeypatch.setattr(B, "prepare", spy)
+    code = B.main(["--pool", "P2", "--routers", "conf-threshold", "--out", str(tmp_path), "--quiet"])
+    assert code == 2 and seen["features_needed"] is False
+    assert "main agent's own confidence" in capsys.readouterr().err

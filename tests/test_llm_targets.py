@@ -1,0 +1,230 @@
+"""Issue 25: the LLM-pool targets (targets.json: PLLM, PLLM answerable, PLLM-abstain, P3-albert,
+the PLLM budget), the paired AIQ / APGR differences they read, the answerable-questions
+benchmark, the latency tables and the request–accuracy plot."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from l2d_core.evaluation import metrics as M
+from l2d_core.evaluation.benchmark import QUESTION_SETS, answerable_mask, prepare
+from l2d_core.evaluation.comparison import run_comparison
+from l2d_core.evaluation.paired import paired_differences
+from l2d_core.evaluation.results import run_key
+from l2d_core.report import TARGETS, evaluate_targets, figures, report_markdown
+from l2d_core.report.requests import latency_tables, request_accuracy_figure, requests_frame
+from l2d_core.report.targets_llm import LLM_TARGETS
+
+# --- the declared targets ------------------------------------------------------------------------
+
+
+def test_the_issue_25_targets_are_declared_for_their_pools():
+    by_id = {t["id"]: t for t in TARGETS}
+    assert by_id["apgr-aiq-PLLM"] | {} == {
+        "id": "apgr-aiq-PLLM",
+        "type": "apgr_aiq_vs",
+        "pool": "PLLM",
+        "min": 0.80,
+        "router": "conf-threshold",
+    }
+    assert by_id["apgr-PLLM-answerable"]["questions"] == "answerable"
+    assert (
+        by_id["em-remote-PLLM-abstain"]["max_share"] == 0.10
+        and by_id["em-remote-PLLM-abstain"]["min_em"] == 60
+    )
+    assert by_id["aiq-P3-albert"]["type"] == "aiq_gain" and by_id["aiq-P3-albert"]["min"] == 0.15
+    assert by_id["budget-PLLM"]["share"] == 0.20 and by_id["budget-PLLM"]["tolerance"] == 0.02
+
+
+def _one(results: dict, tid: str, siblings=None) -> dict:
+    t = next(t for t in TARGETS if t["id"] == tid)
+    return evaluate_targets(results, siblings, [t])[0]
+
+
+# --- paired AIQ and APGR vs conf-threshold (PLLM) --------------------------------------------
+
+
+def _pllm(apgr: float, ci: list[float], questions: str = "all") -> dict:
+    return {
+        "pool": "PLLM",
+        "questions": questions,
+        "routers": {
+            "l2d-cascade": {
+                "apgr": apgr,
+                "apgr_ci": [apgr - 0.1, apgr + 0.1],
+                "aiq": 30.5,
+                "aiq_diff": {"conf-threshold": 0.4},
+                "aiq_diff_ci": {"conf-threshold": ci},
+                "apgr_diff": {"conf-threshold": apgr - 0.7},
+                "apgr_diff_ci": {"conf-threshold": [apgr - 0.75, apgr - 0.65]},
+            },
+            "conf-threshold": {"apgr": 0.7, "aiq": 30.1},
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("apgr", "ci", "status"),
+    [
+        (0.84, [0.04, 0.73], "met"),
+        (0.84, [-0.01, 0.73], "not met"),  # the paired interval reaches 0
+        (0.79, [0.04, 0.73], "not met"),  # APGR short of 0.80
+    ],
+)
+def test_pllm_needs_both_the_apgr_and_the_paired_aiq_interval_above_zero(apgr, ci, status):
+    row = _one(_pllm(apgr, ci), "apgr-aiq-PLLM")
+    assert row["status"] == status and row["router"] == "l2d-cascade"
+    assert row["interval"] == ci and f"{ci[0]:+.3f}" in row["detail"]
+
+
+def test_the_answerable_target_reads_only_an_answerable_run():
+    everything = _pllm(0.9, [0.1, 0.2])
+    assert _one(everything, "apgr-PLLM-answerable")["status"] == "n/a"  # a run on every question
+    assert _one(everything, "apgr-aiq-PLLM")["status"] == "met"
+    ans = _pllm(0.69, [0.1, 0.2], questions="answerable")
+    assert _one(ans, "apgr-aiq-PLLM")["status"] == "n/a"  # the answerable run is not the PLLM run
+    assert _one(ans, "apgr-PLLM-answerable")["status"] == "not met"  # 0.69 < conf-threshold 0.70
+    sib = {run_key(ans): {"path": "x/results.json", "results": _pllm(0.71, [0.1, 0.2], "answerable")}}
+    row = _one(everything, "apgr-PLLM-answerable", sib)
+    assert row["status"] == "met" and "x/results.json" in row["detail"]
+
+
+# --- EM at ≤ 10% remote calls (PLLM-abstain) ------------------------------------------------
+
+
+def _abstain(points: list[tuple[float, float]], cis=None) -> dict:
+    pts = [
+        {"em": em, "allocation": {"bert-tiny": 0.9 - s, "gpt3-davinci": s, "abstain": 0.1}}
+        for s, em in points
+    ]
+    r = {"points": pts, **({"point_em_ci": cis} if cis else {})}
+    return {
+        "pool": "PLLM-abstain",
+        "agents": ["bert-tiny", "gpt3-davinci", "abstain"],
+        "routers": {"l2d-cascade": r, "conf-threshold": {"points": [pts[0]]}},
+    }
+
+
+def test_em_at_a_remote_share_takes_the_best_point_within_the_cap_only():
+    res = _abstain([(0.05, 59.0), (0.10, 61.5), (0.11, 70.0)], cis=[[58, 60], [60.1, 62.9], [69, 71]])
+    row = _one(res, "em-remote-PLLM-abstain")
+    assert row["status"] == "met" and row["value"] == 61.5 and row["interval"] == [60.1, 62.9]
+    row = _one(_abstain([(0.05, 59.0), (0.11, 70.0)]), "em-remote-PLLM-abstain")
+    assert row["status"] == "not met" and row["value"] == 59.0
+    assert "conf-threshold EM 59.00" in row["detail"]  # the baseline at the same cap, for reference
+
+
+# --- AIQ gain (P3-albert) and the budget (PLLM) -------------------------------------------------
+
+
+def test_the_aiq_gain_target_shows_its_paired_interval():
+    res = {
+        "pool": "P3-albert",
+        "routers": {
+            "l2d-staged": {"aiq": 84.0, "aiq_gain_ci": [0.05, 0.2]},
+            "zero": {"aiq": 83.0},
+            "oracle": {"aiq": 90.0},
+        },
+    }
+    row = _one(res, "aiq-P3-albert")
+    assert row["status"] == "not met" and row["value"] == pytest.approx(1 / 7)
+    assert row["interval"] == (0.05, 0.2) and "[5.0%, 20.0%]" in row["detail"]
+
+
+@pytest.mark.parametrize(("realised", "status"), [(0.215, "met"), (0.185, "met"), (0.221, "not met")])
+def test_every_l2d_budget_router_must_land_within_the_tolerance(realised, status):
+    rows = lambda x: [{"kind": "share", "target": 0.2, "realised": x, "ci": [x - 0.01, x + 0.01]}]  # noqa: E731
+    res = {
+        "pool": "PLLM",
+        "routers": {
+            "l2d-a": {"budgets": rows(0.2)},
+            "l2d-b": {"budgets": rows(realised)},
+            "conf-threshold": {},
+        },
+    }
+    row = _one(res, "budget-PLLM")
+    assert row["status"] == status and row["router"] == "l2d-b"
+    assert _one({"pool": "PLLM", "routers": {"l2d-a": {}}}, "budget-PLLM")["status"] == "n/a"
+
+
+def test_every_new_target_type_is_registered_and_says_na_without_its_pool():
+    for kind, fn in LLM_TARGETS.items():
+        t = next(t for t in TARGETS if t["type"] == kind)
+        assert fn({"pool": "elsewhere", "routers": {}}, None, t)["status"] == "n/a"
+
+
+# --- paired differences ------------------------------------------------------------------------
+
+
+def test_paired_intervals_follow_the_shared_resamples():
+    rng = np.random.default_rng(0)
+    base = rng.normal(30.0, 1.0, 500)  # both routers move with the resample
+    s = {"l2d-a": base + 0.3, "conf-threshold": base, "zero": base - 1.0, "oracle": base + 2.0}
+    routers = {k: {"aiq": float(v.mean())} for k, v in s.items()}
+    out = paired_differences(routers, {"aiq": s})
+    assert set(out) == {"l2d-a"}  # only L2D routers get differences
+    lo, hi = out["l2d-a"]["aiq_diff_ci"]["conf-threshold"]
+    assert lo == pytest.approx(0.3) and hi == pytest.approx(0.3)  # paired: the common noise cancels
+    alone = M.percentile_interval(s["l2d-a"])
+    assert alone[1] - alone[0] > 3.0  # each router alone is wide (±2σ of the shared noise)
+    assert out["l2d-a"]["aiq_gain_ci"] == pytest.approx([1.3 / 3.0, 1.3 / 3.0])
+    assert out["l2d-a"]["aiq_diff"]["zero"] == pytest.approx(1.3)
+
+
+# --- the real PLLM pool --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pllm_results(real_data):
+    bench = prepare("squad20", "PLLM", features_needed=False)
+    routers = ["l2d-cascade", "conf-threshold", "zero", "oracle", "agent:bert-tiny", "agent:gpt3-davinci"]
+    return bench, run_comparison(bench, (0,), routers, n_boot=200)
+
+
+def test_a_real_pllm_run_carries_what_the_targets_read(pllm_results):
+    bench, res = pllm_results
+    r = res["routers"]["l2d-cascade"]
+    assert res["questions"] == "all" and res["latency_points"] and bench.has_latency
+    lo, hi = r["aiq_diff_ci"]["conf-threshold"]
+    assert lo < hi and lo < r["aiq_diff"]["conf-threshold"] < hi
+    assert len(r["point_em_ci"]) == len(r["points"])
+    assert all(
+        c[0] <= p["em"] + 1e-6 and p["em"] - 1e-6 <= c[1] for c, p in zip(r["point_em_ci"], r["points"])
+    )
+    (b,) = r["budgets"]
+    assert b["kind"] == "share" and b["target"] == 0.2 and b["ci"][0] <= b["realised"] <= b["ci"][1]
+    lat = [p for p in r["points"] if p.get("latency_price") is not None]
+    assert [p["latency_price"] for p in lat] == res["latency_points"]
+    assert all(p["latency_s"] > 0 for p in lat)
+    rows = {t["id"]: t for t in evaluate_targets(res)}
+    assert rows["apgr-aiq-PLLM"]["status"] in ("met", "not met") and rows["budget-PLLM"]["status"] in (
+        "met",
+        "not met",
+    )
+
+
+def test_the_report_shows_latency_and_the_request_accuracy_plot(pllm_results):
+    _, res = pllm_results
+    md = report_markdown(res)
+    assert "## Latency (mean realised latency per query)" in md and "λ_s=0.1" in md
+    assert "request_accuracy" in figures(res)
+    frame = requests_frame(res)
+    assert {"conf-threshold", "l2d-cascade"} <= set(frame["router"])
+    gpt = frame[frame["router"] == "agent:gpt3-davinci"]
+    assert gpt["share"].tolist() == [1.0]
+    spec = request_accuracy_figure(res).to_dict()
+    assert "remote calls" in str(spec)
+    assert "mean latency (s)" in latency_tables(res)
+
+
+def test_the_answerable_benchmark_scores_the_answerable_test_questions_only(real_data):
+    assert QUESTION_SETS == ("all", "answerable")
+    full = prepare("squad20", "PLLM", features_needed=False)
+    ans = prepare("squad20", "PLLM", features_needed=False, questions="answerable")
+    ok = answerable_mask(full.dataset, full.test.qids)
+    assert ans.train.qids == full.train.qids  # routers train as usual
+    assert ans.test.qids == tuple(np.array(full.test.qids)[ok]) and 0 < len(ans.test) < len(full.test)
+    assert ans.cache_key(False) != full.cache_key(False)
+    with pytest.raises(ValueError, match="questions must be one of"):
+        prepare("squad20", "PLLM", features_needed=False, questions="some")
