@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from l2d_core.agents import add_agent_from_upload, get_agent, list_pools, prediction_file
+from l2d_core.agents import add_agent_from_upload, get_agent, list_pools, uploads
 from l2d_core.agents.registry import user_registry_path
 from l2d_core.data import DataFormatError, load_dataset
 
@@ -38,7 +38,7 @@ def test_upload_makes_an_agent_and_bad_files_change_nothing(real_data, fresh_cac
     for bad in (good[: len(good) // 2], b"[1, 2]", json.dumps({"x": "y"}).encode()):
         with pytest.raises(DataFormatError):
             add_agent_from_upload("bad", ds, bad, 1.0)
-    monkeypatch.setattr(prediction_file, "MAX_PREDICTION_BYTES", 1000)
+    monkeypatch.setattr(uploads, "MAX_UPLOAD_BYTES", 1000)
     with pytest.raises(DataFormatError, match="limit"):
         add_agent_from_upload("bad", ds, good, 1.0)
     assert user_registry_path().read_text() == registry_before  # nothing registered

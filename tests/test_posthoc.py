@@ -12,9 +12,11 @@ from l2d_core.data.records import QUESTION_TYPES, QARecord
 from l2d_core.evaluation.benchmark import BETA_POINTS
 from l2d_core.method.costs import CostConfig
 from l2d_core.method.policies import plugin_policy
+from l2d_core.routers.calibration import crossfit_splits
 from l2d_core.routers.features import answer_features, extra_features
 from l2d_core.routers.posthoc import PosthocRejector
 from l2d_core.routers.posthoc_inputs import (
+    CALIBRATION_FOLDS,
     default_helpers,
     posthoc_answers,
     posthoc_features,
@@ -130,19 +132,40 @@ def test_estimator_fit_predict_on_a_small_slice(p2, tmp_path):
     assert est.fit(F, data.errors, data.titles) is est  # scikit-learn's fit(X, y), groups: articles
     p = est.predict_proba(F)
     assert p.shape == (len(data), 2, 2) and np.all((p > 0) & (p < 1))
+    for i in (0, 7, len(F) - 1):  # a query alone gets what it got in the batch, to the last bit
+        np.testing.assert_array_equal(est.predict_proba(F[i : i + 1])[0], p[i])
     main_wrong = data.errors[:, :, 0].any(axis=1)
     assert p[main_wrong, :, 0].mean() > p[~main_wrong, :, 0].mean()  # it learned something
     choice = plugin_policy(p, p2.costs(0.05))
     assert choice.shape == (len(data),) and set(np.unique(choice)) <= {0, 1}
     assert (plugin_policy(p, CostConfig((1.0,), (5.0,))) == 0).all()  # the expert is never worth 5
-    assert est.platt_.shape == (2, 2, 2)  # default: Platt maps fitted on held-out articles
+    # default: CALIBRATION_FOLDS cross-fitted heads, each Platt-calibrated on its held-out articles
+    assert len(est.heads_) == CALIBRATION_FOLDS and est.platt_.shape == (CALIBRATION_FOLDS, 2, 2, 2)
     raw = PosthocRejector(calibration="none").fit(F, data.errors, data.titles)
-    assert raw.platt_ is None and not np.allclose(raw.predict_proba(F), p)
-    np.testing.assert_allclose(
-        PosthocRejector.load(est.save(tmp_path / "h")).predict_proba(F), est.predict_proba(F)
-    )
+    assert raw.platt_ is None and len(raw.heads_) == 1 and not np.allclose(raw.predict_proba(F), p)
+    one = PosthocRejector(calibration_folds=1).fit(F, data.errors, data.titles)  # one held-out split
+    assert len(one.heads_) == 1 and one.platt_.shape == (1, 2, 2, 2)
+    for k, fitted in enumerate((est, raw, one)):
+        back = PosthocRejector.load(fitted.save(tmp_path / f"h{k}"))
+        assert back.get_params() == fitted.get_params()
+        np.testing.assert_allclose(back.predict_proba(F), fitted.predict_proba(F))
     with pytest.raises(ValueError, match="feature rows"):
         PosthocRejector().fit(F[:-1], data.errors, data.titles)
+
+
+def test_crossfit_splits_hold_out_each_article_once():
+    titles = np.repeat(np.array(list("abcdefg")), 3)
+    masks = crossfit_splits(titles, 4, seed=0)
+    held = np.stack([~m for m in masks])
+    assert (held.sum(axis=0) == 1).all()  # every question calibrates exactly one head
+    for m in masks:  # whole articles: an article is either seen or held out
+        assert all(len(set(m[titles == t])) == 1 for t in set(titles))
+    few = crossfit_splits(np.array(["a"] * 9), 3, seed=0)  # a single article: folds of questions
+    assert [int((~m).sum()) for m in few] == [3, 3, 3]
+    assert len(crossfit_splits(np.array(["a", "b", "b"]), 4, seed=0)) == 2  # no more folds than articles
+    with pytest.raises(ValueError, match="at least two"):
+        crossfit_splits(np.array(["a"]), 3, seed=0)
+    assert [m.tolist() for m in crossfit_splits(titles, 4, 1)] != [m.tolist() for m in masks]  # seeded
 
 
 def test_posthoc_points_pay_the_overhead_and_beat_random(p2):

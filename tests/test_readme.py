@@ -83,6 +83,15 @@ def test_the_short_readme_commands_run_in_order(real_data, tmp_path):
         (real_data / "predictions" / "squad-v1.1" / "r-net-microsoft-research-asia.json").read_text()
     )
     (work / "preds.json").write_text(json.dumps(preds))  # the README's "your own system"
+    # the README's "your own log": the remote LLM log keyed by question id (id, right, confidence, s)
+    logs = real_data / "llm_routing" / "bisupervised"
+    ids = dict(
+        line.split(",")[:2] for line in (logs / "squadv2_index_to_official_id.csv").read_text().split()[1:]
+    )
+    rows = [line.split(",") for line in (logs / "squadv2_remote.csv").read_text().split()[1:]]
+    (work / "my_run.csv").write_text(
+        "id,correct,confidence,latency_s\n" + "".join(f"{ids[r[0]]},{r[1]},{r[3]},{r[4]}\n" for r in rows)
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
     servers = []
     ran = []
@@ -108,6 +117,8 @@ def test_the_short_readme_commands_run_in_order(real_data, tmp_path):
             if cmd.startswith("curl"):
                 routed = json.loads(out.stdout)
                 assert routed["agent"] in ("match-lstm", "bert-ens") and routed["compared"]["values"], routed
+            if "import_log.py" in cmd:
+                assert "10,669" in out.stdout or "10669" in out.stdout, out.stdout
             if "evaluate.py" in cmd:
                 assert "EM" in out.stdout and "test questions" in out.stdout, out.stdout
             if "--budget-share 0.3" in cmd:

@@ -6,7 +6,7 @@ The runnable agents (``ExtractiveAgent``, ``GenerativeAgent``, ``PredictionFileA
 importing the registry does not import torch.
 """
 
-from .prediction_file import ImportReport, add_agent_from_upload, import_predictions, read_prediction_file
+from .prediction_file import ImportReport, import_predictions, read_prediction_file
 from .registry import (
     AGENT_KINDS,
     AgentSpec,
@@ -19,6 +19,7 @@ from .registry import (
     register_pool,
     user_registry_path,
 )
+from .uploads import add_agent_from_upload, add_upload
 
 _RUNNERS = (
     "Prediction",
@@ -45,6 +46,7 @@ __all__ = [
     "ImportReport",
     "add_agent_from_upload",
     "import_predictions",
+    "add_upload",
     "read_prediction_file",
     *_RUNNERS,
 ]

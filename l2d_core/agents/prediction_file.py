@@ -9,14 +9,12 @@ from pathlib import Path
 from ..data.records import DataFormatError, QADataset
 from ..data.squad_json import read_json
 from ..qa.scoring import MISSING, SCORING_VERSION, gold_index, score_answer
-from ..stores import atomic_path
 from .cache import AgentCache
 from .registry import AgentSpec, agent_lock
 
 __all__ = [
     "read_prediction_file",
     "import_predictions",
-    "add_agent_from_upload",
     "ImportReport",
     "MAX_PREDICTION_BYTES",
     "file_sha256",
@@ -156,48 +154,6 @@ def import_predictions(
                 "questions": report.questions,
             },
         )
-    return report
-
-
-def add_agent_from_upload(
-    agent_id: str,
-    dataset: QADataset,
-    data: bytes,
-    gflops: float,
-    name: str = "",
-    cache: AgentCache | None = None,
-    filename: str = "uploaded file",
-    replace: bool = False,
-) -> ImportReport:
-    """Make an agent from an uploaded prediction file: validate, keep a copy under
-    ``<cache>/uploads``, score into the agent cache, then register it (in that order, so a bad
-    file changes nothing), all under the agent's lock (one transaction: the registry names the
-    file whose answers the cache holds). A built-in agent's id is refused, a user agent's unless
-    ``replace`` or the same file again (a retry)."""
-    from ..paths import cache_dir
-    from .registry import check_new_agent, register_agent
-
-    if len(data) > MAX_PREDICTION_BYTES:
-        raise DataFormatError(
-            f"{filename} is {len(data):,} bytes; the limit is {MAX_PREDICTION_BYTES:,} bytes"
-        )
-    agent_id = agent_id.strip()
-    final = cache_dir() / "uploads" / f"{dataset.name}-{agent_id}.json"
-    spec = AgentSpec(
-        id=agent_id,
-        dataset=dataset.name,
-        gflops=gflops,
-        name=name or agent_id,
-        path=str(final),
-        source_sha256=hashlib.sha256(data).hexdigest(),
-    )
-    check_new_agent(spec.id, replace, spec)  # before anything is written
-    with agent_lock(spec.id):
-        check_new_agent(spec.id, replace, spec)  # again, now that no other process can register it
-        with atomic_path(final) as tmp:  # kept only once its answers are in the cache
-            tmp.write_bytes(data)
-            report = import_predictions(spec, dataset, cache or AgentCache(), tmp, label=filename)
-        register_agent(spec, replace=replace)
     return report
 
 

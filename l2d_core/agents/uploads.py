@@ -5,18 +5,69 @@ import (``scripts/import_predictions.py``, ``scripts/import_log.py``)."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 from ..data.records import DataFormatError, QADataset
 from ..stores import atomic_path
 from .cache import AgentCache
 from .outcome_log import LogReport, import_log
-from .prediction_file import MAX_PREDICTION_BYTES, ImportReport, add_agent_from_upload
+from .prediction_file import MAX_PREDICTION_BYTES, ImportReport, import_predictions
 from .registry import AgentSpec, agent_lock, check_new_agent, register_agent
 
-__all__ = ["UPLOAD_TYPES", "add_log_from_upload", "add_upload"]
+__all__ = ["UPLOAD_TYPES", "MAX_UPLOAD_BYTES", "add_agent_from_upload", "add_log_from_upload", "add_upload"]
 
 UPLOAD_TYPES = ("json", "csv", "jsonl")  # prediction file; outcome logs
+MAX_UPLOAD_BYTES = MAX_PREDICTION_BYTES  # as for a file read from disk (a 10k-row log: ~0.5 MB)
+
+
+def _upload_spec(agent_id: str, dataset: QADataset, data: bytes, suffix: str, **fields) -> AgentSpec:
+    from ..paths import cache_dir
+
+    agent_id = agent_id.strip()
+    final = cache_dir() / "uploads" / f"{dataset.name}-{agent_id}{suffix}"
+    fields["name"] = fields.get("name") or agent_id
+    return AgentSpec(
+        id=agent_id,
+        dataset=dataset.name,
+        path=str(final),
+        source_sha256=hashlib.sha256(data).hexdigest(),
+        **fields,
+    )
+
+
+def _add(spec: AgentSpec, data: bytes, filename: str, replace: bool, read_in: Callable[[Path], object]):
+    """Keep a copy of ``data`` at ``spec.path``, read it in (``read_in(copy)``: checks it and fills
+    the agent cache), then register ``spec`` — in that order, so a bad file changes nothing — all
+    under the agent's lock (one transaction: the registry names the file whose answers the cache
+    holds). A built-in agent's id is refused, a user agent's unless ``replace`` or the same file
+    again (a retry)."""
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise DataFormatError(f"{filename} is {len(data):,} bytes; the limit is {MAX_UPLOAD_BYTES:,} bytes")
+    check_new_agent(spec.id, replace, spec)  # before anything is written
+    with agent_lock(spec.id):
+        check_new_agent(spec.id, replace, spec)  # again, now that no other process can register it
+        with atomic_path(spec.path) as tmp:  # kept only once its answers are in the cache
+            tmp.write_bytes(data)
+            report = read_in(tmp)
+        register_agent(spec, replace=replace)
+    return report
+
+
+def add_agent_from_upload(
+    agent_id: str,
+    dataset: QADataset,
+    data: bytes,
+    gflops: float,
+    name: str = "",
+    cache: AgentCache | None = None,
+    filename: str = "uploaded file",
+    replace: bool = False,
+) -> ImportReport:
+    """Make an agent from an uploaded prediction file {question id: answer} (see :func:`_add`)."""
+    spec = _upload_spec(agent_id, dataset, data, ".json", gflops=gflops, name=name)
+    read_in = lambda tmp: import_predictions(spec, dataset, cache or AgentCache(), tmp, label=filename)  # noqa: E731
+    return _add(spec, data, filename, replace, read_in)
 
 
 def add_log_from_upload(
@@ -29,39 +80,17 @@ def add_log_from_upload(
     filename: str = "uploaded.csv",
     replace: bool = False,
 ) -> LogReport:
-    """Make an agent from an uploaded outcome log: keep a copy under ``<cache>/uploads``, check
-    it and read it into the agent cache, then register it — under the agent's lock, in that order,
-    so a bad log changes nothing. A built-in agent's id is refused, a user agent's unless
-    ``replace`` or the same log again (a retry)."""
-    from ..paths import cache_dir
-
+    """Make an agent from an uploaded outcome log, CSV or JSONL (see :func:`_add`)."""
     suffix = Path(filename).suffix.lower()
     if suffix not in (".csv", ".jsonl"):
         raise DataFormatError(f"{filename}: an outcome log is a .csv or .jsonl file")
-    if len(data) > MAX_PREDICTION_BYTES:
-        raise DataFormatError(
-            f"{filename} is {len(data):,} bytes; the limit is {MAX_PREDICTION_BYTES:,} bytes"
-        )
-    agent_id = agent_id.strip()
-    final = cache_dir() / "uploads" / f"{dataset.name}-{agent_id}{suffix}"
-    spec = AgentSpec(
-        id=agent_id,
-        dataset=dataset.name,
-        kind="outcome_log",
-        gflops=gflops,
-        name=name or agent_id,
-        path=str(final),
-        description=f"known by its outcome log {Path(filename).name}",
-        source_sha256=hashlib.sha256(data).hexdigest(),
+    description = f"known by its outcome log {Path(filename).name}"
+    spec = _upload_spec(
+        agent_id, dataset, data, suffix, kind="outcome_log", gflops=gflops, name=name, description=description
     )
-    check_new_agent(spec.id, replace, spec)  # before anything is written
-    with agent_lock(spec.id):
-        check_new_agent(spec.id, replace, spec)
-        with atomic_path(final) as tmp:  # kept only once the log is in the cache
-            tmp.write_bytes(data)
-            report = import_log(spec, dataset, cache or AgentCache(), tmp)
-        register_agent(spec, replace=replace)
-    return report
+    return _add(
+        spec, data, filename, replace, lambda tmp: import_log(spec, dataset, cache or AgentCache(), tmp)
+    )
 
 
 def add_upload(

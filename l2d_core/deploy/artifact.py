@@ -5,7 +5,8 @@
     <folder>/router.json          what the router is: pool and agent specs, costs or budget,
                                   feature configuration, encoder / main-agent fingerprints, versions
     <folder>/estimator/           its trained head: model.safetensors, scaler.safetensors,
-                                  config.json (and platt.safetensors for a calibrated cascade)
+                                  config.json (and platt.safetensors for a calibrated cascade;
+                                  its other cross-fitted heads in head1/, head2/, …)
 
 Loading checks every version the routing depends on and says what does not match and what to do
 (:class:`ArtifactError`); it never guesses.
@@ -36,7 +37,8 @@ __all__ = [
     "now_iso",
 ]
 
-ARTIFACT_FORMAT = 3  # bump when router.json or the estimator folder changes meaning
+# bump when router.json or the estimator folder changes meaning (4: cross-fitted post-hoc heads)
+ARTIFACT_FORMAT = 4
 MANIFEST = "router.json"
 ESTIMATOR_DIR = "estimator"
 EXPORT_HINT = "export it again with this version: python scripts/export_router.py --pool … --out …"

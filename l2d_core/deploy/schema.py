@@ -176,6 +176,8 @@ class HeadConfig(Strict):
     train: Train
     posthoc_calibration: Literal["none", "platt"] | None = None
     calibration_fraction: Annotated[float, Field(gt=0, lt=1)] | None = None
+    calibration_folds: Annotated[int, Field(ge=1, le=64)] | None = None
+    heads: Annotated[int, Field(ge=1, le=64)] | None = None
     costs: Costs | None = None
 
 

@@ -11,6 +11,7 @@ What they read on a benchmark: :mod:`~l2d_core.routers.posthoc_inputs`.
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -26,9 +27,11 @@ from ..method.training import FAST_CONFIG, POSTHOC_CONFIG, TrainConfig
 from ..stores import atomic_save_file, model_fingerprint
 from .base import DENSE_BETAS, Needs, NotExportable, OperatingPoint
 from .budget import follower_from_state
+from .calibration import calibration_split, crossfit_splits, fit_platt
 from .features import posthoc_matrix
 from .plugin import ErrorEstimateFrozen, ErrorEstimateRouter, PluginRejector
 from .posthoc_inputs import (
+    CALIBRATION_FOLDS,
     DEFAULT_CALIBRATION,
     DEFAULT_FEATURES,
     FEATURE_FORMAT,
@@ -42,17 +45,27 @@ from .posthoc_inputs import (
 )
 from .registry import register
 
-__all__ = ["PosthocRejector", "PosthocFrozen", "PosthocRouter", "CascadeRouter", "answer_matrix"]
+__all__ = [
+    "PosthocRejector",
+    "PosthocFrozen",
+    "PosthocRouter",
+    "CascadeRouter",
+    "answer_matrix",
+]
 
 
 class PosthocRejector(BaseEstimator):
     """Post-hoc error estimator: the plug-in head (``rejector.PluginRejector``, one network
     with a p̂_j^i output per endpoint i and agent j, trained with BCE) over post-hoc features.
 
-    ``calibration="platt"`` holds out ``calibration_fraction`` of the training *articles* and
-    fits a per-output logistic map of the head's logits on them (the head is then trained on
-    the rest). Follows scikit-learn's contract: ``fit`` returns ``self``, learned state ends in
-    ``_``.
+    ``calibration="platt"`` fits a per-output logistic map of a head's logits on training
+    *articles* that head did not see. With ``calibration_folds`` = K ≥ 2 (cross-fitting) the
+    training articles are cut into K folds; each fold's head is trained on the other folds and
+    Platt-calibrated on its own, and p̂ is the mean of the K calibrated probabilities (every
+    article serves calibration once; the K heads average out the luck of a single split). K = 1:
+    one head on all but a held-out ``calibration_fraction`` of the articles, calibrated on them.
+    ``calibration="none"``: one head on every training question (K is then unused).
+    Follows scikit-learn's contract: ``fit`` returns ``self``, learned state ends in ``_``.
     """
 
     def __init__(
@@ -60,11 +73,13 @@ class PosthocRejector(BaseEstimator):
         config: TrainConfig = FAST_CONFIG,
         calibration: str = DEFAULT_CALIBRATION,
         calibration_fraction: float = 0.25,
+        calibration_folds: int = CALIBRATION_FOLDS,
         progress: bool = False,
     ):
         self.config = config
         self.calibration = calibration
         self.calibration_fraction = calibration_fraction
+        self.calibration_folds = calibration_folds
         self.progress = progress
 
     def fit(
@@ -74,34 +89,57 @@ class PosthocRejector(BaseEstimator):
         ``groups`` (N,): each question's article (Platt calibration holds whole articles out)."""
         if self.calibration not in ("none", "platt"):
             raise ValueError(f"calibration must be 'none' or 'platt', got {self.calibration!r}")
+        if int(self.calibration_folds) < 1:
+            raise ValueError(f"calibration_folds must be at least 1, got {self.calibration_folds!r}")
         X, y, groups = np.asarray(X, dtype=np.float32), np.asarray(y, bool), np.asarray(groups)
         if not len(X) == len(y) == len(groups):
             raise ValueError(f"{len(X)} feature rows for {len(y)} queries and {len(groups)} articles")
-        fit_mask = np.ones(len(y), bool)
-        if self.calibration == "platt":
-            fit_mask = calibration_split(groups, self.calibration_fraction, self.config.seed)
-        # a column constant on the rows the head sees (a question type absent from a few
+        if self.calibration == "none":
+            masks = [np.ones(len(y), bool)]
+        elif self.calibration_folds == 1:
+            masks = [calibration_split(groups, self.calibration_fraction, self.config.seed)]
+        else:
+            masks = crossfit_splits(groups, int(self.calibration_folds), self.config.seed)
+        # a column constant on the rows a head sees (a question type absent from a few
         # articles) gets scale 1 from the head's StandardScaler: it cannot blow up elsewhere
-        self.head_ = PluginRejector(config=self.config, progress=self.progress)
-        self.head_.fit(X[fit_mask], y[fit_mask], X_val, y_val)
-        self.platt_ = None
-        if self.calibration == "platt":
-            z = self.head_.raw_scores(X[~fit_mask])
-            self.platt_ = _fit_platt(z, y[~fit_mask])
+        self.heads_, platt = [], []
+        for k, fit_mask in enumerate(masks):
+            config = self.config if k == 0 else self.config.but(seed=self.config.seed + k)
+            head = PluginRejector(config=config, progress=self.progress)
+            head.fit(X[fit_mask], y[fit_mask], X_val, y_val)
+            self.heads_.append(head)
+            if self.calibration == "platt":
+                platt.append(fit_platt(_logits(head, X[~fit_mask]), y[~fit_mask]))
+        self.head_ = self.heads_[0]
+        self.platt_ = np.stack(platt) if platt else None  # (K, 2, A, 2): slope, bias per head
         return self
 
     def predict_proba(self, F: np.ndarray) -> np.ndarray:
-        """p̂_j^i(x) = P[agent j wrong on endpoint i], (N, 2, A)."""
+        """p̂_j^i(x) = P[agent j wrong on endpoint i], (N, 2, A): the mean over the heads of
+        their calibrated probabilities."""
         check_is_fitted(self, "head_")
-        z = self.head_.raw_scores(np.asarray(F, dtype=np.float32)).astype(np.float64)
-        if self.platt_ is not None:
-            z = z * self.platt_[None, :, :, 0] + self.platt_[None, :, :, 1]
-        return expit(z)
+        F = np.asarray(F, dtype=np.float32)
+        p = 0.0
+        for k, head in enumerate(self.heads_):
+            z = _logits(head, F)
+            if self.platt_ is not None:
+                z = z * self.platt_[None, k, :, :, 0] + self.platt_[None, k, :, :, 1]
+            p = p + expit(z)
+        return p / len(self.heads_)
 
     def save(self, directory: str | Path) -> Path:
+        """The first head in ``directory`` (its ``config.json`` records the calibration), the
+        others in ``head1/``, ``head2/``…, the Platt maps of all in ``platt.safetensors``."""
         directory = Path(directory)
-        extra = {"posthoc_calibration": self.calibration, "calibration_fraction": self.calibration_fraction}
-        self.head_.save(directory, extra)
+        extra = {
+            "posthoc_calibration": self.calibration,
+            "calibration_fraction": self.calibration_fraction,
+            "calibration_folds": int(self.calibration_folds),
+            "heads": len(self.heads_),
+        }
+        self.heads_[0].save(directory, extra)
+        for k, head in enumerate(self.heads_[1:], start=1):
+            head.save(directory / f"head{k}")
         if self.platt_ is not None:
             atomic_save_file({"platt": torch.from_numpy(self.platt_)}, directory / "platt.safetensors")
         return directory
@@ -112,66 +150,33 @@ class PosthocRejector(BaseEstimator):
         head = PluginRejector.load(directory)
         config = json.loads((directory / "config.json").read_text())
         cal = config.get("posthoc_calibration", "none")
-        est = cls(config=head.config, calibration=cal, calibration_fraction=config["calibration_fraction"])
-        est.head_ = head
-        est.platt_ = (
-            load_file(str(directory / "platt.safetensors"))["platt"].numpy() if cal == "platt" else None
+        est = cls(
+            config=head.config,
+            calibration=cal,
+            calibration_fraction=config["calibration_fraction"],
+            calibration_folds=config.get("calibration_folds", 1),
         )
+        others = range(1, config.get("heads", 1))
+        est.heads_ = [head, *(PluginRejector.load(directory / f"head{k}") for k in others)]
+        est.head_ = head
+        est.platt_ = None
+        if cal == "platt":
+            platt = load_file(str(directory / "platt.safetensors"))["platt"].numpy()
+            est.platt_ = platt[None] if platt.ndim == 3 else platt  # a single head's (2, A, 2)
+            if len(est.platt_) != len(est.heads_):
+                raise ValueError(f"{directory}: {len(est.platt_)} Platt maps for {len(est.heads_)} heads")
         return est
 
 
-def calibration_split(groups: np.ndarray, fraction: float, seed: int) -> np.ndarray:
-    """Rows the head fits on (True) and rows held out for Platt calibration (False): whole
-    articles (a ``fraction`` of them, seeded), so the calibration sees articles the head did not;
-    with a single article in the training data (a pool whose logs cover few articles), a seeded
-    ``fraction`` of its questions instead. Fewer than two questions cannot be split: refused.
-
-    >>> calibration_split(np.array(["a", "a", "b", "b"]), 0.5, 0).sum()
-    np.int64(2)
-    >>> int((~calibration_split(np.array(["a"] * 8), 0.25, 0)).sum())
-    2
-    """
-    titles = np.array(sorted(set(groups)))
-    rng = np.random.default_rng(seed)
-    if len(titles) >= 2:
-        rng.shuffle(titles)
-        return ~np.isin(groups, titles[: max(1, round(fraction * len(titles)))])
-    if len(groups) < 2:
-        raise ValueError("platt calibration needs at least two training questions")
-    held = rng.permutation(len(groups))[: max(1, round(fraction * len(groups)))]
-    mask = np.ones(len(groups), bool)
-    mask[held] = False
-    return mask
-
-
-def _fit_platt(z: np.ndarray, errors: np.ndarray, ridge: float = 1.0, steps: int = 50) -> np.ndarray:
-    """Per output, (slope, bias) minimising the log loss of sigmoid(slope·z + bias) plus
-    ``ridge``/2 · ‖(slope, bias) − (1, 0)‖² (identity when data are scarce); damped Newton."""
-    n, e, a = z.shape
-    out = np.zeros((e, a, 2))
-    w0 = np.array([1.0, 0.0])
-
-    def loss(w, X, y):
-        m = X @ w
-        return float(np.sum(np.logaddexp(0.0, m) - y * m) + 0.5 * ridge * np.sum((w - w0) ** 2))
-
-    for i in range(e):
-        for j in range(a):
-            X = np.stack([z[:, i, j].astype(np.float64), np.ones(n)], 1)
-            y = errors[:, i, j].astype(np.float64)
-            w = w0.copy()
-            for _ in range(steps):
-                p = np.exp(-np.logaddexp(0.0, -(X @ w)))
-                g = X.T @ (p - y) + ridge * (w - w0)
-                H = (X * (p * (1 - p))[:, None]).T @ X + ridge * np.eye(2)
-                step, t, f0 = np.linalg.solve(H, g), 1.0, loss(w, X, y)
-                while t > 1e-4 and loss(w - t * step, X, y) > f0:
-                    t /= 2
-                w = w - t * step
-                if np.abs(t * step).max() < 1e-9:
-                    break
-            out[i, j] = w
-    return out
+def _logits(head: PluginRejector, X: np.ndarray) -> np.ndarray:
+    """The head's logits, (N, 2, A), float64, the same for a query whatever batch it comes in:
+    computed in float64 and rounded to float32 (a float32 forward pass differs in its last bits
+    between batch sizes, and an artifact must route one query as it routed it in a batch)."""
+    check_is_fitted(head, "head_")
+    x = torch.from_numpy(head.scaler_.transform(np.asarray(X, np.float64)))
+    with torch.no_grad():
+        z = copy.deepcopy(head.head_).double().eval()(x).numpy()
+    return z.astype(np.float32).astype(np.float64)
 
 
 def answer_matrix(config: dict, answers: list[dict], records, helpers=None) -> np.ndarray:

@@ -29,6 +29,7 @@ __all__ = [
     "GFLOPS_SWEEP",
     "DEFAULT_MAX_HELPER_GFLOPS",
     "DEFAULT_CALIBRATION",
+    "CALIBRATION_FOLDS",
     "default_helpers",
     "posthoc_helpers",
     "posthoc_gflops",
@@ -45,6 +46,10 @@ FEATURE_SETS = POSTHOC_FEATURE_SETS
 DEFAULT_FEATURES = "answer+extra"
 DEFAULT_MAX_HELPER_GFLOPS = 5.0
 DEFAULT_CALIBRATION = "platt"
+# Cross-fitted heads of the post-hoc estimator (PosthocRejector): K folds of training articles,
+# each fold's head trained on the others and Platt-calibrated on it, p̂ their mean (1: one head,
+# one held-out calibration split).
+CALIBRATION_FOLDS = 4
 # Part of the trained-head cache key: bump when the features change.
 FEATURE_FORMAT = 3
 # Second dense sweep of posthoc_points: β of the dearest expert, every other expert's β in

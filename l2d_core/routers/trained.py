@@ -26,7 +26,7 @@ from ..stores import open_disk_cache, set_aside
 __all__ = ["STORE_FORMAT", "estimator_params", "artifact_key", "is_stored", "fitted", "memo_arrays"]
 
 # Part of every key: bump when a fit or a feature changes what an artifact holds.
-STORE_FORMAT = 6  # 6: estimators fit(X, y), renamed (routers in one home each)
+STORE_FORMAT = 7  # 7: the post-hoc estimator cross-fits K calibrated heads
 
 
 def _jsonable(v):

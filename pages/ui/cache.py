@@ -51,11 +51,13 @@ def benchmark(dataset: str, pool: str, embeddings: bool = False) -> Benchmark:
     (computed first where missing, with a progress bar: :func:`ensure_embeddings`)."""
     if embeddings:
         ensure_embeddings(dataset)
-    return _benchmark(dataset, pool, embeddings)
+    return _benchmark(dataset, pool, embeddings, str(cache_dir()))
 
 
 @st.cache_resource(show_spinner="Loading the benchmark's questions and every agent's answers…")
-def _benchmark(dataset: str, pool: str, embeddings: bool) -> Benchmark:
+def _benchmark(dataset: str, pool: str, embeddings: bool, cache: str) -> Benchmark:
+    """``cache``: the cache folder it was read from (a benchmark of one folder — its answers,
+    embeddings and user pools — is never served for another)."""
     return prepare(dataset, pool, features_needed=embeddings)
 
 
