@@ -4,7 +4,7 @@ their metrics and the cost–EM plane."""
 import pandas as pd
 import streamlit as st
 
-from l2d_core.app_logic.cost_settings import beta_limits, cost_from_upload, rule_beta1
+from l2d_core.app_logic.cost_settings import beta_limits, cost_from_upload, price_slider, rule_beta1
 from l2d_core.app_logic.default_view import needs_embeddings, ranking_frame
 from l2d_core.app_logic.explorer import SWEEPS, TILE_WORDS, budget_words, explore, untrained_settings
 from l2d_core.app_logic.live import new_text_advice
@@ -67,6 +67,8 @@ with shown_errors():
 experts, gflops = bench.pool.experts, bench.expert_gflops
 main_gflops = float(bench.train.agent_gflops[0])
 beta_max = beta_limits(gflops)
+price_end, price_step = price_slider([(g - main_gflops) / 1000 for g in gflops], PRICE_MAX)
+price_end = max(price_end, choice.price)  # the default price always on the slider
 
 
 def load_upload() -> None:
@@ -94,6 +96,8 @@ def seed_betas() -> None:
 
 
 default_price(choice)
+if st.session_state["price"] > price_end:  # left over from another pool
+    st.session_state["price"] = price_end
 rules = [r for r in RULES if r != "latency" or bench.has_latency]  # the latency price needs logged latency
 for key, default in (("cost_rule", "price"), ("beta1", 0.05), ("decide_by", "costs"), ("latency_price", 0.1)):
     st.session_state.setdefault(key, default)
@@ -164,8 +168,9 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
             lam = beta_col.slider(
                 "λ · errors per TFLOP",
                 0.0,
-                PRICE_MAX,
-                step=0.01,
+                price_end,
+                step=price_step,
+                format="%.2f" if price_step >= 0.01 else "%.4f",
                 key="price",
                 persist_state="session",
                 help=f"each expert costs λ × its extra compute over {bench.pool.main}, in TFLOPs per query",

@@ -104,7 +104,7 @@ if note := textless_note(table):
     st.caption(note)
 with st.expander("Build a custom pool from any cached agents"):
     custom_pool_form(dataset)
-with st.expander("Add an agent from a prediction file"):
+with st.expander("Add an agent from a prediction file or an outcome log"):
     upload_agent_form(ds)
 st.subheader("Data")
 st.markdown(

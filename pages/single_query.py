@@ -200,7 +200,6 @@ if chosen["answer"] is not None:
     st.success(f"**{r['agent']}**: {chosen['answer'] or '(no answer)'}")
 elif chosen["status"] == "cached":  # known by its outcome log only: no answer text to show
     st.success(f"**{r['agent']}**: {shown_answer(None, chosen['em'])}")
-    st.caption(f1_note([r["agent"]]))
 elif asked and asked["note"]:
     main_answer = main["answer"] if main["answer"] is not None else "(none)"
     st.warning(f"{asked['note'][:1].upper()}{asked['note'][1:]}. The main agent's answer: {main_answer}.")

@@ -191,3 +191,18 @@ def test_benchmark_computes_embeddings_only_for_routers_that_read_them(tmp_path,
     code = B.main(["--pool", "P2", "--routers", "conf-threshold", "--out", str(tmp_path), "--quiet"])
     assert code == 2 and seen["features_needed"] is False
     assert "main agent's own confidence" in capsys.readouterr().err
+
+
+def test_the_price_slider_spans_the_prices_that_change_a_decision():
+    """On PLLM the expert costs 150 TFLOPs more than the main agent: beyond λ ≈ 0.013 errors per
+    TFLOP its every answer is dearer than two mistakes, so the slider ends there with a fine step;
+    a λ left over from P2 is brought onto it. On P2 the slider is as before (0 to 2, step 0.01)."""
+    at = run("cost_explorer", "PLLM", price=0.5, _price_default=-1.0)
+    slider = at.slider(key="price")
+    assert slider.max == pytest.approx(0.02) and slider.step == pytest.approx(1e-4)
+    assert slider.value == pytest.approx(0.02)  # the leftover 0.5 clamped to the end
+    bench = prepare("squad20", "PLLM", features_needed=False)
+    beta_end = bench.price_costs(slider.max).beta[0]
+    assert 2.0 <= beta_end <= 3.1  # the end: the expert's β just past two mistakes
+    p2 = run("cost_explorer", "P2", dataset="squad11")
+    assert (p2.slider(key="price").max, p2.slider(key="price").step) == (2.0, 0.01)

@@ -20,8 +20,6 @@ from l2d_core.agents import qa_training
 from l2d_core.agents.qa_training import PROFILES
 from l2d_core.agents.train_cli import progress_path
 from l2d_core.app_logic import quick_agent as Q
-from l2d_core.evaluation.benchmark import prepare
-from pages.ui.defaults import DATASET_CHOICES, DEFAULT_POOL
 
 ROOT = Path(__file__).resolve().parent.parent
 # five timed steps each, one far off (the machine was busy for a moment): the median ignores it
@@ -223,15 +221,13 @@ def test_single_query_page_draws_at_once_then_fills_in_the_time_and_shows_the_ru
 
     spawned = []
     monkeypatch.setattr(Q, "_spawn", lambda args, log, **kw: spawned.append(args) or Pending())
-    # the default pool's answers read into this test's own cache first: the page's first view
-    # then reads them from disk, as a user's does after the first visit (reading them in is timed
-    # elsewhere, tests/test_early_read_in.py)
-    prepare(DATASET_CHOICES[0], DEFAULT_POOL, features_needed=False)
     at = open_page("single_query")
-    t0 = time.perf_counter()
     at.run()
     assert not at.exception, at.exception
-    assert time.perf_counter() - t0 < 60 and timed == []  # nothing was timed in the page's process
+    # the page drew without waiting: nothing was timed in its process, the measurement was handed to
+    # a background process (still running: Pending) — how fast the page draws is measured by
+    # scripts/bench_dashboard.py, not asserted here
+    assert timed == []
     assert spawned == [["-m", "l2d_core.app_logic.quick_agent", "squad11"]]
     offer = next(i.value for i in at.info if "quick model" in i.value)
     assert "being measured now" in offer and "about" not in offer and "P3-quick" in offer

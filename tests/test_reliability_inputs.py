@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import time
 from collections import Counter
 
@@ -136,20 +137,34 @@ def official_f1(prediction: str, gold_answer: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def _median_seconds(fn, runs: int = 3) -> float:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def test_a_two_million_word_answer_is_scored_in_linear_time(gold):
+    """Scoring grows linearly with an answer's length: ten times the words take about ten times
+    as long (quadratic scoring took a hundred times; the ratio of medians is checked, not a
+    machine's absolute time)."""
     qid = gold.dataset.qids[0]  # Super Bowl 50: gold answers "Denver Broncos" (x3)
     answer = " ".join(["Denver Broncos"] * 1_000_000)  # 2,000,000 words, 15 MB
-    t0 = time.perf_counter()
+    small = " ".join(["Denver Broncos"] * 100_000)
+    ratio = _median_seconds(lambda: score_answer(gold, qid, answer)) / _median_seconds(
+        lambda: score_answer(gold, qid, small)
+    )
+    assert ratio < 35, f"10x the words took {ratio:.0f}x the time"
     rec = score_answer(gold, qid, answer)
-    seconds = time.perf_counter() - t0
-    assert seconds < 2.0, f"{seconds:.2f} s"
     assert rec["status"] == "not_found" and rec["em"] == 0.0
     precision = 2 / 2_000_000
     assert rec["f1"] == pytest.approx(2 * precision / (precision + 1), rel=1e-12)
     assert rec["answer"] == answer  # kept as given
 
 
-def test_a_huge_answer_file_imports_quickly_and_whole(fresh_cache, gold, tmp_path):
+def test_a_huge_answer_file_imports_whole(fresh_cache, gold, tmp_path):
     ds = gold.dataset
     preds = {q: ds[q].answers[0] for q in ds.qids[:200]}
     preds[ds.qids[0]] = " ".join(["word"] * 2_000_000)
@@ -157,10 +172,7 @@ def test_a_huge_answer_file_imports_quickly_and_whole(fresh_cache, gold, tmp_pat
     path.write_text(json.dumps(preds))
     assert 10e6 < path.stat().st_size < 200e6
     spec = AgentSpec(id="huge", dataset="squad11", kind="prediction_file", gflops=1.0, path=str(path))
-    t0 = time.perf_counter()
-    report = import_predictions(spec, ds, AgentCache(), path)
-    seconds = time.perf_counter() - t0
-    assert seconds < 4.0, f"{seconds:.2f} s"
+    report = import_predictions(spec, ds, AgentCache(), path)  # (linear scoring: see above)
     assert report.answered == 200 and report.em == pytest.approx(100 * 199 / len(ds))
 
 

@@ -3,6 +3,8 @@ reading a cost file a user uploads (every problem is a message for the user)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..data.safe_json import JSONNestingError, check_nesting
@@ -11,6 +13,7 @@ from ..method.costs import CostConfig, InvalidCostError
 __all__ = [
     "beta_limits",
     "rule_beta1",
+    "price_slider",
     "cost_from_upload",
     "MAX_COST_FILE_BYTES",
 ]
@@ -30,6 +33,27 @@ def beta_limits(expert_gflops) -> tuple[float, ...]:
     """
     rule = CostConfig.from_beta1(1.0, expert_gflops).beta
     return tuple(max(1.0, float(b)) for b in rule)
+
+
+def price_slider(extra_tflops, top: float = 2.0, coarse: float = 0.01) -> tuple[float, float]:
+    """(upper end, step) of the price slider λ (errors per TFLOP), from each expert's extra TFLOPs
+    per query over the main agent. ``top`` and ``coarse`` serve pools of models within a few TFLOPs;
+    where one step would move the dearest expert's β = λ · TFLOPs by more than 0.05 (a remote LLM's
+    hundreds of TFLOPs), the step is finer and the end where the cheapest expert's β reaches 2 (its
+    every answer dearer than two mistakes: no expert is worth asking beyond), so that the slider
+    spans the prices that change a decision.
+
+    >>> price_slider([1.725])
+    (2.0, 0.01)
+    >>> price_slider([149.9995])
+    (0.02, 0.0001)
+    """
+    dearest, cheapest = max(extra_tflops), min(t for t in extra_tflops if t > 0)
+    if dearest * coarse <= 0.05:
+        return top, coarse
+    step = 10.0 ** math.floor(math.log10(0.05 / dearest))
+    end = min(top, math.ceil(2.0 / cheapest / (100 * step)) * 100 * step)
+    return round(end, 10), step
 
 
 def rule_beta1(costs: CostConfig, expert_gflops) -> float | None:

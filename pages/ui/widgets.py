@@ -180,7 +180,7 @@ def select_routers(key: str, default: str, multiple: bool = True, where=None, id
     if multiple and isinstance(shown, list) and any(r not in ids for r in shown):
         st.session_state[key] = [r for r in shown if r in ids]
     elif not multiple and isinstance(shown, str) and shown not in ids:
-        del st.session_state[key]
+        st.session_state[key] = default  # set, not deleted: the browser would keep showing the old one
     auto, shown = f"_{key}_default", st.session_state.get(key)
     before = st.session_state.get(auto)
     moved = before is not None and before != default and shown in ([before], before)
