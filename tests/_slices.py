@@ -29,8 +29,12 @@ def slice_bench(pool_name: str, n_train: int = 3, n_test: int = 1) -> Benchmark:
     ds = load_dataset("squad11")
     test_titles = [t for t in ds.titles if t in BENCHMARK_TEST_ARTICLES][:n_test]
     train_titles = [t for t in ds.titles if t not in BENCHMARK_TEST_ARTICLES][:n_train]
-    sub = ds.by_titles(train_titles + test_titles)
-    pool = get_pool(pool_name)
+    return bow_bench(ds.by_titles(train_titles + test_titles), get_pool(pool_name), test_titles)
+
+
+def bow_bench(sub, pool, test_titles) -> Benchmark:
+    """The benchmark of dataset ``sub`` and ``pool`` (its agents' answers read in) split at
+    ``test_titles``, with bag-of-words features."""
     train, test = load_routing_data(sub, pool).split(test_titles)
     recs = {r.qid: r for r in sub}
     tr, te = tuple(recs[q] for q in train.qids), tuple(recs[q] for q in test.qids)

@@ -13,18 +13,16 @@ import time
 import numpy as np
 import pytest
 from _openai_server import free_port, serve
-from _slices import bow
+from _slices import bow_bench
 from _tiny_models import one_thread
 
 from l2d_core.agents import AgentSpec, PoolSpec, get_agent, load_agent, register_agent, register_pool
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.openai_chat import EndpointError, chat_messages, parse_reply
-from l2d_core.agents.routing_data import load_routing_data
 from l2d_core.agents.runners import run_into_cache
 from l2d_core.data import load_dataset
 from l2d_core.data.records import QARecord
 from l2d_core.deploy import deploy, load_router
-from l2d_core.evaluation.benchmark import Benchmark
 from l2d_core.method.costs import CostConfig
 from l2d_core.routers.registry import make_router
 
@@ -56,22 +54,7 @@ def chat_bench(real_data, endpoint, tmp_path_factory):
     sub = load_dataset("squad11").by_titles([*TRAIN, TEST])
     summary = run_into_cache(load_agent(spec), sub, spec.id, cache=AgentCache(), progress=False)
     pool = register_pool(PoolSpec("Tiny-chat", "squad11", "tiny-chat", ("bert-ens",)))
-    train, test = load_routing_data(sub, pool).split([TEST])
-    recs = {r.qid: r for r in sub}
-    tr, te = tuple(recs[q] for q in train.qids), tuple(recs[q] for q in test.qids)
-    bench = Benchmark(
-        dataset=sub,
-        pool=pool,
-        train=train,
-        test=test,
-        X_train=bow(tr),
-        X_test=bow(te),
-        train_records=tr,
-        test_records=te,
-        encoder_name="bow",
-        features="bow",
-        rejector_gflops_known=0.15,
-    )
+    bench = bow_bench(sub, pool, [TEST])
     yield bench, summary
     mp.undo()
 

@@ -100,13 +100,17 @@ class CostConfig:
         return len(self.alpha)
 
     @classmethod
+    def with_alpha(cls, alpha: float | Sequence[float], beta: Sequence[float]) -> CostConfig:
+        """β as given, with one α for every expert (or one each)."""
+        alphas = [alpha] * len(beta) if isinstance(alpha, int | float) else list(alpha)
+        return cls(tuple(alphas), tuple(beta))
+
+    @classmethod
     def from_beta1(
         cls, beta1: float, expert_gflops: Sequence[float], alpha: float | Sequence[float] = 1.0
     ) -> CostConfig:
         """β from the GFLOPs rule of SPEC §3 and one α for every expert (or one each)."""
-        j = len(expert_gflops)
-        alphas = [alpha] * j if isinstance(alpha, int | float) else list(alpha)
-        return cls(tuple(alphas), tuple(beta_from_gflops(beta1, expert_gflops)))
+        return cls.with_alpha(alpha, beta_from_gflops(beta1, expert_gflops))
 
     @classmethod
     def from_price(
@@ -117,9 +121,7 @@ class CostConfig:
         alpha: float | Sequence[float] = 1.0,
     ) -> CostConfig:
         """β from the per-TFLOP price rule of SPEC §3 and one α for every expert (or one each)."""
-        j = len(expert_gflops)
-        alphas = [alpha] * j if isinstance(alpha, int | float) else list(alpha)
-        return cls(tuple(alphas), tuple(beta_from_price(lam, main_gflops, expert_gflops)))
+        return cls.with_alpha(alpha, beta_from_price(lam, main_gflops, expert_gflops))
 
     @classmethod
     def from_latency(
@@ -130,9 +132,7 @@ class CostConfig:
         alpha: float | Sequence[float] = 1.0,
     ) -> CostConfig:
         """β from the latency price rule (BENCHMARK.md) and one α for every expert (or one each)."""
-        j = len(expert_latency)
-        alphas = [alpha] * j if isinstance(alpha, int | float) else list(alpha)
-        return cls(tuple(alphas), tuple(beta_from_latency(lam_s, main_latency, expert_latency)))
+        return cls.with_alpha(alpha, beta_from_latency(lam_s, main_latency, expert_latency))
 
     def to_json(self) -> str:
         return json.dumps({"alpha": list(self.alpha), "beta": list(self.beta)})
