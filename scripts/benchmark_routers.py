@@ -86,7 +86,8 @@ def parse_args(argv):
         "--questions",
         choices=list(QUESTION_SETS),
         default="all",
-        help="test questions scored: all, or the answerable ones (routers train as usual; "
+        help="questions kept: all, or the answerable ones (in every split: routers train, "
+        "are validated and are scored on them, as the anchor does; "
         "default out: reports/<dataset>-<pool>-answerable/)",
     )
     p.add_argument("--limit-train", type=int, metavar="N", help="sub-sample N training questions (seed 0)")

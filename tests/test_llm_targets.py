@@ -218,13 +218,14 @@ def test_the_report_shows_latency_and_the_request_accuracy_plot(pllm_results):
     assert "mean latency (s)" in latency_tables(res)
 
 
-def test_the_answerable_benchmark_scores_the_answerable_test_questions_only(real_data):
+def test_the_answerable_benchmark_keeps_the_answerable_questions_in_every_split(real_data):
     assert QUESTION_SETS == ("all", "answerable")
-    full = prepare("squad20", "PLLM", features_needed=False)
-    ans = prepare("squad20", "PLLM", features_needed=False, questions="answerable")
-    ok = answerable_mask(full.dataset, full.test.qids)
-    assert ans.train.qids == full.train.qids  # routers train as usual
-    assert ans.test.qids == tuple(np.array(full.test.qids)[ok]) and 0 < len(ans.test) < len(full.test)
+    full = prepare("squad20", "PLLM", features_needed=False, val_fraction=0.2)
+    ans = prepare("squad20", "PLLM", features_needed=False, val_fraction=0.2, questions="answerable")
+    for split in ("train", "val", "test"):  # routers train, are validated and are scored on them
+        whole, kept = getattr(full, split), getattr(ans, split)
+        ok = answerable_mask(full.dataset, whole.qids)
+        assert kept.qids == tuple(np.array(whole.qids)[ok]) and 0 < len(kept) < len(whole)
     assert ans.cache_key(False) != full.cache_key(False)
     with pytest.raises(ValueError, match="questions must be one of"):
         prepare("squad20", "PLLM", features_needed=False, questions="some")

@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 
-QUESTION_SETS = ("all", "answerable")  # which test questions a benchmark scores
+QUESTION_SETS = ("all", "answerable")  # which questions a benchmark keeps (every split)
 
 
 def answerable_mask(ds: QADataset, qids) -> np.ndarray:
@@ -62,7 +62,7 @@ class Benchmark:
     val: RoutingData | None = None
     X_val: np.ndarray | None = None
     rejector_gflops_known: float | None = None  # None: measured when first asked for
-    questions: str = "all"  # the test questions scored: all, or the answerable ones (QUESTION_SETS)
+    questions: str = "all"  # the questions kept in every split: all, or the answerable ones (QUESTION_SETS)
 
     @cached_property
     def rejector_gflops(self) -> float:
@@ -213,8 +213,10 @@ def prepare(
     featurizing; ``features_needed=False`` skips the encoder (enough for routers that read no
     embeddings). ``embed_progress(done, total, work)`` follows the embedding of the texts not in
     the embedding cache yet (:meth:`~l2d_core.routers.encoder.Encoder.embed`'s ``step``; not
-    called when every text is cached). ``questions="answerable"`` scores the answerable test
-    questions only (routers train on every training question, as usual).
+    called when every text is cached). ``questions="answerable"`` keeps the answerable questions
+    only, in every split: routers train, are validated and are scored on them, as the anchor's
+    study of the LLM logs does (on validation articles, PLLM's post-hoc router trained this way
+    scores higher on answerable questions than one trained on all of them).
     """
     if questions not in QUESTION_SETS:
         raise ValueError(f"questions must be one of {QUESTION_SETS}, got {questions!r}")
@@ -225,9 +227,9 @@ def prepare(
     if pool.dataset != dataset:
         raise ValueError(f"pool {pool.name} is for {pool.dataset}, not {dataset}")
     data = load_routing_data(ds, pool, cache)
-    train, test = data.split(BENCHMARK_TEST_ARTICLES)
     if questions == "answerable":
-        test = test.take(answerable_mask(ds, test.qids))
+        data = data.take(answerable_mask(ds, data.qids))
+    train, test = data.split(BENCHMARK_TEST_ARTICLES)
     if len(train) == 0 or len(test) == 0:
         raise ValueError(f"empty split on {dataset}: {len(train)} training, {len(test)} test questions")
     if limit_train is not None and limit_train < len(train):

@@ -61,7 +61,7 @@ def expert_share(p: dict, main: str | None) -> float | None:
 
 def run_key(results: dict) -> str:
     """What a run is results of, for targets and siblings: its pool, with ``:answerable`` when
-    only the answerable test questions were scored.
+    the run kept the answerable questions only.
 
     >>> run_key({"pool": "PLLM"}), run_key({"pool": "PLLM", "questions": "answerable"})
     ('PLLM', 'PLLM:answerable')
