@@ -77,7 +77,9 @@ path = st.selectbox("Results file", files, key="cmp_file", format_func=lambda f:
 with shown_errors():
     res = comparison_results(path, Path(path).stat().st_mtime)
 st.caption(
-    f"`{path}` — {res.get('dataset')} {res.get('pool')}: {' → '.join(res.get('agents', []))}; "
+    f"**{Path(path).parent.name}** — {res.get('dataset')} {res.get('pool')}"
+    f"{' (answerable questions only)' if res.get('questions') == 'answerable' else ''}: "
+    f"{' → '.join(res.get('agents', []))}; "
     f"{res.get('n_test')} test questions; seeds {res.get('seeds')}; created {res.get('created')}"
 )
 

@@ -5,6 +5,7 @@ import streamlit as st
 from l2d_core.app_logic.answers import f1_note, textless_agents
 from l2d_core.app_logic.decisions import (
     BRUSH,
+    GFLOPS_ADDED,
     brush_axes,
     decisions_chart,
     decisions_frame,
@@ -138,6 +139,10 @@ if compared is not None:
     right.dataframe(ex["table"], hide_index=True)
 else:
     st.dataframe(ex["table"], hide_index=True)
+st.caption(
+    f"This query paid {ex['paid']:,.2f} GFLOPs, {ex['paid_always']:,.2f} of them whatever was chosen "
+    f"(what runs on every query); '{GFLOPS_ADDED}' is what choosing an agent adds to those."
+)
 if ex["signals"] and getattr(router, "confidence_", False):
     st.caption(
         f"What the router read besides the answers — {bench.pool.main}'s own confidence in its answer: "

@@ -77,6 +77,8 @@ def check_view(bench, view, sample=4):
         ex = explain(bench, view, int(i))
         c = d.explain(int(i), ids)
         assert ex["winner"] == ids[choice[i]] and c["step"] == d.stage_of(int(i)).name
+        assert ex["paid"] == pytest.approx(q["gflops"][i])  # the sentence under the table: what it paid
+        assert ex["paid"] >= ex["paid_always"] - 1e-9
         shown = ex["table"][c["quantity"]].tolist()
         winner_value = shown[choice[i]]
         assert winner_value in ex["why"]  # the sentence quotes the table's number for the winner

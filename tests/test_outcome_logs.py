@@ -280,3 +280,19 @@ def test_an_uploaded_log_becomes_an_agent_on_the_overview(real_data, fresh_cache
     assert not at.exception and len(at.error) == 1 and "\n" not in at.error[0].value
     assert "bad-log" not in {a.id for a in list_agents()}
     assert not (fresh_cache / "uploads" / "squad11-bad-log.csv").exists()
+
+
+def test_no_majority_vote_over_agents_known_by_their_logs_only(real_data):
+    """A vote compares answer texts: on PLLM (two logs without text) the ensemble is not offered
+    and fitting it says why, instead of scoring a vote of nothing as EM 0; on P3 it runs."""
+    from l2d_core.routers.ensemble import MajorityVoteRouter
+    from l2d_core.routers.registry import router_ids
+
+    pllm = prepare("squad20", "PLLM", features_needed=False)
+    why = MajorityVoteRouter.unavailable(pllm)
+    assert why and "bert-tiny and gpt3-davinci are known by their logs only" in why
+    assert "ensemble" not in router_ids(pllm, embeddings=False)
+    with pytest.raises(ValueError, match="majority vote compares answer texts"):
+        MajorityVoteRouter().fit(pllm)
+    p3 = prepare("squad11", "P3", features_needed=False)
+    assert MajorityVoteRouter.unavailable(p3) is None and "ensemble" in router_ids(p3, embeddings=False)

@@ -6,6 +6,7 @@ on first use, so the benchmark works from a clean checkout; live agents must be 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -18,7 +19,7 @@ from .measured import agent_gflops
 from .read_in import answers_a_subset, ensure_cached
 from .registry import PoolSpec, get_agent
 
-__all__ = ["RoutingData", "load_routing_data"]
+__all__ = ["RoutingData", "load_routing_data", "textless_agents"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -172,3 +173,16 @@ def load_routing_data(
         if answers_a_subset(dataset, s, cache):
             keep &= np.isin(qids, list(cache.ids_with(dataset.name, s.id, "confidence")))
     return data if keep.all() else data.take(keep)
+
+
+def textless_agents(agent_ids: Sequence[str], answers: np.ndarray) -> list[str]:
+    """The agents (columns of ``answers``, (N, A)) with no answer text on any question: known by
+    their outcome log only.
+
+    >>> textless_agents(("g", "m"), np.array([[None, "a"], [None, ""]], dtype=object))
+    ['g']
+    """
+    a = np.asarray(answers, dtype=object)
+    if a.ndim != 2 or len(a) == 0:
+        return []
+    return [agent for j, agent in enumerate(agent_ids) if all(x is None for x in a[:, j])]

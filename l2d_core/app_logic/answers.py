@@ -11,6 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..agents.routing_data import textless_agents
+
 __all__ = [
     "KIND_WORDS",
     "shown_answer",
@@ -46,19 +48,6 @@ def shown_answer(answer: str | None, em: float | None) -> str:
     if em is None or (isinstance(em, float) and np.isnan(em)):
         return "—"
     return "right" if em else "wrong"
-
-
-def textless_agents(agent_ids: Sequence[str], answers: np.ndarray) -> list[str]:
-    """The agents (columns of ``answers``, (N, A)) with no answer text on any question: known by
-    their outcome log only.
-
-    >>> textless_agents(("g", "m"), np.array([[None, "a"], [None, ""]], dtype=object))
-    ['g']
-    """
-    a = np.asarray(answers, dtype=object)
-    if a.ndim != 2 or len(a) == 0:
-        return []
-    return [agent for j, agent in enumerate(agent_ids) if all(x is None for x in a[:, j])]
 
 
 def f1_note(agents: Sequence[str]) -> str | None:

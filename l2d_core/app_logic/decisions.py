@@ -89,6 +89,10 @@ def decisions_chart(df: pd.DataFrame, x: str, outcome: str = "correct") -> alt.C
     )
 
 
+# what choosing an agent adds to what the query pays anyway (an agent that always runs adds 0)
+GFLOPS_ADDED = "GFLOPs added if chosen"
+
+
 def explain(bench: Benchmark, view: RouterView, i: int) -> dict:
     """Why query ``i`` went where it went, from the decision itself (:meth:`Decision.compared`):
     the step that decided it, what that step compared per agent (agents it did not consider
@@ -109,7 +113,7 @@ def explain(bench: Benchmark, view: RouterView, i: int) -> dict:
         cols[stage.quantity] = ["—" if np.isnan(v) else _number(v) for v in values]
     cols.update(
         {
-            "GFLOPs": d.on(test).gflops[i],
+            GFLOPS_ADDED: d.on(test).gflops[i],
             "answer": [shown_answer(x, e) for x, e in zip(test.answers[i], test.em[i])],
             "EM": test.em[i],
             "start ok": test.start_ok[i],
@@ -128,6 +132,8 @@ def explain(bench: Benchmark, view: RouterView, i: int) -> dict:
         "winner": ids[winner],
         "why": why,
         "signals": signals,
+        "paid": float(d.paid_gflops(test)[i]),
+        "paid_always": float(d.overhead_gflops),
         "compared": compared,
     }
 

@@ -59,7 +59,7 @@ def decision_metrics(bench: Benchmark, decision: Decision, costs: CostConfig) ->
     q = {
         "em": data.em[ar, choice].astype(float),
         "f1": data.f1[ar, choice].astype(float),
-        "gflops": overhead + data.gflops[ar, choice].astype(float),
+        "gflops": decision.paid_gflops(bench.test),
         "tdl": query_costs(cost_matrix(data.errors, costs))[ar, choice],
         "share": (choice != 0).astype(float),
         **(decision.per_query or {}),

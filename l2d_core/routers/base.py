@@ -119,6 +119,8 @@ class Router:
     def fit(self, bench, seed: int = 0) -> Router:
         if self.reads_embeddings and not bench.has_embeddings:
             raise ValueError(f"router {self.id} reads embeddings: prepare the benchmark with them")
+        if reason := self.unavailable(bench):
+            raise ValueError(reason)
         self.bench_, self.seed_ = bench, int(seed)
         self._fit()
         return self

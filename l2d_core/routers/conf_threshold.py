@@ -135,9 +135,6 @@ class ConfThresholdRouter(Router):
 
     def _fit(self) -> None:
         bench = self.bench_
-        reason = self.unavailable(bench)
-        if reason:
-            raise ValueError(reason)
         self.doubt_train_ = -bench.train.score[:, 0]
         self.doubt_test_ = -bench.test.score[:, 0]
         self.thresholds_ = thresholds(self.doubt_train_)

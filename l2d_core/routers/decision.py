@@ -81,6 +81,14 @@ class Decision:
         """The data this decision is accounted on."""
         return test if self.data is None else self.data
 
+    def paid_gflops(self, test: RoutingData) -> np.ndarray:
+        """GFLOPs each question paid (N,): what always runs plus the chosen agent's, unless
+        ``per_query`` says otherwise (a cascade pays an asked expert whatever answer it kept)."""
+        if self.per_query and "gflops" in self.per_query:
+            return np.asarray(self.per_query["gflops"], dtype=float)
+        data, choice = self.on(test), np.asarray(self.choice, dtype=int)
+        return self.overhead_gflops + data.gflops[np.arange(len(choice)), choice].astype(float)
+
     def stage_of(self, i: int) -> Stage:
         """The step that decided question ``i``."""
         stages = self.stages or (

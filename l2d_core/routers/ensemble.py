@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..agents.routing_data import textless_agents
 from ..method.costs import CostConfig
 from ..qa.squad_eval import exact_match, f1, normalize_all
 from .base import Router
@@ -59,6 +60,18 @@ class MajorityVoteRouter(Router):
     id = "ensemble"
     label = "majority vote (all agents)"
     description = "Every agent answers; the most frequent answer wins. Costs the sum of every agent."
+
+    @classmethod
+    def unavailable(cls, bench) -> str | None:
+        for split in (bench.train, bench.test):
+            if textless := textless_agents(split.agent_ids, split.answers):
+                one = len(textless) == 1
+                return (
+                    f"a majority vote compares answer texts, and {' and '.join(textless)} "
+                    f"{'is' if one else 'are'} known by {'its log' if one else 'their logs'} only "
+                    f"(right or wrong, no text) on pool {bench.pool.name}"
+                )
+        return None
 
     def _fit(self) -> None:
         bench = self.bench_
