@@ -298,3 +298,39 @@ def test_a_client_sending_its_headers_slowly_is_cut_off(artifact):
         ok.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
         assert ok.recv(65536).startswith(b"HTTP/1.1 200")
         ok.close()
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_a_body_that_never_arrives_whole_gets_408(artifact, monkeypatch, framing):
+    """Headers on time, then part of the body and silence: the connection is answered 408 and
+    closed once the body deadline passes, and the server goes on serving."""
+    monkeypatch.setitem(LIMITS, "body_seconds", 1.5)
+    with running(load_router(artifact)) as port:
+        conn = socket.create_connection(("127.0.0.1", port), timeout=30)
+        head = b"POST /v1/route HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+        part = b'{"question": "Who'
+        if framing == "chunked":
+            conn.sendall(head + b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (len(part), part))
+        else:
+            conn.sendall(head + b"Content-Length: 200\r\n\r\n" + part)
+        t0, reply = time.monotonic(), b""
+        with contextlib.suppress(OSError):
+            while got := conn.recv(65536):
+                reply += got
+        waited = time.monotonic() - t0
+        conn.close()
+        status, _, body = reply.partition(b"\r\n\r\n")
+        assert status.startswith(b"HTTP/1.1 408"), reply[:300]
+        assert json.loads(body)["detail"] == "request body not received whole within 1.5 s"
+        assert 1.0 <= waited < 15, waited  # cut off at the deadline, not at once and not never
+        ok = socket.create_connection(("127.0.0.1", port), timeout=30)
+        ok.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        assert ok.recv(65536).startswith(b"HTTP/1.1 200")
+        ok.close()
+
+
+def test_a_prompt_body_is_unaffected_by_the_body_deadline(artifact, monkeypatch):
+    monkeypatch.setitem(LIMITS, "body_seconds", 1.5)
+    client = TestClient(create_app(load_router(artifact)), raise_server_exceptions=False)
+    r = client.post("/v1/route", json={"question": "Who wrote it?", "context": "It was written by Ann."})
+    assert r.status_code == 200, r.text

@@ -7,13 +7,15 @@
 - ``GET /v1/agents`` → the router, its costs or budget and its agents; ``GET /healthz``.
 
 A bad request gets a 4xx JSON answer naming the field (``loc``) and never a traceback: missing
-fields, wrong types, empty or over-long text (422), a body over the limit (413). Model work runs
+fields, wrong types, empty or over-long text (422), a body over the limit (413), a body that does not
+arrive whole within ``LIMITS["body_seconds"]`` of its headers (408). Model work runs
 one request at a time per process (a lock: torch already uses every core it is given); more
 processes come from uvicorn's ``--workers``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import os
@@ -86,11 +88,12 @@ def parse_queries(body) -> tuple[list[Query], bool]:
 class BodyLimit:
     """ASGI middleware: a request body over ``limit`` bytes gets 413 before it is read whole —
     a declared ``content-length`` at once, a streamed (chunked) body as soon as the bytes
-    received pass the limit (the app then sees a disconnect, and what it would answer is
-    dropped)."""
+    received pass the limit — and one that is not whole ``seconds`` after its headers came gets
+    408 (a client that sends a body slowly, or never, holds no worker). The app then sees a
+    disconnect, and what it would answer is dropped."""
 
-    def __init__(self, app, limit: int):
-        self.app, self.limit = app, limit
+    def __init__(self, app, limit: int, seconds: float = math.inf):
+        self.app, self.limit, self.seconds = app, limit, seconds
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -98,15 +101,25 @@ class BodyLimit:
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
             return await self.refuse(send)
-        seen, refused = 0, False
+        seen, refused, whole = 0, False, False
+        deadline = asyncio.get_running_loop().time() + self.seconds
 
         async def counted():
-            nonlocal seen, refused
+            nonlocal seen, refused, whole
             if refused:
                 return {"type": "http.disconnect"}
-            message = await receive()
+            if whole:  # after the body the app only listens for a disconnect: no deadline
+                return await receive()
+            try:
+                left = deadline - asyncio.get_running_loop().time()
+                message = await asyncio.wait_for(receive(), max(left, 0.0))
+            except TimeoutError:
+                refused = True
+                await self.refuse(send, 408, f"request body not received whole within {self.seconds:g} s")
+                return {"type": "http.disconnect"}
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
+                whole = not message.get("more_body", False)
                 if seen > self.limit:
                     refused = True
                     await self.refuse(send)
@@ -119,10 +132,9 @@ class BodyLimit:
 
         await self.app(scope, counted, guarded)
 
-    async def refuse(self, send):
-        await JSONResponse({"detail": f"request body over {self.limit} bytes"}, status_code=413)(
-            {"type": "http"}, None, send
-        )
+    async def refuse(self, send, status: int = 413, detail: str | None = None):
+        detail = detail or f"request body over {self.limit} bytes"
+        await JSONResponse({"detail": detail}, status_code=status)({"type": "http"}, None, send)
 
 
 def create_app(router: DeployedRouter) -> FastAPI:
@@ -205,7 +217,7 @@ def create_app(router: DeployedRouter) -> FastAPI:
             "routes_new_text": router.routes_new_text(),
         }
 
-    app.add_middleware(BodyLimit, limit=LIMITS["body_bytes"])
+    app.add_middleware(BodyLimit, limit=LIMITS["body_bytes"], seconds=LIMITS["body_seconds"])
     return app
 
 

@@ -29,6 +29,7 @@ LIMITS = {
     "qid_chars": 200,
     "batch": 64,
     "body_bytes": 4 * 2**20,
+    "body_seconds": 10.0,  # for a request body to arrive whole once its headers came
 }
 
 
@@ -132,6 +133,10 @@ class Refused(BaseModel):
 
 
 RESPONSES: dict[int | str, dict[str, Any]] = {
+    408: {
+        "model": Refused,
+        "description": f"a request body not whole {LIMITS['body_seconds']:g} s after its headers",
+    },
     413: {"model": Refused, "description": f"a request body over {LIMITS['body_bytes']} bytes"},
     422: {"model": Invalid, "description": "a query that cannot be routed, the field named in loc"},
     500: {"model": Refused, "description": "routing failed (the server log says why)"},
