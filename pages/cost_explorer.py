@@ -6,7 +6,14 @@ import streamlit as st
 
 from l2d_core.app_logic.cost_settings import beta_limits, cost_from_upload, price_slider, rule_beta1
 from l2d_core.app_logic.default_view import needs_embeddings, ranking_frame
-from l2d_core.app_logic.explorer import SWEEPS, TILE_WORDS, budget_words, explore, untrained_settings
+from l2d_core.app_logic.explorer import (
+    SWEEPS,
+    TILE_WORDS,
+    budget_words,
+    explore,
+    sweep_points,
+    untrained_settings,
+)
 from l2d_core.app_logic.live import new_text_advice
 from l2d_core.deploy import (
     deploy,
@@ -263,10 +270,14 @@ def results() -> None:
 
     sweep_rule = rule if rule in SWEEPS else "price"
     st.subheader(f"Sweep over {X_TITLES[sweep_rule]}")
-    st.caption("The benchmark's points of the rule, α as set above.")
+    points = sweep_points(sweep_rule, price_end if sweep_rule == "price" else None)
+    if points == SWEEPS[sweep_rule][1]:
+        st.caption("The benchmark's points of the rule, α as set above.")
+    else:
+        st.caption(f"{len(points)} points from 0 to {points[-1]:g}, the slider's range; α as set above.")
     frames = []
     for rid, r in routers.items():
-        needs = untrained_settings(bench, r, sweep_rule, alpha)
+        needs = untrained_settings(bench, r, sweep_rule, alpha, points)
         done = st.session_state.setdefault("_trained_sweeps", set())
         if needs and (dataset, pool, rid, sweep_rule, alpha) not in done:
             if not st.button(f"Train the sweep of {r.label} ({len(needs)} settings)", key=f"sweep_{rid}"):
@@ -280,7 +291,7 @@ def results() -> None:
                     train_for([r], bench.rule_costs(sweep_rule, b, alpha))
             bar.empty()
             done.add((dataset, pool, rid, sweep_rule, alpha))
-        frames.append(sweep(dataset, pool, rid, sweep_rule, alpha))
+        frames.append(sweep(dataset, pool, rid, sweep_rule, alpha, points))
     if frames:
         column = SWEEPS[sweep_rule][0]
         sweep_set = sweep_charts(pd.concat(frames, ignore_index=True), column, X_TITLES[sweep_rule])

@@ -31,6 +31,7 @@ __all__ = [
     "cost_em_points",
     "allocation_frame",
     "sweep_frame",
+    "sweep_points",
     "untrained_settings",
     "SWEEPS",
     "budget_words",
@@ -300,11 +301,34 @@ SWEEPS = {  # rule → column, points
 }
 
 
-def sweep_frame(bench: Benchmark, router: Router, rule: str = "gflops", alpha=1.0) -> pd.DataFrame:
-    """One row per BENCHMARK.md point of a cost rule (β₁ of the GFLOPs rule, the per-TFLOP
-    price λ, or the latency price λ_s; at fixed α): EM, GFLOPs/EM, TDL, random TDL and allocation
-    shares of a fitted router; the setting is in column ``beta1``, ``price`` or ``latency_price``."""
-    column, points = SWEEPS[rule]
+def sweep_points(rule: str, end: float | None = None) -> tuple[float, ...]:
+    """The settings a sweep shows: the BENCHMARK.md points of the rule up to ``end`` (the slider's
+    end), or, where fewer than five of them lie there (a remote LLM's price slider ends at 0.02
+    errors per TFLOP), eleven evenly spaced from 0 to ``end``.
+
+    >>> sweep_points("price", 2.0) == SWEEPS["price"][1]
+    True
+    >>> sweep_points("price", 0.02)[:3], len(sweep_points("price", 0.02))
+    ((0.0, 0.002, 0.004), 11)
+    """
+    points = SWEEPS[rule][1]
+    if end is None:
+        return points
+    inside = tuple(p for p in points if p <= end + 1e-12)
+    if len(inside) >= 5:
+        return inside
+    return tuple(round(float(x), 10) for x in np.linspace(0.0, end, 11))
+
+
+def sweep_frame(
+    bench: Benchmark, router: Router, rule: str = "gflops", alpha=1.0, points: tuple[float, ...] | None = None
+) -> pd.DataFrame:
+    """One row per setting of a cost rule (β₁ of the GFLOPs rule, the per-TFLOP price λ, or the
+    latency price λ_s; at fixed α; ``points``, by default BENCHMARK.md's): EM, GFLOPs/EM, TDL,
+    random TDL and allocation shares of a fitted router; the setting is in column ``beta1``,
+    ``price`` or ``latency_price``."""
+    column, default = SWEEPS[rule]
+    points = default if points is None else points
     rows = []
     for b in points:
         m = router_view(bench, router, bench.rule_costs(rule, b, alpha)).metrics
@@ -323,9 +347,12 @@ def sweep_frame(bench: Benchmark, router: Router, rule: str = "gflops", alpha=1.
     return pd.DataFrame(rows)
 
 
-def untrained_settings(bench: Benchmark, router: Router, rule: str = "gflops", alpha=1.0) -> list[float]:
+def untrained_settings(
+    bench: Benchmark, router: Router, rule: str = "gflops", alpha=1.0, points: tuple[float, ...] | None = None
+) -> list[float]:
     """The points of a cost rule's sweep at which ``router`` would first have to train."""
-    return [b for b in SWEEPS[rule][1] if router.needs_training(bench.rule_costs(rule, b, alpha))]
+    points = SWEEPS[rule][1] if points is None else points
+    return [b for b in points if router.needs_training(bench.rule_costs(rule, b, alpha))]
 
 
 def budget_words(b: BudgetResult) -> str:

@@ -196,9 +196,11 @@ def agent_summary(dataset: str, agent_ids: tuple[str, ...]):
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def sweep(dataset: str, pool: str, router_id: str, rule: str, alpha: tuple[float, ...]):
-    """The sweep of a cost rule's benchmark points of one fitted router at fixed α."""
-    return sweep_frame(benchmark(dataset, pool), fitted_router(dataset, pool, router_id), rule, alpha)
+def sweep(
+    dataset: str, pool: str, router_id: str, rule: str, alpha: tuple[float, ...], points: tuple[float, ...]
+):
+    """The sweep of one fitted router over a cost rule's ``points`` at fixed α."""
+    return sweep_frame(benchmark(dataset, pool), fitted_router(dataset, pool, router_id), rule, alpha, points)
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
