@@ -19,6 +19,7 @@ import numpy as np
 
 from ..routers import trained
 from ..routers.base import Router
+from ..routers.posthoc_inputs import FEATURE_FORMAT
 from ..routers.registry import make_router, routers
 from . import metrics as M
 from .benchmark import Benchmark
@@ -110,6 +111,7 @@ def rank_by_validation(
     ids = candidates(bench, ready_only) if router_ids is None else list(router_ids)
     routers = {rid: make_router(rid) for rid in ids}
     params = {rid: [type(r).__name__, repr(sorted(r.params.items()))] for rid, r in routers.items()}
+    params["formats"] = [FEATURE_FORMAT]  # what the routers read changed: rank them again
     fit = fitted or (lambda rid: routers[rid].fit(bench))
 
     def compute_scores() -> dict[str, np.ndarray]:  # the ids too: the key does not depend on their order

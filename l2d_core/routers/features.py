@@ -218,10 +218,13 @@ def posthoc_matrix(
     features: str = "answer+extra",
     confidence=None,
     embeddings: np.ndarray | None = None,
+    asked: bool = False,
 ) -> np.ndarray:
     """The post-hoc router's input, (N, d): the features of ``features`` of the main agent's
     answers (N,) and the helpers' (N, H), then the main agent's ``confidence`` records (N,)
-    when given (None: the router reads no confidence)."""
+    when given (None: the router reads no confidence). ``asked``: the last helper is an expert
+    that was asked (a two-stage cascade's second stage), and its answer is described as the
+    main agent's is (against the main agent and the other helpers), appended last."""
     if features not in POSTHOC_FEATURE_SETS:
         raise ValueError(f"unknown post-hoc features {features!r}; known: {POSTHOC_FEATURE_SETS}")
     main = np.asarray(main_answers, dtype=object)
@@ -235,4 +238,11 @@ def posthoc_matrix(
         parts.append(embeddings)
     if confidence is not None:
         parts.append(confidence_features(confidence))
+    if asked:
+        if helpers.shape[1] == 0:
+            raise ValueError("features of an asked expert's answer need that answer (the last helper)")
+        others = np.concatenate([main[:, None], helpers[:, :-1]], axis=1)
+        parts.append(answer_features(helpers[:, -1], others, records))
+        if "extra" in features:
+            parts.append(extra_features(helpers[:, -1], others, records))
     return np.concatenate(parts, axis=1).astype(np.float32)

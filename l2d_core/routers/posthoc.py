@@ -179,14 +179,18 @@ def _logits(head: PluginRejector, X: np.ndarray) -> np.ndarray:
     return z.astype(np.float32).astype(np.float64)
 
 
-def answer_matrix(config: dict, answers: list[dict], records, helpers=None) -> np.ndarray:
+def answer_matrix(
+    config: dict, answers: list[dict], records, helpers=None, asked: bool = False
+) -> np.ndarray:
     """A frozen post-hoc router's input for a batch: its feature set of the main agent's answers
     (``answers``: one dict per query, with ``helpers`` by id) and of ``helpers`` (default: the
-    router's), and the main agent's confidence when the router reads it."""
+    router's), and the main agent's confidence when the router reads it; ``asked``: the last of
+    ``helpers`` is the asked expert, its answer described too (a cascade's second stage)."""
     read = config["helpers"] if helpers is None else helpers
     conf = [a["confidence"] for a in answers] if config["confidence"] else None
     helper_answers = [[a["helpers"][h] for h in read] for a in answers]
-    return posthoc_matrix([a["answer"] for a in answers], helper_answers, records, config["set"], conf)
+    main = [a["answer"] for a in answers]
+    return posthoc_matrix(main, helper_answers, records, config["set"], conf, asked=asked)
 
 
 class PosthocFrozen(ErrorEstimateFrozen):
@@ -224,12 +228,18 @@ class PosthocRouter(ErrorEstimateRouter):
         calibration=DEFAULT_CALIBRATION,
         confidence: bool = True,
         config=POSTHOC_CONFIG,
+        asked: bool = False,
     ):
         super().__init__(
-            helpers=helpers, features=features, calibration=calibration, confidence=confidence, config=config
+            helpers=helpers,
+            features=features,
+            calibration=calibration,
+            confidence=confidence,
+            config=config,
+            asked=asked,
         )
         self.helpers, self.features, self.calibration = helpers, features, calibration
-        self.confidence, self.config = confidence, config
+        self.confidence, self.config, self.asked = confidence, config, asked
 
     def helper_ids(self, bench) -> tuple[str, ...]:
         """The helpers this router reads on ``bench`` (its own, or the default cheap ones)."""
@@ -250,7 +260,9 @@ class PosthocRouter(ErrorEstimateRouter):
         super()._fit()
 
     def _features(self, split: str) -> np.ndarray:
-        return posthoc_features(self.bench_, self.helpers_, split, self.features, self.confidence_)
+        return posthoc_features(
+            self.bench_, self.helpers_, split, self.features, self.confidence_, self.asked
+        )
 
     def _new_estimator(self):
         return PosthocRejector(config=self.config.but(seed=self.seed_), calibration=self.calibration)
@@ -267,6 +279,7 @@ class PosthocRouter(ErrorEstimateRouter):
             features=self.features,
             confidence=self.confidence_,
             feature_format=FEATURE_FORMAT,
+            asked=bool(self.asked),
         )
 
     def accounting(self, data):

@@ -51,7 +51,7 @@ DEFAULT_CALIBRATION = "platt"
 # one held-out calibration split).
 CALIBRATION_FOLDS = 4
 # Part of the trained-head cache key: bump when the features change.
-FEATURE_FORMAT = 3
+FEATURE_FORMAT = 4  # 4: a two-stage cascade's second stage describes the asked expert's answer
 # Second dense sweep of posthoc_points: β of the dearest expert, every other expert's β in
 # proportion to its *marginal* GFLOPs (0 for an agent that already ran), so the policy trades
 # error against compute itself; the GFLOPs rule of SPEC §3 (β_j ∝ GFLOPs_j / 20 for j ≥ 2)
@@ -161,22 +161,25 @@ def posthoc_features(
     split: str = "train",
     features: str = "answer+extra",
     confidence: bool = False,
+    asked: bool = False,
 ) -> np.ndarray:
     """Features of the post-hoc router on one split (``train``, ``val`` or ``test``), (N, d),
     in the order of that split (aligned by qid; see :func:`posthoc_answers`); ``confidence``
-    adds the main agent's own confidence signals. Memoized per benchmark object (read-only
-    array): ranking, fitting and scoring a router read the same features."""
-    return _features(bench, tuple(helpers), split, features, bool(confidence))
+    adds the main agent's own confidence signals; ``asked``, the last helper's answer described
+    as the main agent's is (:func:`~l2d_core.routers.features.posthoc_matrix`). Memoized per
+    benchmark object (read-only array): ranking, fitting and scoring a router read the same
+    features."""
+    return _features(bench, tuple(helpers), split, features, bool(confidence), bool(asked))
 
 
 @lru_cache(maxsize=16)
-def _features(bench, helpers: tuple[str, ...], split: str, features: str, confidence: bool):
+def _features(bench, helpers: tuple[str, ...], split: str, features: str, confidence: bool, asked: bool):
     main, helper_answers, records = posthoc_answers(bench, helpers, split)
     conf = None
     if confidence:
         recorded = bench.split(split).confidence
         conf = recorded[:, 0] if recorded is not None else [None] * len(records)
     X = {"train": bench.X_train, "val": bench.X_val, "test": bench.X_test}[split]
-    out = posthoc_matrix(main, helper_answers, records, features, conf, X)
+    out = posthoc_matrix(main, helper_answers, records, features, conf, X, asked)
     out.flags.writeable = False
     return out
