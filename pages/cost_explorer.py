@@ -271,10 +271,15 @@ def results() -> None:
     sweep_rule = rule if rule in SWEEPS else "price"
     st.subheader(f"Sweep over {X_TITLES[sweep_rule]}")
     points = sweep_points(sweep_rule, price_end if sweep_rule == "price" else None)
+    symlog = None
     if points == SWEEPS[sweep_rule][1]:
         st.caption("The benchmark's points of the rule, α as set above.")
     else:
-        st.caption(f"{len(points)} points from 0 to {points[-1]:g}, the slider's range; α as set above.")
+        symlog = points[1]
+        st.caption(
+            f"0 and {len(points) - 1} points from {points[1]:g} to {points[-1]:g} (the slider's end), on a "
+            "log axis: most decisions change at the smallest prices. α as set above."
+        )
     frames = []
     for rid, r in routers.items():
         needs = untrained_settings(bench, r, sweep_rule, alpha, points)
@@ -294,7 +299,7 @@ def results() -> None:
         frames.append(sweep(dataset, pool, rid, sweep_rule, alpha, points))
     if frames:
         column = SWEEPS[sweep_rule][0]
-        sweep_set = sweep_charts(pd.concat(frames, ignore_index=True), column, X_TITLES[sweep_rule])
+        sweep_set = sweep_charts(pd.concat(frames, ignore_index=True), column, X_TITLES[sweep_rule], symlog)
         current = st.session_state[SWEEPS[sweep_rule][0]]
         if rule != "hand":  # mark the current setting on the cached charts
             sweep_set = charts.mark_setting(sweep_set, current)

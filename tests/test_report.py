@@ -411,6 +411,23 @@ def test_sweep_charts():
     price = R.sweep_charts(frame.rename(columns={"beta1": "price"}), x="price", x_title="λ (errors/TFLOP)")
     assert list(price)[0] == "EM vs λ (errors/TFLOP)"
     assert price["EM vs λ (errors/TFLOP)"].to_dict()["encoding"]["x"]["title"] == "λ (errors/TFLOP)"
+    assert "scale" not in price["EM vs λ (errors/TFLOP)"].to_dict()["encoding"]["x"]  # linear by default
+
+
+def test_sweep_charts_over_decades_use_a_symlog_axis():
+    """A remote LLM's prices span decades (0, 2e-5 … 0.02 errors per TFLOP): a symlog axis, 0 and
+    one tick per decade, and the current setting's marker on the same axis."""
+    from l2d_core.app_logic.explorer import sweep_points
+
+    points = sweep_points("price", 0.02)
+    frame = pd.concat([_sweep("L2D", 10).iloc[[0]]] * len(points), ignore_index=True)
+    frame = frame.drop(columns="beta1").assign(price=points)
+    charts = R.sweep_charts(frame, x="price", x_title="λ", symlog=points[1])
+    x = charts["EM vs λ"].to_dict()["encoding"]["x"]
+    assert x["scale"] == {"type": "symlog", "constant": 2e-05}
+    assert x["axis"]["values"] == [0.0, 2e-05, 0.0002, 0.002, 0.02]
+    marked = R.mark_setting(charts, 0.0003).values()
+    assert all(m.to_dict()["layer"][0]["encoding"]["x"]["scale"]["type"] == "symlog" for m in marked)
 
 
 def test_charts_html_works_offline():

@@ -304,12 +304,13 @@ SWEEPS = {  # rule → column, points
 def sweep_points(rule: str, end: float | None = None) -> tuple[float, ...]:
     """The settings a sweep shows: the BENCHMARK.md points of the rule up to ``end`` (the slider's
     end), or, where fewer than five of them lie there (a remote LLM's price slider ends at 0.02
-    errors per TFLOP), eleven evenly spaced from 0 to ``end``.
+    errors per TFLOP, and most decisions change below a tenth of that), 0 and ten points from
+    ``end``/1000 to ``end`` spaced evenly in log (1, 2, 5 per decade): draw them on a symlog axis.
 
     >>> sweep_points("price", 2.0) == SWEEPS["price"][1]
     True
-    >>> sweep_points("price", 0.02)[:3], len(sweep_points("price", 0.02))
-    ((0.0, 0.002, 0.004), 11)
+    >>> sweep_points("price", 0.02)
+    (0.0, 2e-05, 4e-05, 0.0001, 0.0002, 0.0004, 0.001, 0.002, 0.004, 0.01, 0.02)
     """
     points = SWEEPS[rule][1]
     if end is None:
@@ -317,7 +318,8 @@ def sweep_points(rule: str, end: float | None = None) -> tuple[float, ...]:
     inside = tuple(p for p in points if p <= end + 1e-12)
     if len(inside) >= 5:
         return inside
-    return tuple(round(float(x), 10) for x in np.linspace(0.0, end, 11))
+    steps = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+    return (0.0, *(float(f"{end * s:.6g}") for s in steps))
 
 
 def sweep_frame(

@@ -208,13 +208,15 @@ def sweep_charts(
     x_title: str = "β₁",
     colors: dict[str, str] | None = None,
     ordinal: bool = False,
+    symlog: float | None = None,
 ) -> dict[str, alt.Chart]:
     """EM, GFLOPs/EM, allocation and true-deferral-loss-against-random charts over a cost
     setting, from sweep frames of one or more routers (columns ``x`` — β₁ by default, or the
     per-TFLOP price — router, em, gflops_per_em, tdl, tdl_random, tdl_random_matched and
     ``share <agent>``), by title. Mark the current setting on them with :func:`mark_setting`.
     ``colors`` fixes router → colour; ``ordinal`` spaces the settings evenly (the report's β₁
-    points, most of them near 0).
+    points, most of them near 0); ``symlog`` draws the settings on a symmetric-log axis, linear
+    below that value (settings spread over decades, 0 among them).
 
     >>> f = pd.DataFrame({"beta1": [0.0, 0.5], "router": "SDL", "em": [80.0, 70.0],
     ...     "gflops_per_em": [1.0, 0.5], "tdl": [0.3, 0.4], "tdl_random": [0.5, 0.6],
@@ -230,7 +232,13 @@ def sweep_charts(
     routers = _order(frame["router"])
     by_router = alt.StrokeDash("router:N", sort=routers) if len(routers) > 1 else alt.Undefined
     x_axis = alt.Axis(labelAngle=0) if ordinal else alt.Undefined
-    x_enc = alt.X(f"{x}:{'O' if ordinal else 'Q'}", title=x_title, axis=x_axis)
+    x_scale = alt.Undefined
+    if symlog:  # ticks at 0 and each decade from ``symlog`` up
+        top, ticks = float(frame[x].max()), [0.0]
+        while symlog * 10 ** (len(ticks) - 1) <= top * (1 + 1e-9):
+            ticks.append(float(f"{symlog * 10 ** (len(ticks) - 1):.6g}"))
+        x_scale, x_axis = alt.Scale(type="symlog", constant=symlog), alt.Axis(values=ticks, format="~g")
+    x_enc = alt.X(f"{x}:{'O' if ordinal else 'Q'}", title=x_title, axis=x_axis, scale=x_scale)
 
     def lines(data: pd.DataFrame, y: alt.Y, color: alt.Color, dash=alt.Undefined) -> alt.Chart:
         tip = [c for c in data.columns if c != "router" or len(routers) > 1]

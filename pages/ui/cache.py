@@ -204,9 +204,9 @@ def sweep(
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
-def sweep_charts(frame, x: str, x_title: str) -> dict:
+def sweep_charts(frame, x: str, x_title: str, symlog: float | None = None) -> dict:
     """The sweep charts of a sweep frame, built once; a slider move only moves their marker."""
-    return charts.sweep_charts(frame, x=x, x_title=x_title)
+    return charts.sweep_charts(frame, x=x, x_title=x_title, symlog=symlog)
 
 
 @st.cache_data(show_spinner="Asking the agents…", max_entries=64)
