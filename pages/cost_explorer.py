@@ -4,7 +4,7 @@ their metrics and the cost–EM plane."""
 import pandas as pd
 import streamlit as st
 
-from l2d_core.app_logic.cost_settings import beta_limits, cost_from_upload, price_slider, rule_beta1
+from l2d_core.app_logic.cost_settings import beta_limits, cost_from_upload, on_price_scale, rule_beta1
 from l2d_core.app_logic.default_view import needs_embeddings, ranking_frame
 from l2d_core.app_logic.explorer import (
     SWEEPS,
@@ -23,7 +23,7 @@ from l2d_core.deploy import (
     serve_commands,
     zip_folder,
 )
-from l2d_core.method.costs import CostConfig, InvalidCostError
+from l2d_core.method.costs import PRICE_STEP, PRICE_TOP, CostConfig, InvalidCostError
 from l2d_core.report import charts
 from l2d_core.routers.registry import router_label
 from l2d_core.routers.registry import routers as registered
@@ -53,7 +53,7 @@ RULES = {
     "latency": "a price per second of latency",  # offered where every agent's log has its latency
     "hand": "hand, per expert",
 }
-PRICE_MAX = 2.0  # the price sliders' top (errors per TFLOP, errors per second)
+PRICE_MAX = 2.0  # the latency price slider's top (errors per second)
 DECIDE_BY = {"costs": "the cost setting", "share": "a share of expert calls", "gflops": "a GFLOPs budget"}
 X_TITLES = {"gflops": "β₁", "price": "λ (errors per TFLOP)", "latency": "λₛ (errors per second)"}
 
@@ -74,8 +74,8 @@ with shown_errors():
 experts, gflops = bench.pool.experts, bench.expert_gflops
 main_gflops = float(bench.train.agent_gflops[0])
 beta_max = beta_limits(gflops)
-price_end, price_step = price_slider([(g - main_gflops) / 1000 for g in gflops], PRICE_MAX)
-price_end = max(price_end, choice.price)  # the default price always on the slider
+log_prices = bench.log_prices  # a remote LLM's prices change decisions over decades: a log slider
+price_end = max(log_prices[-1] if log_prices else PRICE_TOP, choice.price)  # the default on the slider
 
 
 def load_upload() -> None:
@@ -103,8 +103,7 @@ def seed_betas() -> None:
 
 
 default_price(choice)
-if st.session_state["price"] > price_end:  # left over from another pool
-    st.session_state["price"] = price_end
+st.session_state["price"] = on_price_scale(st.session_state["price"], log_prices, price_end)
 rules = [r for r in RULES if r != "latency" or bench.has_latency]  # the latency price needs logged latency
 for key, default in (("cost_rule", "price"), ("beta1", 0.05), ("decide_by", "costs"), ("latency_price", 0.1)):
     st.session_state.setdefault(key, default)
@@ -172,16 +171,29 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
     )
     with shown_errors():
         if rule == "price":
-            lam = beta_col.slider(
-                "λ · errors per TFLOP",
-                0.0,
-                price_end,
-                step=price_step,
-                format="%.2f" if price_step >= 0.01 else "%.4f",
-                key="price",
-                persist_state="session",
-                help=f"each expert costs λ × its extra compute over {bench.pool.main}, in TFLOPs per query",
+            price_help = (
+                f"each expert costs λ × its extra compute over {bench.pool.main}, in TFLOPs per query"
             )
+            if log_prices:
+                lam = beta_col.select_slider(
+                    "λ · errors per TFLOP",
+                    options=log_prices,
+                    format_func=lambda v: f"{v:g}",
+                    key="price",
+                    persist_state="session",
+                    help=price_help + " (the prices step evenly in log: each decade matters)",
+                )
+            else:
+                lam = beta_col.slider(
+                    "λ · errors per TFLOP",
+                    0.0,
+                    price_end,
+                    step=PRICE_STEP,
+                    format="%.2f",
+                    key="price",
+                    persist_state="session",
+                    help=price_help,
+                )
             costs = bench.price_costs(lam, alpha)
         elif rule == "gflops":
             beta1 = beta_col.slider(

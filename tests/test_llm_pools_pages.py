@@ -195,14 +195,23 @@ def test_benchmark_computes_embeddings_only_for_routers_that_read_them(tmp_path,
 
 def test_the_price_slider_spans_the_prices_that_change_a_decision():
     """On PLLM the expert costs 150 TFLOPs more than the main agent: beyond λ ≈ 0.013 errors per
-    TFLOP its every answer is dearer than two mistakes, so the slider ends there with a fine step;
-    a λ left over from P2 is brought onto it. On P2 the slider is as before (0 to 2, step 0.01)."""
+    TFLOP its every answer is dearer than two mistakes, and the decisions change over four
+    decades below that, so the slider steps evenly in log from 0 to there; a λ left over from P2
+    is brought onto it, and the default price the page names is one of its stops. On P2 the
+    slider is as before (0 to 2, step 0.01)."""
     at = run("cost_explorer", "PLLM", price=0.5, _price_default=-1.0)
-    slider = at.slider(key="price")
-    assert slider.max == pytest.approx(0.02) and slider.step == pytest.approx(1e-4)
-    assert slider.value == pytest.approx(0.02)  # the leftover 0.5 clamped to the end
+    slider = at.select_slider(key="price")
     bench = prepare("squad20", "PLLM", features_needed=False)
-    beta_end = bench.price_costs(slider.max).beta[0]
-    assert 2.0 <= beta_end <= 3.1  # the end: the expert's β just past two mistakes
+    stops = [float(v) for v in slider.options]
+    assert stops == list(bench.log_prices) and stops[0] == 0.0 and len(stops) > 20
+    assert all(1.3 <= b / a <= 1.7 for a, b in zip(stops[1:], stops[2:]))  # even steps in log
+    assert 2.0 <= bench.price_costs(stops[-1]).beta[0] <= 3.1  # the end: β just past two mistakes
+    assert bench.price_costs(stops[-2]).beta[0] < 2.0
+    assert float(slider.value) == stops[-1]  # the leftover 0.5 brought to the nearest stop
+    fresh = run("cost_explorer", "PLLM")
+    default = fresh.session_state["_price_default"]
+    assert float(fresh.select_slider(key="price").value) == default and default in stops
+    assert f"λ = {default:g} errors per TFLOP" in " ".join(c.value for c in fresh.sidebar.caption)
     p2 = run("cost_explorer", "P2", dataset="squad11")
     assert (p2.slider(key="price").max, p2.slider(key="price").step) == (2.0, 0.01)
+    assert not p2.select_slider

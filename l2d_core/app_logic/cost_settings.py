@@ -13,7 +13,7 @@ from ..method.costs import CostConfig, InvalidCostError
 __all__ = [
     "beta_limits",
     "rule_beta1",
-    "price_slider",
+    "on_price_scale",
     "cost_from_upload",
     "MAX_COST_FILE_BYTES",
 ]
@@ -35,25 +35,22 @@ def beta_limits(expert_gflops) -> tuple[float, ...]:
     return tuple(max(1.0, float(b)) for b in rule)
 
 
-def price_slider(extra_tflops, top: float = 2.0, coarse: float = 0.01) -> tuple[float, float]:
-    """(upper end, step) of the price slider λ (errors per TFLOP), from each expert's extra TFLOPs
-    per query over the main agent. ``top`` and ``coarse`` serve pools of models within a few TFLOPs;
-    where one step would move the dearest expert's β = λ · TFLOPs by more than 0.05 (a remote LLM's
-    hundreds of TFLOPs), the step is finer and the end where the cheapest expert's β reaches 2 (its
-    every answer dearer than two mistakes: no expert is worth asking beyond), so that the slider
-    spans the prices that change a decision.
+def on_price_scale(price: float, log_prices, end: float) -> float:
+    """A λ (errors per TFLOP) brought onto a pool's price slider — one left over from another pool:
+    clamped to ``end`` on a linear slider (``log_prices`` None), else the nearest price in log of
+    the slider's ``log_prices`` (0 stays 0).
 
-    >>> price_slider([1.725])
-    (2.0, 0.01)
-    >>> price_slider([149.9995])
-    (0.02, 0.0001)
+    >>> on_price_scale(0.5, None, 2.0), on_price_scale(3.0, None, 2.0)
+    (0.5, 2.0)
+    >>> scale = (0.0, 0.001, 0.002, 0.005, 0.01)
+    >>> [on_price_scale(lam, scale, 0.01) for lam in (0.5, 0.0012, 0.0)]
+    [0.01, 0.001, 0.0]
     """
-    dearest, cheapest = max(extra_tflops), min(t for t in extra_tflops if t > 0)
-    if dearest * coarse <= 0.05:
-        return top, coarse
-    step = 10.0 ** math.floor(math.log10(0.05 / dearest))
-    end = min(top, math.ceil(2.0 / cheapest / (100 * step)) * 100 * step)
-    return round(end, 10), step
+    if not log_prices:
+        return min(float(price), float(end))
+    if price <= 0:
+        return 0.0
+    return min((p for p in log_prices if p > 0), key=lambda p: abs(math.log(p / price)))
 
 
 def rule_beta1(costs: CostConfig, expert_gflops) -> float | None:

@@ -18,7 +18,7 @@ from ..agents.registry import PoolSpec, get_pool
 from ..agents.routing_data import RoutingData, load_routing_data
 from ..data import BENCHMARK_TEST_ARTICLES, load_dataset, validation_split
 from ..data.records import QADataset, QARecord
-from ..method.costs import BETA_POINTS, COST_RULES, PRICE_POINTS, CostConfig, mean_latency
+from ..method.costs import BETA_POINTS, COST_RULES, PRICE_POINTS, CostConfig, log_price_scale, mean_latency
 from ..paths import DEFAULT_ENCODER, cache_dir
 from ..routers.encoder import Encoder, load_encoder
 from ..routers.features import feature_texts, featurize
@@ -83,6 +83,13 @@ class Benchmark:
     def costs(self, beta1: float, alpha: float = 1.0) -> CostConfig:
         """The BENCHMARK.md cost setting at β₁ (GFLOPs rule)."""
         return CostConfig.from_beta1(beta1, self.expert_gflops, alpha)
+
+    @property
+    def log_prices(self) -> tuple[float, ...] | None:
+        """The per-TFLOP prices of a log scale where the experts' extra compute needs one
+        (:func:`~l2d_core.method.costs.log_price_scale`: a remote LLM), else None."""
+        main = float(self.train.agent_gflops[0])
+        return log_price_scale([(float(g) - main) / 1000.0 for g in self.expert_gflops])
 
     def price_costs(self, lam: float, alpha: float = 1.0) -> CostConfig:
         """The BENCHMARK.md cost setting at the per-TFLOP price λ."""

@@ -3,7 +3,7 @@
 the test articles.
 
 Each ranked router (the plug-in routers, the two-stage cascade) is traced on the training
-articles from its out-of-fold error estimates at every price λ of :data:`PRICE_GRID` (errors per
+articles from its out-of-fold error estimates at every price λ of :func:`price_grid` (errors per
 TFLOP, the per-TFLOP price rule): at each, its EM above random mixing of the single agents at
 the same mean compute (:mod:`~l2d_core.evaluation.gain`). A router's score is its best such gain
 and the price where it is reached; its validation AIQ (area under that curve's hull over the
@@ -27,6 +27,7 @@ from .gain import gain_vector
 
 __all__ = [
     "PRICE_GRID",
+    "price_grid",
     "Ranked",
     "validation_curve",
     "validation_score",
@@ -36,8 +37,16 @@ __all__ = [
 ]
 
 RANKING_KIND = "validation-ranking-3"  # 3: best gain over mixing and its price, AIQ beside
-# λ (errors per TFLOP) at which routers are compared and defaults are chosen
+# λ (errors per TFLOP) at which routers are compared and defaults are chosen (a pool whose experts
+# need a log price scale, a remote LLM's, is compared at the prices of that scale: price_grid)
 PRICE_GRID: tuple[float, ...] = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0)
+
+
+def price_grid(bench: Benchmark) -> tuple[float, ...]:
+    """The prices λ at which routers are compared on ``bench``: :data:`PRICE_GRID`, or the
+    benchmark's log price scale where its experts need one (the dashboard's slider offers the
+    same prices, so the default price is one of them)."""
+    return bench.log_prices or PRICE_GRID
 
 
 class Ranked(NamedTuple):
@@ -52,12 +61,12 @@ class Ranked(NamedTuple):
 
 def validation_curve(router: Router) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(mean GFLOPs per query, EM %, EM above random mixing %) of a fitted router (``validated``)
-    on the training articles, one point per λ of :data:`PRICE_GRID`, out of fold."""
+    on the training articles, one point per λ of :func:`price_grid`, out of fold."""
     bench = router.bench_
     train = bench.train
     agent_g = train.gflops.mean(axis=0)
     cost, em, gain = [], [], []
-    for lam in PRICE_GRID:
+    for lam in price_grid(bench):
         g, ok = router.oof_outcome(bench.price_costs(lam))
         cost.append(float(g.mean()))
         em.append(100 * float(ok.mean()))
@@ -70,7 +79,11 @@ def validation_score(router: Router) -> tuple[float, float, float]:
     g = router.bench_.train.agent_gflops
     cost, em, gain = validation_curve(router)
     k = int(np.argmax(gain))
-    return float(gain[k]), float(PRICE_GRID[k]), M.aiq(cost, em, float(g.min()), float(g.max()))
+    return (
+        float(gain[k]),
+        float(price_grid(router.bench_)[k]),
+        M.aiq(cost, em, float(g.min()), float(g.max())),
+    )
 
 
 def candidates(bench: Benchmark, ready_only: bool = False) -> list[str]:
@@ -111,7 +124,7 @@ def rank_by_validation(
     ids = candidates(bench, ready_only) if router_ids is None else list(router_ids)
     routers = {rid: make_router(rid) for rid in ids}
     params = {rid: [type(r).__name__, repr(sorted(r.params.items()))] for rid, r in routers.items()}
-    params["formats"] = [FEATURE_FORMAT]  # what the routers read changed: rank them again
+    params["formats"] = [FEATURE_FORMAT, price_grid(bench)]  # what routers read, or the prices, changed
     fit = fitted or (lambda rid: routers[rid].fit(bench))
 
     def compute_scores() -> dict[str, np.ndarray]:  # the ids too: the key does not depend on their order

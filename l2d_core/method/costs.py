@@ -40,6 +40,9 @@ __all__ = [
     "mean_latency",
     "realised_latency",
     "cost_matrix",
+    "log_price_scale",
+    "PRICE_TOP",
+    "PRICE_STEP",
     "tdl",
     "query_costs",
 ]
@@ -54,6 +57,38 @@ BETA_POINTS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
 PRICE_POINTS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 # sweep points of the latency price λ_s (errors per second of extra mean latency), α_j = 1
 LATENCY_POINTS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+# a price scale in errors per TFLOP: linear from 0 to PRICE_TOP in PRICE_STEP steps, unless one
+# step moves the dearest expert's β by more than 0.05 (a remote LLM's hundreds of TFLOPs)
+PRICE_TOP, PRICE_STEP = 2.0, 0.01
+_LOG_STEPS = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)  # prices per decade on a log scale
+
+
+def log_price_scale(extra_tflops: Sequence[float]) -> tuple[float, ...] | None:
+    """The prices λ (errors per TFLOP) that change decisions among experts whose extra compute
+    over the main agent is ``extra_tflops`` each, or None where the linear scale (0 to
+    :data:`PRICE_TOP` by :data:`PRICE_STEP`) serves. Where one linear step would move the dearest
+    expert's β by more than 0.05, the scale is 0 and, spaced evenly in log (1, 1.5, 2, 3, 5, 7 per
+    decade), the prices from the end / 10⁴ to the end: the first price at which the cheapest
+    expert's β reaches 2 (its every answer dearer than two mistakes: none is worth asking beyond).
+
+    >>> log_price_scale([1.725]) is None
+    True
+    >>> s = log_price_scale([149.9995]); s[:4], s[-3:], len(s)
+    ((0.0, 1.5e-06, 2e-06, 3e-06), (0.007, 0.01, 0.015), 26)
+    """
+    extra = [float(t) for t in extra_tflops if t > 0]
+    if not extra or max(extra) * PRICE_STEP <= 0.05:
+        return None
+    need = 2.0 / min(extra)  # the price at which the cheapest expert's β reaches 2
+    decade = 10.0 ** math.floor(math.log10(need))
+    end = next(m * decade for m in (*_LOG_STEPS, 10.0) if m * decade >= need * (1 - 1e-9))
+    first = end / 1e4
+    scale = [
+        float(f"{m * 10.0**k:.6g}")
+        for k in range(math.floor(math.log10(first)) - 1, math.ceil(math.log10(end)) + 1)
+        for m in _LOG_STEPS
+    ]
+    return (0.0, *(p for p in scale if first * (1 - 1e-9) <= p <= end * (1 + 1e-9)))
 
 
 class InvalidCostError(ValueError):
