@@ -282,15 +282,15 @@ def results() -> None:
 
     sweep_rule = rule if rule in SWEEPS else "price"
     st.subheader(f"Sweep over {X_TITLES[sweep_rule]}")
-    points = sweep_points(sweep_rule, price_end if sweep_rule == "price" else None)
+    points = sweep_points(sweep_rule, log_prices)
     symlog = None
     if points == SWEEPS[sweep_rule][1]:
         st.caption("The benchmark's points of the rule, α as set above.")
     else:
         symlog = points[1]
         st.caption(
-            f"0 and {len(points) - 1} points from {points[1]:g} to {points[-1]:g} (the slider's end), on a "
-            "log axis: most decisions change at the smallest prices. α as set above."
+            f"0 and {len(points) - 1} of the slider's prices from {points[1]:g} to {points[-1]:g}, on a log "
+            "axis: the decisions change over decades of price. α as set above."
         )
     frames = []
     for rid, r in routers.items():

@@ -415,17 +415,20 @@ def test_sweep_charts():
 
 
 def test_sweep_charts_over_decades_use_a_symlog_axis():
-    """A remote LLM's prices span decades (0, 2e-5 … 0.02 errors per TFLOP): a symlog axis, 0 and
+    """A remote LLM's prices span decades (0, 2e-6 … 0.015 errors per TFLOP): a symlog axis, 0 and
     one tick per decade, and the current setting's marker on the same axis."""
     from l2d_core.app_logic.explorer import sweep_points
+    from l2d_core.method.costs import log_price_scale
 
-    points = sweep_points("price", 0.02)
+    scale = log_price_scale([149.9995])  # PLLM: GPT-3 over bert-tiny, TFLOPs per query
+    points = sweep_points("price", scale)
+    assert set(points) <= set(scale) and points[0] == 0.0 and points[-1] == scale[-1] and len(points) > 10
     frame = pd.concat([_sweep("L2D", 10).iloc[[0]]] * len(points), ignore_index=True)
     frame = frame.drop(columns="beta1").assign(price=points)
     charts = R.sweep_charts(frame, x="price", x_title="λ", symlog=points[1])
     x = charts["EM vs λ"].to_dict()["encoding"]["x"]
-    assert x["scale"] == {"type": "symlog", "constant": 2e-05}
-    assert x["axis"]["values"] == [0.0, 2e-05, 0.0002, 0.002, 0.02]
+    assert x["scale"] == {"type": "symlog", "constant": 2e-06}
+    assert x["axis"]["values"] == [0.0, 2e-06, 2e-05, 0.0002, 0.002]
     marked = R.mark_setting(charts, 0.0003).values()
     assert all(m.to_dict()["layer"][0]["encoding"]["x"]["scale"]["type"] == "symlog" for m in marked)
 

@@ -301,25 +301,21 @@ SWEEPS = {  # rule → column, points
 }
 
 
-def sweep_points(rule: str, end: float | None = None) -> tuple[float, ...]:
-    """The settings a sweep shows: the BENCHMARK.md points of the rule up to ``end`` (the slider's
-    end), or, where fewer than five of them lie there (a remote LLM's price slider ends at 0.02
-    errors per TFLOP, and most decisions change below a tenth of that), 0 and ten points from
-    ``end``/1000 to ``end`` spaced evenly in log (1, 2, 5 per decade): draw them on a symlog axis.
+def sweep_points(rule: str, log_prices: tuple[float, ...] | None = None) -> tuple[float, ...]:
+    """The settings a sweep shows: the BENCHMARK.md points of the rule, or, for the price rule on
+    a pool whose price slider steps in log (``log_prices``: a remote LLM's, where the decisions
+    change over decades), 0, the slider's stops at 1, 2 and 5 per decade, and its end — to be
+    drawn on a symlog axis; every point is a stop of the slider.
 
-    >>> sweep_points("price", 2.0) == SWEEPS["price"][1]
+    >>> sweep_points("price") == SWEEPS["price"][1]
     True
-    >>> sweep_points("price", 0.02)
-    (0.0, 2e-05, 4e-05, 0.0001, 0.0002, 0.0004, 0.001, 0.002, 0.004, 0.01, 0.02)
+    >>> sweep_points("price", (0.0, 0.0015, 0.002, 0.003, 0.005, 0.007, 0.01, 0.015))
+    (0.0, 0.002, 0.005, 0.01, 0.015)
     """
-    points = SWEEPS[rule][1]
-    if end is None:
-        return points
-    inside = tuple(p for p in points if p <= end + 1e-12)
-    if len(inside) >= 5:
-        return inside
-    steps = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
-    return (0.0, *(float(f"{end * s:.6g}") for s in steps))
+    if rule != "price" or not log_prices:
+        return SWEEPS[rule][1]
+    keep = [p for p in log_prices[1:] if f"{p:.1e}"[:3] in ("1.0", "2.0", "5.0")]
+    return (0.0, *keep, *([log_prices[-1]] if not keep or keep[-1] != log_prices[-1] else []))
 
 
 def sweep_frame(
