@@ -1,5 +1,6 @@
-"""Shared fixtures. Every test session writes its caches into a fresh temporary directory,
-never into the project's cache/; real data comes from L2D_DATA_DIR (default ../shared/data)."""
+"""Shared fixtures. Every test session writes its caches and reports into fresh temporary
+directories, never into the project's cache/ or reports/; real data comes from L2D_DATA_DIR
+(default ../shared/data)."""
 
 from __future__ import annotations
 
@@ -26,15 +27,18 @@ def pytest_configure(config):
 @pytest.fixture(scope="session", autouse=True)
 def _session_cache(tmp_path_factory):
     """One cache directory for the whole session (embeddings of the real benchmark are
-    computed once and shared by the end-to-end tests)."""
+    computed once and shared by the end-to-end tests), and one reports directory: a command that
+    writes reports (the README's benchmark) never writes into the project's reports/."""
     path = tmp_path_factory.mktemp("l2d_cache")
-    old = os.environ.get("L2D_CACHE_DIR")
-    os.environ["L2D_CACHE_DIR"] = str(path)
+    set_here = {"L2D_CACHE_DIR": str(path), "L2D_REPORTS_DIR": str(tmp_path_factory.mktemp("reports"))}
+    old = {k: os.environ.get(k) for k in set_here}
+    os.environ.update(set_here)
     yield path
-    if old is None:
-        os.environ.pop("L2D_CACHE_DIR", None)
-    else:
-        os.environ["L2D_CACHE_DIR"] = old
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 @pytest.fixture
