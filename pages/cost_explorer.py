@@ -14,21 +14,12 @@ from l2d_core.app_logic.explorer import (
     sweep_points,
     untrained_settings,
 )
-from l2d_core.app_logic.live import new_text_advice
-from l2d_core.deploy import (
-    deploy,
-    export_folder,
-    export_problem,
-    new_text_problem,
-    serve_commands,
-    zip_folder,
-)
 from l2d_core.method.costs import PRICE_STEP, PRICE_TOP, CostConfig, InvalidCostError
 from l2d_core.report import charts
 from l2d_core.routers.registry import router_label
-from l2d_core.routers.registry import routers as registered
 from pages.ui.app import within_app
 from pages.ui.cache import benchmark, embeddings_ready, fitted_router, sweep, sweep_charts
+from pages.ui.deploy_panel import deploy_panel
 from pages.ui.widgets import (
     default_caption,
     default_choice,
@@ -343,38 +334,7 @@ def results() -> None:
         on_click="ignore",
         icon=":material/download:",
     )
-    st.subheader("Deploy this router")
-    problems = {rid: export_problem(routers[rid]) for rid in chosen}
-    deployable = [rid for rid, problem in problems.items() if problem is None]
-    for problem in filter(None, problems.values()):
-        st.caption(f"Not offered: {problem}.")
-    if not deployable:
-        can = ", ".join(router_label(r) for r, cls in registered().items() if cls.exportable)
-        st.caption(f"None of the routers shown can route a new query on its own; these can: {can}.")
-    else:
-        d1, d2 = st.columns([1, 2])
-        rid = d1.selectbox("Router to save", deployable, format_func=router_label, key="deploy_router")
-        folder = export_folder(pool, rid, costs, budget)
-        only_dataset = new_text_problem(routers[rid])  # said before saving, not after a failed curl
-        if only_dataset:
-            d1.info(f"{router_label(rid)}: {only_dataset}. {new_text_advice(dataset)}")
-        if d1.button("Save for the routing API", key="deploy_save", icon=":material/save:"):
-            with shown_errors(), st.spinner("Saving the router…"):
-                deploy(routers[rid], costs, budget).save(folder)
-        if (folder / "router.json").is_file():
-            what = "a question of the dataset, by its id" if only_dataset else "your own text"
-            d2.markdown(f"Saved to `{folder}`. Serve it with the routing API, then send it {what}:")
-            qid = bench.test_records[0].qid if only_dataset else None
-            d2.code(serve_commands(folder, qid=qid), language="bash")
-            d2.download_button(
-                "Router folder (zip)",
-                zip_folder(folder),
-                f"{folder.name}.zip",
-                "application/zip",
-                key="deploy_zip",
-                on_click="ignore",
-                icon=":material/download:",
-            )
+    deploy_panel(bench, routers, costs, budget)
 
 
 results()
