@@ -14,14 +14,13 @@ import threading
 import time
 
 import pytest
+from _serving import cascade_artifact, serving
 from fastapi.testclient import TestClient
 
-from l2d_core.deploy import ArtifactError, QueryError, deploy, load_router
+from l2d_core.deploy import ArtifactError, QueryError, load_router
 from l2d_core.deploy.api import LIMITS, create_app
 from l2d_core.deploy.deployed import DeployedRouter
-from l2d_core.deploy.server import HEADER_TIMEOUT, server
-from l2d_core.method.costs import CostConfig
-from l2d_core.routers.registry import make_router
+from l2d_core.deploy.server import HEADER_TIMEOUT
 
 CONTEXT = "Moby-Dick is an 1851 novel by American writer Herman Melville about the whale."
 Q = {"question": "Who wrote Moby-Dick?", "context": CONTEXT}
@@ -29,33 +28,12 @@ Q = {"question": "Who wrote Moby-Dick?", "context": CONTEXT}
 
 @pytest.fixture(scope="module")
 def artifact(live_bench, tmp_path_factory):
-    router = make_router("l2d-cascade").fit(live_bench)
-    return deploy(router, CostConfig((1.0,), (0.3,))).save(tmp_path_factory.mktemp("reliable") / "cascade")
+    return cascade_artifact(live_bench, tmp_path_factory.mktemp("reliable"))
 
 
 @pytest.fixture(scope="module")
 def client(artifact):
     return TestClient(create_app(load_router(artifact)), raise_server_exceptions=False)
-
-
-@contextlib.contextmanager
-def running(router):
-    """The API served as scripts/serve.py serves it (its protocol and timeouts), on a free port."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    srv = server(create_app(router), log_level="warning")
-    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not srv.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert srv.started, "the server did not start"
-    try:
-        yield sock.getsockname()[1]
-    finally:
-        srv.should_exit = True
-        thread.join(10)
-        sock.close()
 
 
 def edited(artifact, tmp_path, change):
@@ -183,7 +161,7 @@ def test_good_command_line_numbers_are_taken():
 
 
 def test_a_chunked_body_over_the_limit_gets_413(artifact):
-    with running(load_router(artifact)) as port:
+    with serving(load_router(artifact)) as port:
         conn = socket.create_connection(("127.0.0.1", port), timeout=30)
         conn.sendall(
             b"POST /v1/route HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
@@ -260,7 +238,7 @@ def test_the_openapi_schema_states_the_bodies(client):
 
 
 def test_a_client_sending_its_headers_slowly_is_cut_off(artifact):
-    with running(load_router(artifact)) as port:
+    with serving(load_router(artifact)) as port:
         slow = socket.create_connection(("127.0.0.1", port), timeout=HEADER_TIMEOUT + 10)
         idle = socket.create_connection(("127.0.0.1", port), timeout=HEADER_TIMEOUT + 10)
         t0 = time.monotonic()
@@ -305,7 +283,7 @@ def test_a_body_that_never_arrives_whole_gets_408(artifact, monkeypatch, framing
     """Headers on time, then part of the body and silence: the connection is answered 408 and
     closed once the body deadline passes, and the server goes on serving."""
     monkeypatch.setitem(LIMITS, "body_seconds", 1.5)
-    with running(load_router(artifact)) as port:
+    with serving(load_router(artifact)) as port:
         conn = socket.create_connection(("127.0.0.1", port), timeout=30)
         head = b"POST /v1/route HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
         part = b'{"question": "Who'

@@ -5,45 +5,19 @@ artifact of another version with a clear message."""
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import json
-import socket
-import threading
-import time
 import urllib.error
 import urllib.request
 
 import pytest
-import uvicorn
+from _serving import cascade_artifact, serving
 
-from l2d_core.deploy import deploy, load_router
-from l2d_core.deploy.api import LIMITS, create_app
-from l2d_core.method.costs import CostConfig
-from l2d_core.routers.registry import make_router
+from l2d_core.deploy import load_router
+from l2d_core.deploy.api import LIMITS
 
 CONTEXT = "Moby-Dick is an 1851 novel by American writer Herman Melville about the whale."
 Q = {"question": "Who wrote Moby-Dick?", "context": CONTEXT}
-
-
-@contextlib.contextmanager
-def serving(router):
-    """The API of ``router`` on a free loopback port; yields its base URL."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(router), log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "the server did not start"
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
 
 
 def call(url: str, body=None, raw: bytes | None = None) -> tuple[int, object]:
@@ -58,14 +32,13 @@ def call(url: str, body=None, raw: bytes | None = None) -> tuple[int, object]:
 
 @pytest.fixture(scope="module")
 def artifact(live_bench, tmp_path_factory):
-    router = make_router("l2d-cascade").fit(live_bench)
-    return deploy(router, CostConfig((1.0,), (0.3,))).save(tmp_path_factory.mktemp("served") / "cascade")
+    return cascade_artifact(live_bench, tmp_path_factory.mktemp("served"))
 
 
 @pytest.fixture(scope="module")
 def url(artifact):
-    with serving(load_router(artifact)) as base:
-        yield base
+    with serving(load_router(artifact)) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def test_route_answer_batch_and_agents(url):
@@ -137,7 +110,8 @@ def test_restart_from_the_artifact_gives_the_same_decisions(url, artifact):
         {"question": "Who is Melville?", "context": CONTEXT},
     ]
     _, before = call(f"{url}/v1/route", queries)
-    with serving(load_router(artifact)) as again:
+    with serving(load_router(artifact)) as port:
+        again = f"http://127.0.0.1:{port}"
         _, after = call(f"{again}/v1/route", queries)
     strip = lambda rs: [{k: r[k] for k in ("agent", "compared", "chance_wrong")} for r in rs]  # noqa: E731
     assert strip(before) == strip(after)
