@@ -11,7 +11,7 @@ import torch
 from _tiny_models import VOCAB, LogitsByToken, bert_tokenizer, one_thread
 
 from l2d_core.agents import AgentSpec
-from l2d_core.agents.base import eager_attention
+from l2d_core.agents.base import check_windows, eager_attention, load_tokenizer
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.generative import FEW_SHOT, build_prompt, parse_output
 from l2d_core.agents.runners import (
@@ -71,6 +71,21 @@ def test_a_long_context_gets_windows_and_the_answer_can_come_from_a_later_one(be
     # the same with max_length 64: many windows, overlapping by the stride
     small = stub(bert_path, {"herman": 10.0}, {"melville": 10.0}, max_length=64, stride=16)
     assert small.predict([q(context)])[0].windows > p.windows
+
+
+def test_a_tokenizer_whose_windows_stop_short_is_refused(bert_path):
+    """tokenizers 0.23.2 returns two overflow windows whatever the context's length; the agents
+    refuse such a tokenizer with a line that says what to install, rather than lose answers."""
+    tok = load_tokenizer(str(bert_path))  # checked: the pinned tokenizers covers the whole context
+
+    def two_windows(*args, **kwargs):
+        enc = tok(*args, **kwargs)
+        for key in ("input_ids", "offset_mapping"):
+            enc.data[key] = enc[key][:2]
+        return enc
+
+    with pytest.raises(ModelLoadError, match=r"windows stop at character \d+ .*tokenizers==0\.23\.3"):
+        check_windows(two_windows)
 
 
 def test_character_mapping_and_span_rules(bert_path):

@@ -19,6 +19,8 @@ __all__ = [
     "ModelLoadError",
     "resolve_dtype",
     "load_pretrained",
+    "load_tokenizer",
+    "check_windows",
     "eager_attention",
     "LengthCost",
 ]
@@ -68,6 +70,44 @@ def resolve_dtype(dtype, device: torch.device) -> torch.dtype:
     if d == torch.float16 and device.type == "cpu":
         raise ValueError("fp16 is not supported on the CPU: use fp32 or bf16")
     return d
+
+
+def check_windows(tok, max_length: int = 32, stride: int = 8) -> None:
+    """Raise :class:`ModelLoadError` when ``tok`` cuts a long (question, context) pair into
+    overflow windows that stop before the context's end. tokenizers 0.23.2 does: it returns two
+    windows whatever the length, so every answer past them is lost without a word (training,
+    answering and the time estimate all read these windows)."""
+    context = "x " * (4 * max_length)
+    enc = tok(
+        ["q"],
+        [context],
+        truncation="only_second",
+        max_length=max_length,
+        stride=stride,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+    )
+    spans = (zip(enc["offset_mapping"][w], enc.sequence_ids(w)) for w in range(len(enc["input_ids"])))
+    reached = max((o[1] for window in spans for o, s in window if s == 1), default=0)
+    if reached < len(context.rstrip()):
+        import tokenizers
+
+        raise ModelLoadError(
+            f"this tokenizer's windows stop at character {reached} of a {len(context.rstrip())}-character "
+            f"context (tokenizers {tokenizers.__version__} drops the end of long contexts): "
+            "pip install tokenizers==0.23.3"
+        )
+
+
+def load_tokenizer(path: str, **kwargs):
+    """A fast tokenizer from ``path`` whose overflow windows cover a long context
+    (:func:`check_windows`); slow tokenizers have no windows to check."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path, **kwargs)
+    if getattr(tok, "is_fast", False):
+        check_windows(tok)
+    return tok
 
 
 def load_pretrained(model_cls, path: str, device=None, dtype=None, **tokenizer_kwargs):

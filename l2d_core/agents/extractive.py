@@ -30,7 +30,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data.records import QARecord
-from .base import LengthCost, Prediction, load_pretrained
+from .base import LengthCost, Prediction, check_windows, load_pretrained
 
 __all__ = ["ExtractiveAgent"]
 
@@ -65,6 +65,7 @@ class ExtractiveAgent:
         )
         if not getattr(self.tokenizer, "is_fast", False):
             raise ValueError(f"{path}: the extractive agent needs a fast tokenizer (character offsets)")
+        check_windows(self.tokenizer)
         self.source = f"extractive:{path}"
         self._gflops = LengthCost(self.model, self._forward_at, upto=max_length)
 

@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 from ..data.records import QARecord
 from ..paths import default_encoder_path
 from ..runtime import cpu_has_fast_bf16, linear_schedule, pick_device, set_seed
+from .base import load_tokenizer
 
 __all__ = [
     "QATrainConfig",
@@ -299,7 +300,7 @@ def train_qa_model(
     """Fine-tune ``config.base`` on ``records`` and save it to ``out_dir``; returns the stats
     written to ``out_dir/l2d_training.json`` (config, windows, steps, seconds, final loss).
     ``on_step(done, total)`` hears of every step (and of step 0 before the first)."""
-    from transformers import AutoModelForQuestionAnswering, AutoTokenizer, DataCollatorWithPadding
+    from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding
     from transformers.utils import logging as hf_logging
 
     if not records:
@@ -308,7 +309,7 @@ def train_qa_model(
     set_seed(config.seed)
     dev = pick_device(device)
     bf16 = config.bf16 if config.bf16 is not None else (dev.type == "cuda" or cpu_has_fast_bf16())
-    tok = AutoTokenizer.from_pretrained(config.base_path())
+    tok = load_tokenizer(config.base_path())
     if not getattr(tok, "is_fast", False):
         raise ValueError(f"{config.base_path()}: training needs a fast tokenizer (character offsets)")
     model = AutoModelForQuestionAnswering.from_pretrained(config.base_path()).to(dev).train()

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from ..agents.base import load_tokenizer
 from ..agents.qa_training import (
     PROFILES,
     QATrainConfig,
@@ -142,9 +143,7 @@ def _meta():
 
 def _windows(ds, cfg: QATrainConfig) -> dict[str, list[int]]:
     """The token length of every window of every question, cut as training and answering cut them."""
-    from transformers import AutoTokenizer
-
-    enc = AutoTokenizer.from_pretrained(cfg.base_path())(
+    enc = load_tokenizer(cfg.base_path())(
         [r.question.lstrip() for r in ds],
         [r.context for r in ds],
         truncation="only_second",
