@@ -127,8 +127,12 @@ def test_default_caption_is_true_before_and_after_the_ranking():
         "Default: " + router_label("l2d-staged") + " at λ = 0.2 errors per TFLOP, the best"
     )
     assert router_label("l2d-posthoc") + ": being prepared" in after
-    none = default_caption(DefaultChoice("l2d-staged", 0.2, -0.4, ranking[:1]), {})
-    assert none.startswith("No router pays for itself on this pool")
+    lost = Ranked("l2d-staged", -0.4, 0.2, 80.0)
+    none = default_caption(DefaultChoice("agent:b", 0.2, 0.0, [lost], instead_of=lost), {})
+    assert none.startswith("No router pays for itself on this pool: the best, " + router_label("l2d-staged"))
+    assert "-0.40 EM points" in none and "Default: every question to b, the most accurate" in none
+    early = default_caption(DefaultChoice("agent:b", 0.2, 0.0, None, instead_of=lost), {})
+    assert early.startswith("For now (the other routers are being compared)") and "to b," in early
 
 
 def test_cost_explorer_saves_the_router_for_the_api(explorer):

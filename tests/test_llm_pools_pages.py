@@ -215,3 +215,27 @@ def test_the_price_slider_spans_the_prices_that_change_a_decision():
     p2 = run("cost_explorer", "P2", dataset="squad11")
     assert (p2.slider(key="price").max, p2.slider(key="price").step) == (2.0, 0.01)
     assert not p2.select_slider
+
+
+def test_where_no_router_pays_the_default_is_the_most_accurate_agent():
+    """Pllama: Llama-3.2-3B costs more than the v2.0 reader and is less accurate, so no router
+    beats random mixing of agents on validation articles. A default that loses to mixing would be
+    a bug: every question goes to the most accurate agent (which mixing cannot beat), and the
+    sidebar says which router fell short and by how much."""
+    from l2d_core.app_logic.default_view import PAYS, default_router
+
+    bench = prepare("squad20", "Pllama", features_needed=False)
+    choice = default_router(bench)
+    assert choice.router_id == "agent:v2-nullodds" and choice.gain == pytest.approx(0.0)
+    assert choice.instead_of == choice.ranking[0] and choice.instead_of.gain <= PAYS
+    at = run("cost_explorer", "Pllama")
+    assert at.multiselect(key="routers").value == ["agent:v2-nullodds"]
+    said = " ".join(c.value for c in at.sidebar.caption)
+    lost = f"{router_label(choice.instead_of.router_id)}, is {choice.instead_of.gain:+.2f}"
+    assert f"No router pays for itself on this pool: the best, {lost}" in said
+    assert "Default: every question to v2-nullodds" in said
+    tile = next(m.value for m in at.metric if m.label == "EM vs random mixing")
+    assert float(tile) >= 0.0  # on the test articles too: the reader tops the agents' hull
+    # where a router pays, it stays the default
+    p2 = default_router(prepare("squad11", "P2", features_needed=False))
+    assert p2.instead_of is None and not p2.router_id.startswith("agent:") and p2.gain > PAYS

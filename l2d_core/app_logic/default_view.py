@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..evaluation.benchmark import Benchmark
-from ..evaluation.validation import Ranked, candidates, rank_by_validation
+from ..evaluation.validation import Ranked, candidates, rank_by_validation, single_agent_score
 from ..routers.base import Router
 from ..routers.registry import router_label, routers
 
@@ -22,12 +22,15 @@ class DefaultChoice:
     """What users get by default on a pool: the router, and the price λ (errors per TFLOP) where
     it is the furthest above random mixing on validation articles, by ``gain`` EM points (None:
     no router ready). ``ranking``: every router compared (None: not yet — the router stands in,
-    scored alone)."""
+    scored alone). Where that router does not pay for itself, the default is the most accurate
+    single agent (``agent:<id>``, which random mixing cannot beat) and ``instead_of`` is the
+    router that did not pay."""
 
     router_id: str
     price: float
     gain: float
     ranking: list[Ranked] | None
+    instead_of: Ranked | None = None
 
     @property
     def pays(self) -> bool:
@@ -53,16 +56,19 @@ def default_router(
     names the others). ``fitted``: see ``rank_by_validation``. ``rank=False``: a first view
     need not wait for the ranking either — when it is not on disk yet, the first router ready
     (registry order) stands in, scored alone (seconds), and the ranking is None (rank later,
-    then ask again). ``progress(k, n, router id)`` as each router is scored for the ranking."""
+    then ask again). Where the best router is not above random mixing on validation articles
+    (by more than :data:`PAYS`), every question goes to the most accurate single agent instead
+    (:func:`~l2d_core.evaluation.validation.single_agent_score`), at the router's price.
+    ``progress(k, n, router id)`` as each router is scored for the ranking."""
     ids = candidates(bench, ready_only)  # (checking what is read in costs a pass over each store)
     if not ids:
         raise ValueError(f"no router of the registry can run on pool {bench.pool.name}")
     ranking = rank_by_validation(bench, ids, fitted=fitted, compute=rank, progress=progress)
-    if ranking is None:
-        alone = rank_by_validation(bench, ids[:1], fitted=fitted)
-        return DefaultChoice(alone[0].router_id, alone[0].price, alone[0].gain, None)
-    best = ranking[0]
-    return DefaultChoice(best.router_id, best.price, best.gain, ranking)
+    best = (ranking or rank_by_validation(bench, ids[:1], fitted=fitted))[0]
+    if best.gain > PAYS:
+        return DefaultChoice(best.router_id, best.price, best.gain, ranking)
+    agent = single_agent_score(bench)  # a default that loses to random mixing would be a bug
+    return DefaultChoice(agent.router_id, best.price, agent.gain, ranking, instead_of=best)
 
 
 def ranking_frame(ranking: list[Ranked]) -> pd.DataFrame:

@@ -20,7 +20,7 @@ import numpy as np
 from ..routers import trained
 from ..routers.base import Router
 from ..routers.posthoc_inputs import FEATURE_FORMAT
-from ..routers.registry import make_router, routers
+from ..routers.registry import AGENT_PREFIX, make_router, routers
 from . import metrics as M
 from .benchmark import Benchmark
 from .gain import gain_vector
@@ -31,6 +31,7 @@ __all__ = [
     "Ranked",
     "validation_curve",
     "validation_score",
+    "single_agent_score",
     "rank_by_validation",
     "candidates",
     "waiting",
@@ -104,6 +105,20 @@ def waiting(bench: Benchmark) -> dict[str, tuple[str, ...]]:
     """The candidates that read agents whose answers are not read in yet: router id → agents."""
     todo = {rid: make_router(rid).agents_to_import(bench) for rid in candidates(bench)}
     return {rid: agents for rid, agents in todo.items() if agents}
+
+
+def single_agent_score(bench: Benchmark) -> Ranked:
+    """The most accurate single agent on the training articles (ties: the cheaper), as
+    ``agent:<id>``, scored as the routers are: its EM above random mixing of the single agents at
+    its own mean compute — 0, since the most accurate agent tops their hull, so mixing cannot beat
+    it — and its AIQ over the pool's GFLOPs range (its price: any; 0 here)."""
+    train = bench.train
+    g, em = train.gflops.mean(axis=0), train.em.mean(axis=0)
+    j = min(range(len(em)), key=lambda k: (-em[k], g[k]))
+    gain = 100 * float(gain_vector(train.em[:, j].astype(float), train.em, g, float(g[j])).mean())
+    lo, hi = float(train.agent_gflops.min()), float(train.agent_gflops.max())
+    aiq = M.aiq(g[j : j + 1], 100 * em[j : j + 1], lo, hi)
+    return Ranked(AGENT_PREFIX + train.agent_ids[j], gain, 0.0, aiq)
 
 
 def rank_by_validation(

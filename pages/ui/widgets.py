@@ -108,16 +108,26 @@ def default_choice(dataset: str, pool: str) -> tuple[DefaultChoice, dict]:
 def default_caption(choice: DefaultChoice, pending: dict) -> str:
     """What the sidebar says of the default router and cost setting, true at each stage."""
     label, lam = router_label(choice.router_id), f"λ = {choice.price:g} errors per TFLOP"
-    where = f"{choice.gain:+.2f} EM points above random mixing of agents on validation articles"
+    gain = "EM points above random mixing of agents on validation articles"
+    waiting = ", ".join(map(router_label, pending))
+    ready = f" of those ready now ({waiting}: being prepared)" if pending else ""
+    lost = choice.instead_of
+    if lost is not None:
+        head = (
+            f"No router{ready} pays for itself on this pool: the best, {router_label(lost.router_id)}, is"
+            if choice.ranking is not None
+            else f"For now (the other routers are being compared): {router_label(lost.router_id)} is"
+        )
+        return (
+            f"{head} {lost.gain:+.2f} {gain} at best. Default: every question to {label}, the most "
+            f"accurate agent on the training articles, which random mixing cannot beat ({choice.gain:+.2f})."
+        )
+    where = f"{choice.gain:+.2f} {gain}"
     if choice.ranking is None:
         return (
             f"Default for now: {label} at {lam} ({where}). The other routers are being compared on "
             "validation articles; the best one becomes the default."
         )
-    waiting = ", ".join(map(router_label, pending))
-    ready = f" of those ready now ({waiting}: being prepared)" if pending else ""
-    if not choice.pays:
-        return f"No router{ready} pays for itself on this pool: the best, {label}, is {where} at best."
     return f"Default: {label} at {lam}, the best on validation articles{ready}: {where}."
 
 
