@@ -78,7 +78,14 @@ if source == "Your own text":  # only routers whose inputs all run on new text
 ranked = [r.router_id for r in ranking or [] if r.router_id in menu]
 default = best if best in menu else (ranked[0] if ranked else menu[0])
 router_id = select_routers("sq_router", default, multiple=False, where=st, ids=menu)
-if best not in ROUTABLE and ranking is not None:
+if choice.instead_of is not None:
+    st.caption(
+        f"No router pays for itself on {pool} (the best on validation articles is "
+        f"{choice.instead_of.gain:+.2f} EM points above random mixing of agents): the other pages send "
+        f"every question to {router_label(best)}, the most accurate agent. This page shows how a router "
+        "would route one query."
+    )
+elif best not in ROUTABLE and ranking is not None:
     st.caption(
         f"The best router of {pool} on validation articles, {router_label(best)}, routes the dataset's "
         "questions on the other pages; this page routes one query at a time with the routers above."

@@ -236,6 +236,8 @@ def test_where_no_router_pays_the_default_is_the_most_accurate_agent():
     assert "Default: every question to v2-nullodds" in said
     tile = next(m.value for m in at.metric if m.label == "EM vs random mixing")
     assert float(tile) >= 0.0  # on the test articles too: the reader tops the agents' hull
+    single = " ".join(c.value for c in run("single_query", "Pllama").main.caption)
+    assert "No router pays for itself on Pllama" in single and "every question to v2-nullodds" in single
     # where a router pays, it stays the default
     p2 = default_router(prepare("squad11", "P2", features_needed=False))
     assert p2.instead_of is None and not p2.router_id.startswith("agent:") and p2.gain > PAYS

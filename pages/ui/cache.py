@@ -17,6 +17,7 @@ import streamlit as st
 
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.registry import get_agent, get_pool
+from l2d_core.app_logic.default_view import DefaultChoice
 from l2d_core.app_logic.default_view import default_router as pick_default
 from l2d_core.app_logic.explorer import sweep_frame
 from l2d_core.app_logic.jobs import embedding_key, expected_duration, record_duration, start_embedding, status
@@ -154,12 +155,14 @@ fitted_router.clear = _clear_fitted
 @st.cache_data(show_spinner=False)
 def default_router(
     dataset: str, pool: str, waiting_ids: tuple[str, ...] = (), rank: bool = True, _progress=None
-) -> tuple[str, list[tuple[str, float]] | None]:
-    """The best router by validation AIQ among those ready now: the embedding readers only when
-    their embeddings are on disk already, the others once every agent they read is read in, so
-    that the first view never waits for the encoder or for helper agents (``waiting_ids``: the
-    routers still waiting, part of the key). The routers it ranks are fitted through
-    :func:`fitted_router`, so the default one is not fitted a second time for the page.
+) -> DefaultChoice:
+    """The default router and price (:func:`~l2d_core.app_logic.default_view.default_router`: the
+    furthest above random mixing on validation articles, else the most accurate single agent)
+    among those ready now: the embedding readers only when their embeddings are on disk already,
+    the others once every agent they read is read in, so that the first view never waits for the
+    encoder or for helper agents (``waiting_ids``: the routers still waiting, part of the key).
+    The routers it ranks are fitted through :func:`fitted_router`, so the default one is not
+    fitted a second time for the page.
     ``rank=False``: no ranking is computed now (the first view does not wait for it); without
     one on disk the ranking is None and a router ready stands in (clear this cache once ranked).
     ``_progress(k, n, router id)`` as each router is scored (not part of the key)."""
