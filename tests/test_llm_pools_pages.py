@@ -236,6 +236,8 @@ def test_where_no_router_pays_the_default_is_the_most_accurate_agent():
     assert "Default: every question to v2-nullodds" in said
     tile = next(m.value for m in at.metric if m.label == "EM vs random mixing")
     assert float(tile) >= 0.0  # on the test articles too: the reader tops the agents' hull
+    said = [i.value for i in run("decisions", "Pllama").info]
+    assert "Every question goes to v2-nullodds: a single agent, no routing." in said
     single = " ".join(c.value for c in run("single_query", "Pllama").main.caption)
     assert "No router pays for itself on Pllama" in single and "every question to v2-nullodds" in single
     # where a router pays, it stays the default

@@ -10,6 +10,7 @@ import pandas as pd
 from ..data.records import question_type
 from ..evaluation import metrics as M
 from ..evaluation.benchmark import Benchmark
+from ..routers.registry import AGENT_PREFIX
 from .answers import shown_answer
 from .explorer import RouterView
 
@@ -120,7 +121,9 @@ def explain(bench: Benchmark, view: RouterView, i: int) -> dict:
             "end ok": test.end_ok[i],
         }
     )
-    if compared is None:
+    if compared is None and view.router_id == AGENT_PREFIX + ids[winner]:
+        why = f"Every question goes to {ids[winner]}: a single agent, no routing."
+    elif compared is None:
         why = f"{view.label} sent it to {ids[winner]}."
     else:
         why = why_sentence(ids, values, winner, stage)
