@@ -7,6 +7,7 @@ from l2d_core.app_logic.answers import f1_note, shown_answer
 from l2d_core.app_logic.decisions import option_labels
 from l2d_core.app_logic.live import (
     answers_frame,
+    gflops_text,
     helper_ids,
     live_pools,
     main_runs_live,
@@ -132,17 +133,18 @@ c2.metric(
 )
 reads_answer = "main_answer" in r["signals"]
 if reads_answer:
+    also = f"; the helper agents {', '.join(helpers)} too: {gflops_text(paid['helpers'])} GFLOPs"
     c3.metric(
-        "Main agent on this query",
-        f"{paid['main']:.3g} GFLOPs",
+        "Main agent's GFLOPs",
+        gflops_text(paid["main"]),
         help=f"{main['agent']} always answers first ({main['gflops_source']} GFLOPs of this query)"
-        + (f"; the helper agents {', '.join(helpers)} too: {paid['helpers']:.3g} GFLOPs" if helpers else ""),
+        + (also if helpers else ""),
     )
 else:
-    c3.metric("Text encoder", f"{paid['encoder']:.3g} GFLOPs", help="the router reads the query's embeddings")
+    c3.metric("Text encoder's GFLOPs", gflops_text(paid["encoder"]), help="the router reads the query's text")
 c4.metric(
     "GFLOPs of this query",
-    f"{paid['total']:.3g}",
+    gflops_text(paid["total"]),
     help="what ran on this query: the main agent, the expert asked for a second opinion when it answered, "
     "and the agent whose answer is kept when it answered",
 )
@@ -150,7 +152,7 @@ c4.metric(
 if paid["unpaid"]:
     st.caption(
         "Not paid, because it could not answer this text: "
-        + ", ".join(f"{a} ({g:.3g} GFLOPs had it run)" for a, g in paid["unpaid"].items())
+        + ", ".join(f"{a} ({gflops_text(g)} GFLOPs had it run)" for a, g in paid["unpaid"].items())
         + "."
     )
 asked = r["signals"].get("asked")

@@ -20,7 +20,7 @@ from _slices import slice_bench
 from l2d_core.agents import list_pools
 from l2d_core.app_logic.decisions import explain, option_labels
 from l2d_core.app_logic.explorer import metric_tiles, router_view
-from l2d_core.app_logic.live import answer_with, helper_ids, query_gflops
+from l2d_core.app_logic.live import answer_with, gflops_text, helper_ids, query_gflops
 from l2d_core.deploy import deploy, export_problem
 from l2d_core.evaluation.benchmark import prepare
 from l2d_core.evaluation.points import decision_metrics
@@ -190,7 +190,7 @@ def test_the_single_query_page_shows_what_the_decision_paid(real_data):
     assert not at.exception, at.exception
     assert at.selectbox(key="sq_router").value == choice.router_id and helper_ids(router)
     shown = {m.label: m.value for m in at.metric}
-    assert shown["GFLOPs of this query"] == f"{q['gflops'][0]:.3g}"  # the same number, as shown
+    assert shown["GFLOPs of this query"] == gflops_text(q["gflops"][0])  # the same number, as shown
     (chart,) = at.get("vega_lite_chart")
     marked = [r["agent"] for r in chart_rows(chart) if r["choice"] == "chosen"]
     assert len(marked) == 1 and shown["Routed to"] in marked[0]

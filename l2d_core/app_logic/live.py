@@ -30,6 +30,7 @@ __all__ = [
     "check_expected_answer",
     "runnable_agent",
     "query_gflops",
+    "gflops_text",
     "answers_frame",
     "new_text_advice",
     "helper_ids",
@@ -227,6 +228,16 @@ def _load_runnable(agent_id: str, dataset: str, kind: str, path: str, options: s
     return load_agent(spec)
 
 
+def gflops_text(gflops: float) -> str:
+    """GFLOPs as the pages write them: three significant digits, whole numbers with thousands
+    separators from 1,000 up (no exponent to read).
+
+    >>> gflops_text(4.9712), gflops_text(247.0), gflops_text(2447.35), gflops_text(92641.4)
+    ('4.97', '247', '2,447', '92,641')
+    """
+    return f"{gflops:,.0f}" if abs(gflops) >= 1000 else f"{gflops:.3g}"
+
+
 def query_gflops(routed: dict, answers: list[dict], helpers=()) -> dict:
     """GFLOPs this one query paid, from what ran on it (each agent's answer record: measured on
     this query when it ran now, recorded for a dataset question): the text encoder of a router
@@ -304,7 +315,7 @@ def answers_frame(answers: list[dict]):
                 "EM": dash(a["em"], "{:.0f}"),
                 "F1": dash(a["f1"], "{:.2f}"),
                 "latency ms": dash(a["latency_ms"], "{:.1f}"),
-                "GFLOPs": dash(a["gflops"], "{:.3g}"),
+                "GFLOPs": "—" if a["gflops"] is None else gflops_text(a["gflops"]),
                 "GFLOPs are": a["gflops_source"],
                 "note": a["message"] + (LOGGED_NOTE if _logged_only(a) else "") if a["message"] else "",
             }
