@@ -352,7 +352,7 @@ with st.expander("How the routers rank on validation articles"):
             f"Not ranked: {', '.join(map(router_label, unranked))} — read the question and context, whose "
             "embeddings are not computed here yet (pick one in the sidebar to compute them: minutes, once)."
         )
-    chosen = (
+    default_is = (
         "none pays for itself here, so the default above is the most accurate single agent"
         if choice.instead_of is not None
         else "the default router and price above are the best of these"
@@ -360,6 +360,6 @@ with st.expander("How the routers rank on validation articles"):
     st.caption(
         "Each router on the training articles, each question routed by a head that never saw its article: "
         "its EM above random mixing of single agents at the same compute, at the price λ where that is "
-        f"largest ({chosen}), and AIQ, the mean EM of its cost–EM curve over the agents' compute range."
+        f"largest ({default_is}), and AIQ, the mean EM of its cost–EM curve over the agents' compute range."
     )
 finish_preparing(dataset, pool, ranking, pending, preparing)
