@@ -1,7 +1,7 @@
 """The package's shape, read from its source with ``ast``: imports run one way through the layers
 (no cycle, no climb back up), no private name is imported across modules, ``l2d_core`` never
-imports Streamlit, the pages import no ``l2d_core`` internals by private name, and no module
-grows past ~400 lines."""
+imports Streamlit, the pages import no ``l2d_core`` internals by private name, a page's fragments
+read no top-level name the page binds twice, and no module grows past ~400 lines."""
 
 from __future__ import annotations
 
@@ -160,3 +160,45 @@ def test_pages_only_draw():
             assert top[0] not in ("numpy", "torch", "sklearn"), f"{path.name}:{line} imports {target}"
             if top[0] == "l2d_core" and len(top) > 1 and target not in allowed:
                 assert top[1] not in ("method", "routers", "qa"), f"{path.name}:{line} imports {target}"
+
+
+def _module_level_stores(tree: ast.Module) -> list[str]:
+    """Names bound at a module's top level (inside its top-level if/with/for/try blocks too, not
+    inside functions or classes), once per binding."""
+    names: list[str] = []
+
+    def visit(node):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.append(node.id)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    for stmt in tree.body:
+        visit(stmt)
+    return names
+
+
+def _is_fragment(fn: ast.FunctionDef) -> bool:
+    decorators = (d.func if isinstance(d, ast.Call) else d for d in fn.decorator_list)
+    return any(isinstance(d, ast.Attribute) and d.attr == "fragment" for d in decorators)
+
+
+def test_page_fragments_read_names_bound_once():
+    """A fragment (``@st.fragment``) re-runs alone, reading the page's top-level names as the last
+    full run left them: a name the page binds twice (a later line reusing it for something else)
+    gives the fragment the wrong value — a slider move on the cost explorer once raised KeyError so."""
+    fragments = 0
+    for path in ROOT.glob("pages/**/*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        stores = _module_level_stores(tree)
+        for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef) and _is_fragment(n)):
+            fragments += 1
+            local = {a.arg for a in fn.args.args} | {
+                n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+            }
+            read = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+            twice = sorted(n for n in read - local if stores.count(n) > 1)
+            assert not twice, f"{path.name}: fragment {fn.name}() reads {twice}, bound twice at top level"
+    assert fragments >= 2  # the cost explorer's and the comparison page's, at least
