@@ -325,8 +325,8 @@ def sweep_frame(
     latency price λ_s; at fixed α; ``points``, by default BENCHMARK.md's): EM, GFLOPs/EM, TDL,
     random TDL and allocation shares of a fitted router; the setting is in column ``beta1``,
     ``price`` or ``latency_price``."""
-    column, default = SWEEPS[rule]
-    points = default if points is None else points
+    column = SWEEPS[rule][0]
+    points = sweep_points(rule) if points is None else points
     rows = []
     for b in points:
         m = router_view(bench, router, bench.rule_costs(rule, b, alpha)).metrics
@@ -349,7 +349,7 @@ def untrained_settings(
     bench: Benchmark, router: Router, rule: str = "gflops", alpha=1.0, points: tuple[float, ...] | None = None
 ) -> list[float]:
     """The points of a cost rule's sweep at which ``router`` would first have to train."""
-    points = SWEEPS[rule][1] if points is None else points
+    points = sweep_points(rule) if points is None else points
     return [b for b in points if router.needs_training(bench.rule_costs(rule, b, alpha))]
 
 
