@@ -13,7 +13,7 @@ from l2d_core.evaluation.benchmark import BETA_POINTS
 from l2d_core.method.costs import CostConfig
 from l2d_core.method.policies import plugin_policy
 from l2d_core.routers.calibration import crossfit_splits
-from l2d_core.routers.features import answer_features, extra_features
+from l2d_core.routers.features import answer_features, extra_features, question_overlap
 from l2d_core.routers.posthoc import PosthocRejector
 from l2d_core.routers.posthoc_inputs import (
     CALIBRATION_FOLDS,
@@ -52,7 +52,7 @@ def test_extra_features_columns():
     helpers = np.array([["three", "Three"], ["Bob", None]], dtype=object)
     f = extra_features(main, helpers, recs)
     h = 2
-    assert f.shape == (2, h + 12)
+    assert f.shape == (2, h + 14)
     np.testing.assert_allclose(f[0, :h], [2 / 3, 2 / 3])  # token F1 of "three cats" vs "three"
     assert f[1, :h].tolist() == [0.0, 0.0]
     assert f[0, h + 1] == pytest.approx(2 / 3)  # distinct answers: {"three cats", "three"} of 3
@@ -60,6 +60,23 @@ def test_extra_features_columns():
     assert f[0, h + 7] == 1.0 and f[1, h + 7] == 0.0  # "how many" asks for a number
     assert f[0, h + 8] == pytest.approx(0.5)  # "cats" is a question word, "three" is not
     assert f[1, h + 9] == 1.0  # capitalised
+    # question_overlap: of "How many cats sat?"'s words not in the answer ("many", "sat"), "sat"
+    # follows "Three cats"; "Ann" answers "Who sat?" beside "sat"
+    np.testing.assert_array_equal(f[:, h + 12 :], [[0.5, 0.5], [1.0, 1.0]])
+    f = extra_features(np.array(["mat", None], dtype=object), helpers, recs)
+    np.testing.assert_allclose(f[:, h + 12 :], [[2 / 3, 2 / 3], [0.0, 0.0]])  # "cats sat" near "mat"
+
+
+def test_question_overlap_reads_the_answers_neighbourhood():
+    q = "Which river flows through the old capital?"  # content words: river flows through old capital
+    filler = "Filler words here. " * 10
+    ctx = f"The Vltava flows through Prague, the old capital. {filler}Brno lies east."
+    assert question_overlap("Vltava", q, ctx) == (0.8, 0.8)  # all but "river", near and in its sentence
+    assert question_overlap("Brno", q, ctx) == (0.0, 0.0)  # far from them, in another sentence
+    assert question_overlap("the old capital", q, ctx) == pytest.approx((2 / 3, 2 / 3))  # not its own words
+    assert question_overlap("Danube", q, ctx) == question_overlap("", q, ctx) == (0.0, 0.0)  # not there
+    # the best of its occurrences: the second "Brno" sits in the sentence about the river
+    assert question_overlap("Brno", q, f"{ctx} The river flows through Brno.")[1] == 0.6
 
 
 def test_posthoc_cost_moves_main_and_helpers_into_overhead(real_data):

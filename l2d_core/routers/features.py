@@ -31,6 +31,7 @@ __all__ = [
     "feature_texts",
     "answer_features",
     "extra_features",
+    "question_overlap",
     "confidence_features",
     "POSTHOC_FEATURE_SETS",
     "posthoc_matrix",
@@ -120,13 +121,14 @@ _NUMERIC_Q = re.compile(
 def extra_features(
     main_answers: np.ndarray, helper_answers: np.ndarray, records: Sequence[QARecord]
 ) -> np.ndarray:
-    """Softer signals about the main agent's answer, (N, H + 12).
+    """Softer signals about the main agent's answer, (N, H + 14).
 
     Columns: token F1 with each helper's answer, mean of those, share of distinct answers
     among main + helpers, F1 with the helpers' most common answer and that answer's share,
     main answer inside / around that answer, answer has a digit, question asks for a number
     or date, share of the answer's words that are question words, capitalised share of the
-    answer's words, log question length, log context length (words).
+    answer's words, log question length, log context length (words), and the two
+    :func:`question_overlap` shares.
     """
     n = len(records)
     main = normalize_all(main_answers, NONE)
@@ -157,9 +159,58 @@ def extra_features(
             sum(t[:1].isupper() for t in toks) / len(toks) if toks else 0.0,
             math.log1p(len(r.question.split())),
             math.log1p(len(r.context.split())),
+            *question_overlap(raw, r.question, r.context),
         ]
         rows.append(row)
-    return np.array(rows, np.float32).reshape(n, h + 12)
+    return np.array(rows, np.float32).reshape(n, h + 14)
+
+
+_WORD = re.compile(r"\w+")
+# function words only: scikit-learn's ENGLISH_STOP_WORDS also drops words a question is about
+# ("first", "name", "system", "amount"); with it the validation AIQ below was 84.455, not 84.483
+STOP_WORDS = frozenset(
+    "a an the of in on at to for by with from and or is are was were be been what which who whom "
+    "whose when where why how did do does that this these those it its as into than then there "
+    "their they he she his her i you we not no".split()
+)
+OVERLAP_WINDOW = 10  # words either side of the answer
+OVERLAP_OCCURRENCES = 5  # occurrences of the answer in the context looked at, from the first
+
+
+def question_overlap(answer: str, question: str, context: str) -> tuple[float, float]:
+    """Does the context around the answer speak of what the question asks? The share of the
+    question's content words (not :data:`STOP_WORDS`, not in the answer) found within
+    :data:`OVERLAP_WINDOW` words of the answer, and in the answer's sentence; the best over its
+    first occurrences in the context. (0, 0) where the answer is empty or not in the context.
+    A span that answers the question usually sits among the question's words: the sliding-window
+    baseline of the SQuAD paper rests on it. (Checked on validation articles, SPEC §5: P3-albert's
+    two-stage cascade's out-of-fold AIQ 84.399 → 84.483, higher for every one of 5 seeds.)
+
+    >>> question_overlap("1858", "When was the treaty signed?", "The treaty was signed in 1858. Rain fell.")
+    (1.0, 1.0)
+    >>> question_overlap("Rain", "When was the treaty signed?", "The treaty was signed in 1858. Rain fell.")
+    (1.0, 0.0)
+    >>> question_overlap("snow", "When was the treaty signed?", "The treaty was signed in 1858.")
+    (0.0, 0.0)
+    """
+    ans, ctx = answer.lower().strip(), context.lower()
+    words = {w for w in _WORD.findall(question.lower()) if w not in STOP_WORDS}
+    words -= set(_WORD.findall(ans))
+    if not ans or not words:
+        return 0.0, 0.0
+    window = sentence = 0.0
+    at = ctx.find(ans)
+    for _ in range(OVERLAP_OCCURRENCES):
+        if at < 0:
+            break
+        end = at + len(ans)
+        near = _WORD.findall(ctx[:at])[-OVERLAP_WINDOW:] + _WORD.findall(ctx[end:])[:OVERLAP_WINDOW]
+        first, last = ctx.rfind(". ", 0, at) + 1, ctx.find(". ", end)
+        said = _WORD.findall(ctx[first : len(ctx) if last < 0 else last])
+        window = max(window, len(words.intersection(near)) / len(words))
+        sentence = max(sentence, len(words.intersection(said)) / len(words))
+        at = ctx.find(ans, at + 1)
+    return window, sentence
 
 
 # The confidence signals a model agent records (extractive, then generative), as feature columns.

@@ -50,8 +50,9 @@ DEFAULT_CALIBRATION = "platt"
 # each fold's head trained on the others and Platt-calibrated on it, p̂ their mean (1: one head,
 # one held-out calibration split).
 CALIBRATION_FOLDS = 4
-# Part of the trained-head cache key: bump when the features change.
-FEATURE_FORMAT = 4  # 4: a two-stage cascade's second stage describes the asked expert's answer
+# Part of the trained-head cache key: bump when the features change. 4: a two-stage cascade's
+# second stage describes the asked expert's answer; 5: extra_features reads question_overlap.
+FEATURE_FORMAT = 5
 # Second dense sweep of posthoc_points: β of the dearest expert, every other expert's β in
 # proportion to its *marginal* GFLOPs (0 for an agent that already ran), so the policy trades
 # error against compute itself; the GFLOPs rule of SPEC §3 (β_j ∝ GFLOPs_j / 20 for j ≥ 2)
