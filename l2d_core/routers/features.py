@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -167,7 +169,7 @@ def extra_features(
 
 _WORD = re.compile(r"\w+")
 # function words only: scikit-learn's ENGLISH_STOP_WORDS also drops words a question is about
-# ("first", "name", "system", "amount"); with it the validation AIQ below was 84.455, not 84.483
+# ("first", "name", "system", "amount"); with it the validation AIQ below was 0.03 lower
 STOP_WORDS = frozenset(
     "a an the of in on at to for by with from and or is are was were be been what which who whom "
     "whose when where why how did do does that this these those it its as into than then there "
@@ -177,6 +179,13 @@ OVERLAP_WINDOW = 10  # words either side of the answer
 OVERLAP_OCCURRENCES = 5  # occurrences of the answer in the context looked at, from the first
 
 
+@lru_cache(maxsize=4096)
+def _context_words(context: str) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
+    """A context's words with their start and end offsets (a context serves several questions)."""
+    found = list(_WORD.finditer(context))
+    return tuple(m.group() for m in found), tuple(m.start() for m in found), tuple(m.end() for m in found)
+
+
 def question_overlap(answer: str, question: str, context: str) -> tuple[float, float]:
     """Does the context around the answer speak of what the question asks? The share of the
     question's content words (not :data:`STOP_WORDS`, not in the answer) found within
@@ -184,7 +193,7 @@ def question_overlap(answer: str, question: str, context: str) -> tuple[float, f
     first occurrences in the context. (0, 0) where the answer is empty or not in the context.
     A span that answers the question usually sits among the question's words: the sliding-window
     baseline of the SQuAD paper rests on it. (Checked on validation articles, SPEC §5: P3-albert's
-    two-stage cascade's out-of-fold AIQ 84.399 → 84.483, higher for every one of 5 seeds.)
+    two-stage cascade's out-of-fold AIQ 84.399 → 84.489, higher for every one of 5 seeds.)
 
     >>> question_overlap("1858", "When was the treaty signed?", "The treaty was signed in 1858. Rain fell.")
     (1.0, 1.0)
@@ -198,17 +207,19 @@ def question_overlap(answer: str, question: str, context: str) -> tuple[float, f
     words -= set(_WORD.findall(ans))
     if not ans or not words:
         return 0.0, 0.0
+    said, starts, stops = _context_words(ctx)
     window = sentence = 0.0
     at = ctx.find(ans)
     for _ in range(OVERLAP_OCCURRENCES):
         if at < 0:
             break
         end = at + len(ans)
-        near = _WORD.findall(ctx[:at])[-OVERLAP_WINDOW:] + _WORD.findall(ctx[end:])[:OVERLAP_WINDOW]
+        i, j = bisect_left(starts, at), bisect_left(starts, end)  # words before it, from its end on
         first, last = ctx.rfind(". ", 0, at) + 1, ctx.find(". ", end)
-        said = _WORD.findall(ctx[first : len(ctx) if last < 0 else last])
+        s0, s1 = bisect_left(starts, first), bisect_left(starts, len(ctx) if last < 0 else last)
+        near = said[max(0, i - OVERLAP_WINDOW) : i] + said[j : j + OVERLAP_WINDOW]
         window = max(window, len(words.intersection(near)) / len(words))
-        sentence = max(sentence, len(words.intersection(said)) / len(words))
+        sentence = max(sentence, len(words.intersection(said[s0:s1])) / len(words))
         at = ctx.find(ans, at + 1)
     return window, sentence
 

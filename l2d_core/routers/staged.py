@@ -9,7 +9,7 @@ the main agent's answer and its confidence (and optional helpers), the second al
 expert's answer, described as the main agent's is (its agreement with the main answer, length,
 where it occurs in the context, whether the question's words surround it; chosen on validation
 articles: P3-albert's validation AIQ 84.365 → 84.399, higher for 4 of 5 seeds; with the
-question's words, 84.483). At a cost setting the one thing fitted is the doubt
+question's words, 84.489). At a cost setting the one thing fitted is the doubt
 threshold, chosen for the least TDL on the training articles' out-of-fold estimates —
 milliseconds, so any α/β applies instantly. An asked expert that cannot answer new text is named
 ("would ask …") and the decision stops there: its answer is never made up.
