@@ -180,10 +180,10 @@ OVERLAP_OCCURRENCES = 5  # occurrences of the answer in the context looked at, f
 
 
 @lru_cache(maxsize=4096)
-def _context_words(context: str) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
-    """A context's words with their start and end offsets (a context serves several questions)."""
+def _context_words(context: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """A context's words and where each starts (a context serves several questions)."""
     found = list(_WORD.finditer(context))
-    return tuple(m.group() for m in found), tuple(m.start() for m in found), tuple(m.end() for m in found)
+    return tuple(m.group() for m in found), tuple(m.start() for m in found)
 
 
 def question_overlap(answer: str, question: str, context: str) -> tuple[float, float]:
@@ -207,7 +207,7 @@ def question_overlap(answer: str, question: str, context: str) -> tuple[float, f
     words -= set(_WORD.findall(ans))
     if not ans or not words:
         return 0.0, 0.0
-    said, starts, stops = _context_words(ctx)
+    said, starts = _context_words(ctx)
     window = sentence = 0.0
     at = ctx.find(ans)
     for _ in range(OVERLAP_OCCURRENCES):
