@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from l2d_core.app_logic.answers import f1_note, textless_agents
+from l2d_core.app_logic.answers import context_note, f1_note, textless_agents
 from l2d_core.app_logic.decisions import (
     BRUSH,
     GFLOPS_ADDED,
@@ -16,6 +16,7 @@ from l2d_core.app_logic.decisions import (
 from l2d_core.app_logic.explorer import router_view
 from l2d_core.app_logic.highlight import context_html, label_colors, legend_html, md_plain
 from l2d_core.report.charts import compared_chart
+from l2d_core.routers.features import reads_answer_context
 from pages.ui.app import within_app
 from pages.ui.cache import benchmark, fitted_router
 from pages.ui.widgets import (
@@ -148,4 +149,6 @@ if ex["signals"] and getattr(router, "confidence_", False):
         f"What the router read besides the answers — {bench.pool.main}'s own confidence in its answer: "
         + ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in ex["signals"].items())
     )
+if ex["context"] and reads_answer_context(router):
+    st.caption(context_note(bench.pool.main, ex["context"]))
 finish_preparing(dataset, pool, choice.ranking, pending, preparing)

@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from l2d_core.app_logic.answers import f1_note, shown_answer
+from l2d_core.app_logic.answers import context_note, f1_note, shown_answer
 from l2d_core.app_logic.decisions import option_labels
 from l2d_core.app_logic.live import (
     answers_frame,
@@ -179,6 +179,8 @@ if main.get("confidence") and reads_answer:
         f"{main['agent']}'s confidence in its answer: "
         + ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in shown.items())
     )
+if placed := r["signals"].get("main_answer_context"):
+    st.caption(context_note(main["agent"], placed))
 
 left, right = st.columns(2)
 compared = r["compared"]

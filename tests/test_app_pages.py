@@ -309,6 +309,14 @@ def test_decisions_filters_and_detail(real_data):
     (marked,) = [r for r in rows if r["choice"] == "chosen"]
     assert any(marked["label"] in i.value for i in at.info)
     assert table["main chance wrong"].between(0, 1).all()
+    # where the main answer sits in the context, as the post-hoc router read it
+    from l2d_core.app_logic.answers import context_note
+    from l2d_core.data import load_dataset
+    from l2d_core.routers.features import answer_context
+
+    rec = next(r for r in load_dataset("squad11").records if r.qid == first["qid"])
+    placed = answer_context(at.dataframe[1].value["answer"].iloc[0], rec.question, rec.context)
+    assert placed is not None and context_note("match-lstm", placed) in [c.value for c in at.caption]
 
     ran(at.multiselect(key="dec_chosen").set_value(["match-lstm"]))
     only_main = at.dataframe[0].value

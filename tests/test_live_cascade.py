@@ -10,9 +10,11 @@ from _pages import open_page
 
 from l2d_core.agents import PoolSpec, get_agent
 from l2d_core.agents.cache import AgentCache
+from l2d_core.app_logic.answers import context_note
 from l2d_core.app_logic.live import answer_with, live_pools, main_runs_live
 from l2d_core.deploy import deploy
 from l2d_core.method.costs import CostConfig
+from l2d_core.routers.features import answer_context
 from l2d_core.routers.registry import make_router
 
 CONTEXT = "Moby-Dick is an 1851 novel by American writer Herman Melville about the whale."
@@ -46,6 +48,10 @@ def test_own_text_is_answered_live_and_routed(live_bench):
     assert r["signals"]["main_answer"] in CONTEXT and r["signals"]["main_latency_ms"] > 0
     conf = r["signals"]["main_confidence"]
     assert 0.0 <= conf["span_prob"] <= 1.0 and conf["windows"] == 1
+    # where the answer sits among the question's words: what the cascade's features read
+    placed = r["signals"]["main_answer_context"]
+    assert placed == answer_context(r["signals"]["main_answer"], "Who wrote Moby-Dick?", CONTEXT)
+    assert set(placed) == {"question_words_near_answer", "question_words_in_answer_sentence"}
     p_err = [[w[k] for w in r["chance_wrong"].values()] for k in ("start", "end")]
     assert np.shape(p_err) == (2, 2) and ((np.array(p_err) >= 0) & (np.array(p_err) <= 1)).all()
     assert r["agent"] in ("tiny-live", "bert-ens") and r["gflops"]["router"] > 0
@@ -93,6 +99,9 @@ def test_single_query_page_routes_own_text_on_a_live_pool(live_bench, monkeypatc
     status = dict(zip(at.dataframe[1].value["agent"], at.dataframe[1].value["status"]))
     assert status == {"tiny-live": "ran now", "bert-ens": "cannot answer new text"}
     assert any("confidence in its answer" in c.value for c in at.caption)
+    main_answer = at.dataframe[1].value["answer"].iloc[0]
+    placed = answer_context(main_answer, "Who wrote Moby-Dick?", CONTEXT)
+    assert context_note("tiny-live", placed) in [c.value for c in at.caption]
 
 
 def test_single_query_page_two_stage_cascade_names_the_expert_it_would_ask(live_bench, monkeypatch):

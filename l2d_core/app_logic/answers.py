@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..agents.routing_data import textless_agents
+from ..routers.features import OVERLAP_WINDOW
 
 __all__ = [
     "KIND_WORDS",
@@ -87,3 +88,18 @@ def cost_words(gflops_source: str, latency_logged: bool) -> str:
     """
     source = gflops_source or "declared"
     return f"{source} GFLOPs; {'latency logged' if latency_logged else 'no latency logged'}"
+
+
+def context_note(agent: str, placed: dict[str, float]) -> str:
+    """One sentence on where ``agent``'s answer sits in the context, from the signals a router
+    read (:func:`~l2d_core.routers.features.answer_context`).
+
+    >>> context_note("m", {"question_words_near_answer": 0.5, "question_words_in_answer_sentence": 1.0})[:85]
+    "Where m's answer sits in the context: 50% of the question's words are within 10 words"
+    """
+    near, sentence = placed["question_words_near_answer"], placed["question_words_in_answer_sentence"]
+    return (
+        f"Where {agent}'s answer sits in the context: {near:.0%} of the question's words are within "
+        f"{OVERLAP_WINDOW} words of it, {sentence:.0%} in its sentence (the answer's own words and words "
+        "such as 'the' or 'when' left out)."
+    )

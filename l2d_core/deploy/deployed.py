@@ -23,6 +23,7 @@ from ..data import load_dataset
 from ..evaluation.budget import budget_decision
 from ..method.costs import CostConfig
 from ..routers.base import Needs, NotExportable, Router
+from ..routers.features import answer_context
 from ..routers.registry import make_router, router_label
 from .artifact import (
     ESTIMATOR_DIR,
@@ -246,6 +247,7 @@ class DeployedRouter:
         ms = 1000.0 * (time.perf_counter() - t0)
         ids = self.agent_ids
         main = signals.answers() if self.needs.answers else None
+        places = "extra" in str(self.frozen.config.get("set", ""))  # it reads question_overlap
         out = []
         for n, j in enumerate(d.choice.tolist()):
             said = {}
@@ -257,6 +259,8 @@ class DeployedRouter:
                     "helper_answers": dict(m["helpers"]),
                     "main_latency_ms": m["latency_ms"],
                 }
+                if places and (near := answer_context(m["answer"], records[n].question, records[n].context)):
+                    said["main_answer_context"] = near
             elif self.needs.embeddings:
                 said = {
                     "reads": "question and context embeddings",

@@ -34,6 +34,8 @@ __all__ = [
     "answer_features",
     "extra_features",
     "question_overlap",
+    "reads_answer_context",
+    "answer_context",
     "confidence_features",
     "POSTHOC_FEATURE_SETS",
     "posthoc_matrix",
@@ -222,6 +224,25 @@ def question_overlap(answer: str, question: str, context: str) -> tuple[float, f
         sentence = max(sentence, len(words.intersection(said[s0:s1])) / len(words))
         at = ctx.find(ans, at + 1)
     return window, sentence
+
+
+def reads_answer_context(router) -> bool:
+    """Whether a fitted ``router`` reads :func:`question_overlap` of the main agent's answer: it
+    reads the answer, with the ``extra`` features (a frozen one: ``"extra" in config["set"]``)."""
+    return bool(getattr(router, "reads_answers", False)) and "extra" in str(getattr(router, "features", ""))
+
+
+def answer_context(answer, question: str, context: str) -> dict[str, float] | None:
+    """:func:`question_overlap` of an answer as a router's signals name it (the routing API and
+    the pages); None where there is no answer text to place in the context.
+
+    >>> answer_context("1858", "When was the treaty signed?", "The treaty was signed in 1858.")
+    {'question_words_near_answer': 1.0, 'question_words_in_answer_sentence': 1.0}
+    """
+    if not isinstance(answer, str) or not answer.strip():
+        return None
+    near, sentence = question_overlap(answer, question, context)
+    return {"question_words_near_answer": near, "question_words_in_answer_sentence": sentence}
 
 
 # The confidence signals a model agent records (extractive, then generative), as feature columns.
