@@ -13,7 +13,7 @@ from l2d_core.evaluation.benchmark import BETA_POINTS
 from l2d_core.method.costs import CostConfig
 from l2d_core.method.policies import plugin_policy
 from l2d_core.routers.calibration import crossfit_splits
-from l2d_core.routers.features import answer_features, extra_features, question_overlap
+from l2d_core.routers.features import answer_features, extra_features, question_overlap, reads_answer_context
 from l2d_core.routers.posthoc import PosthocRejector
 from l2d_core.routers.posthoc_inputs import (
     CALIBRATION_FOLDS,
@@ -211,3 +211,11 @@ def test_posthoc_points_pay_the_overhead_and_beat_random(p2):
     at = next(p for p in core if p["beta1"] == 0.05)
     assert at["tdl"] < at["tdl_random_matched"] and at["tdl"] < at["tdl_random"]
     assert 0.0 < at["allocation"]["bert-ens"] < 1.0
+
+
+def test_which_routers_read_where_the_answer_sits():
+    from l2d_core.routers.registry import make_router
+
+    assert all(reads_answer_context(make_router(r)) for r in ("l2d-posthoc", "l2d-cascade", "l2d-staged"))
+    assert not reads_answer_context(make_router("l2d-sdl"))  # reads the question and context only
+    assert reads_answer_context({"set": "answer+extra"}) and not reads_answer_context({"set": "answer"})

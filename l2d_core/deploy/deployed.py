@@ -23,7 +23,7 @@ from ..data import load_dataset
 from ..evaluation.budget import budget_decision
 from ..method.costs import CostConfig
 from ..routers.base import Needs, NotExportable, Router
-from ..routers.features import answer_context
+from ..routers.features import answer_context, reads_answer_context
 from ..routers.registry import make_router, router_label
 from .artifact import (
     ESTIMATOR_DIR,
@@ -247,7 +247,7 @@ class DeployedRouter:
         ms = 1000.0 * (time.perf_counter() - t0)
         ids = self.agent_ids
         main = signals.answers() if self.needs.answers else None
-        places = "extra" in str(self.frozen.config.get("set", ""))  # it reads question_overlap
+        places = reads_answer_context(self.frozen.config)
         out = []
         for n, j in enumerate(d.choice.tolist()):
             said = {}

@@ -227,8 +227,10 @@ def question_overlap(answer: str, question: str, context: str) -> tuple[float, f
 
 
 def reads_answer_context(router) -> bool:
-    """Whether a fitted ``router`` reads :func:`question_overlap` of the main agent's answer: it
-    reads the answer, with the ``extra`` features (a frozen one: ``"extra" in config["set"]``)."""
+    """Whether ``router`` reads :func:`question_overlap` of the main agent's answer: a fitted
+    router that reads answers with the ``extra`` features, or a frozen one's config (its ``set``)."""
+    if isinstance(router, dict):
+        return "extra" in str(router.get("set", ""))
     return bool(getattr(router, "reads_answers", False)) and "extra" in str(getattr(router, "features", ""))
 
 
