@@ -16,7 +16,6 @@ from l2d_core.app_logic.decisions import (
 from l2d_core.app_logic.explorer import router_view
 from l2d_core.app_logic.highlight import context_html, label_colors, legend_html, md_plain
 from l2d_core.report.charts import compared_chart
-from l2d_core.routers.features import reads_answer_context
 from pages.ui.app import within_app
 from pages.ui.cache import benchmark, fitted_router
 from pages.ui.widgets import (
@@ -113,7 +112,7 @@ if st.session_state.get("dec_qid") not in questions:
 qid = st.selectbox("Question", qids, key="dec_qid", format_func=lambda q: f"{questions[q]}  ·  {q}")
 row = shown[shown["qid"] == qid].iloc[0]
 i = int(shown.index[shown["qid"] == qid][0])  # position in the test set
-ex = explain(bench, view, i)
+ex = explain(bench, view, i, router)
 rec = ex["record"]
 
 st.subheader(md_plain(rec.question))
@@ -149,6 +148,6 @@ if ex["signals"] and getattr(router, "confidence_", False):
         f"What the router read besides the answers — {bench.pool.main}'s own confidence in its answer: "
         + ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in ex["signals"].items())
     )
-if ex["context"] and reads_answer_context(router):
+if ex["context"]:
     st.caption(context_note(bench.pool.main, ex["context"]))
 finish_preparing(dataset, pool, choice.ranking, pending, preparing)

@@ -10,7 +10,7 @@ import pandas as pd
 from ..data.records import question_type
 from ..evaluation import metrics as M
 from ..evaluation.benchmark import Benchmark
-from ..routers.features import answer_context
+from ..routers.features import answer_context, reads_answer_context
 from ..routers.registry import AGENT_PREFIX
 from .answers import shown_answer
 from .explorer import RouterView
@@ -95,13 +95,14 @@ def decisions_chart(df: pd.DataFrame, x: str, outcome: str = "correct") -> alt.C
 GFLOPS_ADDED = "GFLOPs added if chosen"
 
 
-def explain(bench: Benchmark, view: RouterView, i: int) -> dict:
+def explain(bench: Benchmark, view: RouterView, i: int, router=None) -> dict:
     """Why query ``i`` went where it went, from the decision itself (:meth:`Decision.compared`):
     the step that decided it, what that step compared per agent (agents it did not consider
     left empty), the router's per-endpoint view, every agent's answer and correctness, one
     sentence whose numbers are the table's, the main agent's own confidence signals when it
-    gave them (``signals``) and where its answer sits in the context (``context``: what a router
-    that reads :func:`~l2d_core.routers.features.answer_context` read; None without answer text)."""
+    gave them (``signals``) and where its answer sits in the context (``context``, when ``router``,
+    the fitted router of ``view``, reads :func:`~l2d_core.routers.features.answer_context`; None
+    otherwise, or without answer text)."""
     test, rec, d = bench.test, bench.test_records[i], view.decision
     ids = test.agent_ids
     winner = int(d.choice[i])
@@ -137,7 +138,9 @@ def explain(bench: Benchmark, view: RouterView, i: int) -> dict:
         "winner": ids[winner],
         "why": why,
         "signals": signals,
-        "context": answer_context(test.answers[i][0], rec.question, rec.context),
+        "context": answer_context(test.answers[i][0], rec.question, rec.context)
+        if router is not None and reads_answer_context(router)
+        else None,
         "paid": float(d.paid_gflops(test)[i]),
         "paid_always": float(d.overhead_gflops),
         "compared": compared,
