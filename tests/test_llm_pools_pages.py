@@ -18,7 +18,7 @@ from _pages import open_page
 from streamlit.testing.v1 import AppTest
 
 from l2d_core.agents import get_agent, get_pool
-from l2d_core.agents.measured import architecture_gflops
+from l2d_core.agents.measured import agent_gflops, architecture_gflops
 from l2d_core.agents.registry import cheap_builtin_agents
 from l2d_core.app_logic.answers import f1_note, shown_answer, textless_agents
 from l2d_core.data import load_dataset
@@ -94,6 +94,29 @@ def test_p3_albert_costs_are_measured_from_the_configuration():
     assert table.loc["match-lstm", "cost"] == "declared GFLOPs; no latency logged"
     bench = prepare("squad11", "P3-albert", features_needed=False)
     assert bench.train.agent_gflops[1] == pytest.approx(measured)
+
+
+def test_measured_agents_cost_their_measured_gflops_on_single_query_and_the_api(monkeypatch):
+    """An agent measured from its architecture says 0 GFLOPs in its spec (and beside its imported
+    answers): Single query's table and tiles, and the routing API, charge its measured figure, as
+    the benchmark does."""
+    from l2d_core.deploy import deploy
+    from l2d_core.routers.staged import StagedRouter
+
+    albert, tiny = (agent_gflops(get_agent(a)) for a in ("albert-base", "bert-tiny"))
+    table = run("single_query", "P3-albert", dataset="squad11").dataframe[-1].value.set_index("agent")
+    assert float(table.loc["albert-base", "GFLOPs"]) == pytest.approx(albert, rel=0.01)
+    at = run("single_query", "PLLM", sq_router="conf-threshold")
+    table = at.dataframe[-1].value.set_index("agent")
+    assert float(table.loc["bert-tiny", "GFLOPs"]) == pytest.approx(tiny, rel=0.01)
+    assert float(at.metric[2].value) == pytest.approx(tiny, rel=0.01)  # the main agent's GFLOPs tile
+    # a two-stage cascade that always asks ALBERT pays its measured GFLOPs for the second opinion
+    bench = prepare("squad11", "P3-albert", features_needed=False)
+    monkeypatch.setattr(StagedRouter, "threshold", lambda self, costs: -np.inf)
+    rec = bench.test_records[0]
+    router = make_router("l2d-staged").fit(bench)
+    r = deploy(router, bench.costs(0.5)).route(rec.question, rec.context, rec.qid)
+    assert r["signals"]["asked"]["asked"] and r["gflops"]["asked"] == pytest.approx(albert)
 
 
 def test_decisions_page_shows_right_or_wrong_for_logged_agents():

@@ -12,7 +12,7 @@ import json
 from ..paths import cache_dir
 from ..stores import open_disk_cache
 
-__all__ = ["ARCHITECTURE_TOKENS", "architecture_gflops", "agent_gflops"]
+__all__ = ["ARCHITECTURE_TOKENS", "architecture_gflops", "agent_gflops", "per_query_gflops"]
 
 ARCHITECTURE_TOKENS = 384  # BENCHMARK.md: costs are per query at a 384-token input
 
@@ -41,10 +41,21 @@ def architecture_gflops(architecture: dict, tokens: int = ARCHITECTURE_TOKENS) -
         return float(meta[key])
 
 
+def _architecture(spec) -> dict | None:
+    return spec.options.get("architecture") if isinstance(spec.options, dict) else None
+
+
 def agent_gflops(spec) -> float:
     """An agent's GFLOPs per query: measured from its architecture when it declares one and says
     ``measured``, else its declared figure."""
-    arch = spec.options.get("architecture") if isinstance(spec.options, dict) else None
-    if spec.gflops_source == "measured" and arch:
+    if spec.gflops_source == "measured" and (arch := _architecture(spec)):
         return architecture_gflops(arch)
     return float(spec.gflops)
+
+
+def per_query_gflops(spec) -> bool:
+    """Whether what ``spec`` costs differs per query: a model this tool ran, which recorded each
+    query's GFLOPs (its windows); else every query costs :func:`agent_gflops` — not the figure
+    recorded beside its imported answers, which is its spec's (0 for one measured from its
+    architecture)."""
+    return spec.gflops_source == "measured" and not _architecture(spec)

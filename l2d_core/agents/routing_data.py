@@ -15,7 +15,7 @@ import pandas as pd
 from ..data.records import QADataset
 from .cache import AgentCache
 from .confidence import confidence_score, file_confidences
-from .measured import agent_gflops
+from .measured import agent_gflops, per_query_gflops
 from .read_in import answers_a_subset, ensure_cached
 from .registry import PoolSpec, get_agent
 
@@ -133,12 +133,10 @@ def load_routing_data(
     for s in specs:
         t = cache.table(dataset.name, s.id).reindex(qids)
         missing = t["em"].isna().to_numpy()
-        declared = s.gflops if s.gflops_source == "declared" else np.nan
-        gf = t["gflops"].astype(float).to_numpy()
-        gf = np.where(np.isnan(gf) | (s.gflops_source == "declared"), declared, gf)
-        if np.isnan(gf).any():  # measured agent with gaps: fill with its mean
+        if per_query_gflops(s):  # a model that ran: what each query cost; gaps filled with its mean
+            gf = t["gflops"].astype(float).to_numpy()
             gf = np.where(np.isnan(gf), np.nanmean(gf) if np.isfinite(gf).any() else s.gflops, gf)
-        if isinstance(s.options, dict) and s.options.get("architecture"):  # measured from its architecture
+        else:  # declared, or measured from its architecture
             gf = np.full(len(qids), agent_gflops(s))
         cols["start_ok"].append(t["start_ok"].fillna(False).astype(bool).to_numpy() & ~missing)
         cols["end_ok"].append(t["end_ok"].fillna(False).astype(bool).to_numpy() & ~missing)

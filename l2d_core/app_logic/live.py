@@ -15,6 +15,7 @@ from functools import lru_cache
 
 from ..agents import AgentSpec, PoolSpec, get_agent, list_pools
 from ..agents.cache import AgentCache
+from ..agents.measured import agent_gflops, per_query_gflops
 from ..agents.registry import RUNNABLE_KINDS
 from ..data.records import QARecord
 from ..qa.positions import ContextIndex, locate
@@ -157,7 +158,9 @@ def answer_with(
                 em=rec["em"],
                 f1=rec["f1"],
                 latency_ms=rec.get("latency_ms"),
-                gflops=rec.get("gflops") if rec.get("gflops") is not None else agent_spec.gflops,
+                gflops=rec["gflops"]
+                if per_query_gflops(agent_spec) and rec.get("gflops") is not None
+                else agent_gflops(agent_spec),
                 expected_answer=check,
                 confidence=rec.get("confidence"),
             )
@@ -170,7 +173,7 @@ def answer_with(
         )
         if dataset_qid is not None:
             why = f"has no recorded answer for question {dataset_qid}, and {why}"
-        return _result(agent_spec, status, why, gflops=agent_spec.gflops, expected_answer=check)
+        return _result(agent_spec, status, why, gflops=agent_gflops(agent_spec), expected_answer=check)
 
     query = QARecord(qid="live", title="", context=context, question=question, answers=())
     pred = runnable_agent(agent_spec).predict([query])[0]

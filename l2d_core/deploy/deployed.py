@@ -13,11 +13,12 @@ text, never faked.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from safetensors import SafetensorError
 
+from ..agents.measured import agent_gflops
 from ..agents.registry import AgentSpec, PoolSpec, get_agent
 from ..data import load_dataset
 from ..evaluation.budget import budget_decision
@@ -85,6 +86,8 @@ def deploy(router: Router, costs: CostConfig, budget: tuple[str, float] | None =
     except NotExportable as exc:
         raise ArtifactError(str(exc)) from None
     specs = {a: get_agent(a) for a in dict.fromkeys([*ids, *frozen.needs.reads])}
+    # the GFLOPs the benchmark charged: an agent's measured figure where it has one (its spec says 0)
+    specs = {a: replace(s, gflops=agent_gflops(s)) for a, s in specs.items()}
     manifest = {
         "versions": versions(),
         "created": now_iso(),
