@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 
 from ..paths import cache_dir, data_dir
+from .measured import agent_gflops
 from .registry_file import agent_lock, read_user_registry, registry_lock, write_registry
 
 __all__ = [
@@ -160,8 +161,8 @@ def cheap_builtin_agents(dataset: str, main: str, max_gflops: float = 5.0) -> tu
         if a.id in builtin
         and a.id not in left_out
         and a.id != main
-        and a.gflops <= max_gflops
         and a.kind not in TEXTLESS_KINDS
+        and agent_gflops(a) <= max_gflops  # last: measuring an architecture builds it (once)
     )
 
 

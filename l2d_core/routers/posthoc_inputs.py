@@ -13,6 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..agents.cache import AgentCache
+from ..agents.measured import agent_gflops
 from ..agents.read_in import import_agents, needs_import
 from ..agents.registry import cheap_builtin_agents, get_agent, list_agents
 from ..agents.routing_data import RoutingData, load_routing_data
@@ -81,7 +82,8 @@ def posthoc_gflops(data: RoutingData, helpers: Sequence[str]) -> tuple[RoutingDa
     GFLOPs move into the per-query overhead and their own columns become 0 (a helper may also
     be an expert of the pool, as in P10: routing to it then costs nothing more)."""
     own = dict(zip(data.agent_ids, data.agent_gflops.tolist()))
-    overhead = float(data.agent_gflops[0]) + sum(own[h] if h in own else get_agent(h).gflops for h in helpers)
+    paid = [own[h] if h in own else agent_gflops(get_agent(h)) for h in helpers]  # measured where they are
+    overhead = float(data.agent_gflops[0]) + sum(paid)
     zero = {data.agent_ids[0]: 0.0, **{h: 0.0 for h in helpers if h in own}}
     return data.with_gflops(zero), overhead
 
