@@ -10,9 +10,15 @@ import numpy as np
 import pytest
 from _slices import slice_bench
 
+from l2d_core.evaluation import metrics as M
 from l2d_core.evaluation.budget import budget_decision
 from l2d_core.evaluation.comparison import evaluate_router, run_comparison
-from l2d_core.evaluation.validation import rank_by_validation, validation_score
+from l2d_core.evaluation.validation import (
+    NO_DEFERRAL_PRICE,
+    rank_by_validation,
+    validation_curve,
+    validation_score,
+)
 from l2d_core.method.costs import CostConfig
 from l2d_core.method.policies import expected_costs
 from l2d_core.routers.budget import calibrate_threshold, defer_margin
@@ -127,14 +133,29 @@ def test_price_rule_makes_every_expert_pay_for_its_compute(slices):
     assert set(res["routers"]["zero"]["tdl_price"]) == {"0", "0.5"}
 
 
-def test_validation_ranking_prefers_the_router_that_sees_the_signal(slices):
+def test_validation_ranking_prefers_the_router_that_sees_the_signal(slices, monkeypatch):
+    import l2d_core.evaluation.validation as V
+
     b = slices["informative"]
     ranking = rank_by_validation(b, ["l2d-cascade", "l2d-posthoc"])
     assert ranking[0].router_id in ("l2d-cascade", "l2d-posthoc") and ranking[0].gain >= ranking[1].gain
     scores = {r.router_id: r for r in ranking}
-    gain, price, aiq = validation_score(make_router("l2d-cascade").fit(b))
+    router = make_router("l2d-cascade").fit(b)
+    gain, price, aiq = validation_score(router)
     assert (scores["l2d-cascade"].gain, scores["l2d-cascade"].price) == pytest.approx((gain, price))
     assert scores["l2d-cascade"].aiq == pytest.approx(aiq)
+    # the AIQ's curve starts where no expert is worth calling (the main agent alone), not at the
+    # price grid's cheapest point where that still defers doubtful questions (P3-albert: 37 GFLOPs
+    # against the main agent's 5): no 0 EM is counted between them
+    monkeypatch.setattr(V, "price_grid", lambda bench: (0.0, 0.1))
+    g = b.train.agent_gflops
+    gain, price, aiq = validation_score(router)
+    cost, em, _ = validation_curve(router)
+    least, ok = router.oof_outcome(b.price_costs(NO_DEFERRAL_PRICE))
+    assert least.mean() == pytest.approx(g[0]) and cost.min() > g[0] + 1.0
+    closed = M.aiq(np.append(cost, g[0]), np.append(em, 100 * ok.mean()), g.min(), g.max())
+    assert aiq == pytest.approx(closed)
+    assert aiq > M.aiq(cost, em, g.min(), g.max()) + 0.1
     worse = rank_by_validation(slices["uninformative"], ["l2d-cascade"])
     assert scores["l2d-cascade"].gain > 1.0 and scores["l2d-cascade"].gain > worse[0].gain + 1.0
 

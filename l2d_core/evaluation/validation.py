@@ -7,7 +7,8 @@ articles from its out-of-fold error estimates at every price λ of :func:`price_
 TFLOP, the per-TFLOP price rule): at each, its EM above random mixing of the single agents at
 the same mean compute (:mod:`~l2d_core.evaluation.gain`). A router's score is its best such gain
 and the price where it is reached; its validation AIQ (area under that curve's hull over the
-pool's GFLOPs range) is kept beside it.
+pool's GFLOPs range, the curve closed at its cheap end by the router at a price where no expert
+call is worth it) is kept beside it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .gain import gain_vector
 
 __all__ = [
     "PRICE_GRID",
+    "NO_DEFERRAL_PRICE",
     "price_grid",
     "Ranked",
     "validation_curve",
@@ -37,10 +39,14 @@ __all__ = [
     "waiting",
 ]
 
-RANKING_KIND = "validation-ranking-3"  # 3: best gain over mixing and its price, AIQ beside
+RANKING_KIND = "validation-ranking-4"  # 4: the AIQ curve closed at its cheap end (NO_DEFERRAL_PRICE)
 # λ (errors per TFLOP) at which routers are compared and defaults are chosen (a pool whose experts
 # need a log price scale, a remote LLM's, is compared at the prices of that scale: price_grid)
 PRICE_GRID: tuple[float, ...] = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0)
+# λ at which no expert is worth calling: the router's cheapest point, where its AIQ curve starts (the
+# grid's dearest price still calls experts on doubtful questions: P3-albert's two-stage cascade
+# spends 37 GFLOPs there, and counting 0 EM below that put its AIQ 1.3 EM low)
+NO_DEFERRAL_PRICE = 1e6
 
 
 def price_grid(bench: Benchmark) -> tuple[float, ...]:
@@ -76,15 +82,16 @@ def validation_curve(router: Router) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 
 def validation_score(router: Router) -> tuple[float, float, float]:
-    """``(best gain over mixing, its λ, AIQ)`` of :func:`validation_curve`."""
-    g = router.bench_.train.agent_gflops
+    """``(best gain over mixing, its λ, AIQ)`` of :func:`validation_curve`; the AIQ's curve also
+    holds the router's point at :data:`NO_DEFERRAL_PRICE` (what it pays and gets when no expert
+    is worth calling: the main agent and whatever the router itself runs on every question)."""
+    bench = router.bench_
+    g = bench.train.agent_gflops
     cost, em, gain = validation_curve(router)
     k = int(np.argmax(gain))
-    return (
-        float(gain[k]),
-        float(price_grid(router.bench_)[k]),
-        M.aiq(cost, em, float(g.min()), float(g.max())),
-    )
+    least, ok = router.oof_outcome(bench.price_costs(NO_DEFERRAL_PRICE))
+    cost, em = np.append(cost, least.mean()), np.append(em, 100 * float(ok.mean()))
+    return float(gain[k]), float(price_grid(bench)[k]), M.aiq(cost, em, float(g.min()), float(g.max()))
 
 
 def candidates(bench: Benchmark, ready_only: bool = False) -> list[str]:
