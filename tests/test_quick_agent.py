@@ -168,6 +168,26 @@ def test_status_reads_the_progress_file_and_a_dead_pid_means_stopped(real_data, 
     assert Q.training_status("squad11").state == "idle"  # finished, but its pool is not this dataset's
 
 
+def test_each_dataset_has_its_own_quick_run_and_pool(real_data, fresh_cache, monkeypatch):
+    """A run on squad11 is not squad20's (their agents differ), and the offer on squad20 names its
+    own pool and experts (it once named squad11's, and the run it started failed after training)."""
+    import pages.ui.live_agent as page_module
+
+    monkeypatch.setattr(Q, "_PROCS", {})
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # stands for the run
+    try:
+        _progress_file("minilm-qa-quick", pid=proc.pid, stage="fine-tuning", done=1, total=9, left_s=5.0)
+        assert Q.training_status("squad11").state == "running"
+        assert Q.training_status("squad20").state == "idle"
+    finally:
+        proc.kill()
+        proc.wait()
+    assert Q.quick_pool("squad20") == ("P3v2-quick", ("nlnet", "bert-single"))
+    offer = page_module._offer_text("squad20", None, None)
+    assert "The new pool P3v2-quick routes between it, nlnet and bert-single." in offer
+    assert Q.quick_pool("hf-squad") is None and Q.quick_datasets() == ["squad11", "squad20"]
+
+
 def test_the_run_starts_as_a_package_module_and_its_pid_is_watched(real_data, fresh_cache, monkeypatch):
     monkeypatch.setattr(Q, "_PROCS", {})
     real = subprocess.Popen

@@ -5,7 +5,8 @@ Long contexts are cut into windows of ``max_length`` tokens that overlap by ``st
 ``start <= end < start + max_answer_tokens`` inside the context of any window competes by
 start + end logit; the winner is mapped back to context characters with the offsets. With
 ``null_answer`` (SQuAD v2.0) the null score — the [CLS] start + end logit, minimum over the
-question's windows as in ``run_qa`` — wins when it beats the best span: the answer is "".
+question's windows as in ``run_qa`` — wins when the best span's score exceeds it by less than
+``null_threshold`` (0, or what a training run calibrated on held-out questions): the answer is "".
 
 Confidence (SPEC §5, what a cascade router reads), recorded with every answer: the probability
 of the chosen span under a softmax of start + end logits over every valid span of its window
@@ -51,6 +52,7 @@ class ExtractiveAgent:
         stride: int = 128,
         max_answer_tokens: int = 30,
         null_answer: bool = False,
+        null_threshold: float = 0.0,
     ):
         from transformers import AutoModelForQuestionAnswering
 
@@ -60,6 +62,7 @@ class ExtractiveAgent:
             raise ValueError(f"stride must lie in [0, max_length={max_length}), got {stride}")
         self.path, self.batch_size, self.max_length, self.stride = path, batch_size, max_length, stride
         self.max_answer_tokens, self.null_answer = max_answer_tokens, null_answer
+        self.null_threshold = float(null_threshold)
         self.tokenizer, self.model, self.device = load_pretrained(
             AutoModelForQuestionAnswering, path, device, dtype
         )
@@ -207,11 +210,12 @@ class ExtractiveAgent:
             score, s, e, _, conf = results[j]
             null = min(results[k][3] for k in js)
             c0, c1 = windows[j]["offsets"][s][0], windows[j]["offsets"][e][1]
-            no_answer = self.null_answer and null > score
+            no_answer = self.null_answer and score - null < self.null_threshold
             confidence = {**conf, "windows": len(js)}
             if self.null_answer:
                 confidence["null_margin"] = score - null
             extra = {"score": score, "null_score": null, "window": js.index(j), "confidence": confidence}
+            extra["span"] = r.context[c0:c1]  # the best span, also where "no answer" won
             if not no_answer:
                 extra.update(char_start=c0, char_end=c1)
             gflops = sum(self.gflops_at(len(windows[k]["context"])) for k in js)

@@ -36,6 +36,8 @@ __all__ = [
     "QATrainConfig",
     "TrainingProfile",
     "PROFILES",
+    "HOME_DATASET",
+    "parse_pool",
     "crossfit_folds",
     "train_features",
     "train_qa_model",
@@ -83,11 +85,24 @@ def crossfit_folds(titles: Sequence[str], k: int, seed: int = 0) -> list[tuple[s
     return [tuple(titles[f::k]) for f in range(k)]
 
 
+def _answer_chars(r: QARecord) -> tuple[int, int] | None:
+    """Character span of ``r``'s first gold answer in its context (None: none, or not found)."""
+    if not r.answers or not r.answers[0]:
+        return None
+    answer = r.answers[0]
+    c0 = r.answer_starts[0] if r.answer_starts and r.answer_starts[0] is not None else r.context.find(answer)
+    if c0 < 0:
+        c0 = r.context.lower().find(answer.lower())
+    return None if c0 < 0 else (c0, c0 + len(answer))
+
+
 def train_features(tokenizer, records: Sequence[QARecord], max_length: int, stride: int) -> dict:
     """Windows of ``records`` with start/end token labels, as lists (one entry per window).
 
-    The first gold answer is the label; a window that does not contain it whole is labelled
-    (0, 0), i.e. [CLS]. Records without a located answer (SQuAD v2.0 unanswerable) get (0, 0).
+    The first gold answer is the label, at its offset or, where the source gives none (the derived
+    SQuAD v2.0 file), at its first occurrence in the context; a window that does not contain it
+    whole is labelled (0, 0), i.e. [CLS]. Unanswerable records (SQuAD v2.0) get (0, 0), and so
+    does an answer that does not occur in its context.
     """
     enc = tokenizer(
         [r.question.lstrip() for r in records],
@@ -103,9 +118,9 @@ def train_features(tokenizer, records: Sequence[QARecord], max_length: int, stri
         r = records[enc["overflow_to_sample_mapping"][w]]
         seq = enc.sequence_ids(w)
         s = e = 0
-        if r.answers and r.answer_starts:
-            c0 = r.answer_starts[0]
-            c1 = c0 + len(r.answers[0])
+        span = _answer_chars(r)
+        if span is not None:
+            c0, c1 = span
             ctx = [t for t, sid in enumerate(seq) if sid == 1]
             if ctx and offsets[ctx[0]][0] <= c0 and offsets[ctx[-1]][1] >= c1:
                 s = next(t for t in ctx if offsets[t][1] > c0)
@@ -155,21 +170,45 @@ def is_trained(out_dir: str | Path) -> bool:
     return (Path(out_dir) / MARKER).is_file()
 
 
+def parse_pool(text: str) -> tuple[str, tuple[str, ...]]:
+    """``NAME=EXPERT,EXPERT`` (the command line's ``--pools``) → (name, experts)."""
+    name, _, experts = text.partition("=")
+    ids = tuple(e for e in experts.split(",") if e)
+    if not name or not ids:
+        raise ValueError(f"--pools takes NAME=EXPERT[,EXPERT…], got {text!r}")
+    return name, ids
+
+
+# the dataset whose live agents keep the profile's own id (the benchmark's minilm-qa)
+HOME_DATASET = "squad11"
+
+
 @dataclass(frozen=True)
 class TrainingProfile:
     """What ``scripts/train_agent.py --profile NAME`` trains when the command line leaves it out."""
 
-    agent_id: str
+    agent_id: str  # on HOME_DATASET; elsewhere suffixed with the dataset (see agent_for)
     epochs: int
     batch_size: int
     lr: float
     limit: int | None  # questions per training / held-out answering step (None: all)
-    pools: tuple[str, ...]  # NAME=EXPERT,EXPERT… registered with the agent as main
+    # per dataset: the pools (NAME=EXPERT,EXPERT…) registered with the agent as main; their
+    # experts are that dataset's agents (a dataset left out gets the agent and no pool)
+    pools: tuple[tuple[str, tuple[str, ...]], ...]
     crossfit: bool  # k fold models + a full model (else one fold model answers the test too)
 
-    @property
-    def pool_names(self) -> tuple[str, ...]:
-        return tuple(p.split("=", 1)[0] for p in self.pools)
+    def agent_for(self, dataset: str) -> str:
+        """The agent a run on ``dataset`` trains and registers (agent ids are global: one per
+        dataset, so that training on one dataset never replaces another's agent)."""
+        return self.agent_id if dataset == HOME_DATASET else f"{self.agent_id}-{dataset}"
+
+    def pools_for(self, dataset: str) -> tuple[str, ...]:
+        """The pools a run on ``dataset`` registers, as the command line's ``--pools`` takes them."""
+        return dict(self.pools).get(dataset, ())
+
+    def pool_specs(self, dataset: str) -> list[tuple[str, tuple[str, ...]]]:
+        """(pool name, experts) of each pool a run on ``dataset`` registers."""
+        return [parse_pool(text) for text in self.pools_for(dataset)]
 
 
 PROFILES = {
@@ -179,14 +218,25 @@ PROFILES = {
         QATrainConfig.batch_size,
         QATrainConfig.lr,
         None,
-        ("P3-live=rnet-plus,bert-ens", "P2-live=bert-ens"),
+        (
+            ("squad11", ("P3-live=rnet-plus,bert-ens", "P2-live=bert-ens")),  # BENCHMARK.md's live pools
+            ("squad20", ("P3v2-live=nlnet,bert-single", "P2v2-live=bert-single")),  # P3v2 / P2v2's experts
+        ),
         crossfit=True,
     ),
     # minutes on 2 CPU cores: one model, one epoch on 1,200 questions. Batches of 4 at 2e-4 make
     # the most of so few questions: test EM 28.4, 21.9, 27.9 over three seeds (800 test questions,
     # fp32 on a GPU), where batches of 16 (the first setting tried) reached 9.9 and batches of 8 or
     # 2 swung between 5 and 24.
-    "quick": TrainingProfile("minilm-qa-quick", 1, 4, 2e-4, 1200, ("P3-quick=rnet-plus,bert-ens",), False),
+    "quick": TrainingProfile(
+        "minilm-qa-quick",
+        1,
+        4,
+        2e-4,
+        1200,
+        (("squad11", ("P3-quick=rnet-plus,bert-ens",)), ("squad20", ("P3v2-quick=nlnet,bert-single",))),
+        False,
+    ),
 }
 
 

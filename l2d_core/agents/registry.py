@@ -34,6 +34,7 @@ __all__ = [
     "check_new_agent",
     "check_new_pool",
     "agent_lock",
+    "MADE_BY",
 ]
 
 BUILTIN = Path(__file__).with_name("builtin.json")
@@ -186,11 +187,15 @@ def list_pools(dataset: str | None = None) -> list[PoolSpec]:
     return [p for p in _load()[1].values() if dataset is None or p.dataset == dataset]
 
 
-# pools a command makes (the live agents of scripts/train_agent.py's profiles), and that command
+# pools a command makes (the live agents of scripts/train_agent.py's profiles, per dataset: the
+# profiles' own table is qa_training.PROFILES, which imports torch; a test keeps the two equal)
 MADE_BY = {
     "P3-quick": "python scripts/train_agent.py --profile quick",
     "P3-live": "python scripts/train_agent.py",
     "P2-live": "python scripts/train_agent.py",
+    "P3v2-quick": "python scripts/train_agent.py --dataset squad20 --profile quick",
+    "P3v2-live": "python scripts/train_agent.py --dataset squad20",
+    "P2v2-live": "python scripts/train_agent.py --dataset squad20",
 }
 
 

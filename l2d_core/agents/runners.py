@@ -51,7 +51,15 @@ __all__ = [
 
 # options an AgentSpec may carry, per kind (anything else is refused: typos fail loudly)
 AGENT_OPTIONS = {
-    "extractive": ("dtype", "batch_size", "max_length", "stride", "max_answer_tokens", "null_answer"),
+    "extractive": (
+        "dtype",
+        "batch_size",
+        "max_length",
+        "stride",
+        "max_answer_tokens",
+        "null_answer",
+        "null_threshold",
+    ),
     "generative": ("dtype", "batch_size", "max_new_tokens"),
     "openai_chat": OPENAI_OPTIONS,  # a live chat endpoint (agents.openai_chat)
     # agents.confidence: read beside the file; agents.measured: GFLOPs from the configuration

@@ -4,6 +4,7 @@
     python scripts/train_agent.py --folds 5 --epochs 3    # more folds / epochs
     python scripts/train_agent.py --device cuda           # on a GPU (default: CUDA when present)
     python scripts/train_agent.py --profile quick         # minutes: one small model, pool P3-quick
+    python scripts/train_agent.py --dataset squad20       # minilm-qa-squad20 (answers "no answer" too)
 
 SQuAD v1.1 dev is all the labelled data there is, so the answers are *cross-fitted*: the
 BENCHMARK.md training articles are cut into k folds; for each fold a model is fine-tuned on
@@ -12,10 +13,13 @@ training articles answers the test articles and is the one registered for live u
 answer comes from a model that saw its article. Then the agent is registered (kind
 ``extractive``, GFLOPs measured with torch's FLOP counter at 384 tokens) with the pools of
 BENCHMARK.md: ``P3-live`` = {the agent (main), rnet-plus, bert-ens} and ``P2-live`` = {the agent,
-bert-ens}. Every answer is recorded with the model's confidence in it (span probability, logit
-margins); answers cached without it are answered again from the saved checkpoints.
+bert-ens}; on SQuAD v2.0 (``--dataset squad20``: agent ``minilm-qa-squad20``) ``P3v2-live`` and
+``P2v2-live``, with the experts of P3v2 and P2v2. Every answer is recorded with the model's
+confidence in it (span probability, logit margins); answers cached without it are answered again
+from the saved checkpoints.
 
-The quick profile (``--profile quick``: agent ``minilm-qa-quick``, pool ``P3-quick``) answers
+The quick profile (``--profile quick``: agent ``minilm-qa-quick``, pool ``P3-quick``; on
+squad20 ``minilm-qa-quick-squad20``, pool ``P3v2-quick``) answers
 your own text within minutes of a fresh clone: one model fine-tuned for one epoch on 1,200
 questions of one fold of the training articles answers 1,200 of the other fold's questions (what
 a cascade router learns from: a subset, on purpose) and every test question. Its EM is far below
@@ -42,7 +46,15 @@ from ..data.records import QARecord
 from ..paths import CacheDirError, cache_dir
 from ..stores import atomic_write_text
 from .cache import AgentCache
-from .qa_training import MARKER, PROFILES, QATrainConfig, crossfit_folds, is_trained, train_qa_model
+from .qa_training import (
+    MARKER,
+    PROFILES,
+    QATrainConfig,
+    crossfit_folds,
+    is_trained,
+    parse_pool,
+    train_qa_model,
+)
 from .registry import AgentSpec, PoolSpec, register_agent, register_pool
 
 __all__ = ["main", "parse_args", "plan_jobs", "progress_path", "read_progress", "Progress"]
@@ -56,9 +68,14 @@ def parse_args(argv):
         choices=sorted(PROFILES),
         default="full",
         help="full: cross-fitted models, every question answered (the benchmark's minilm-qa); quick: "
-        "one small model in minutes that answers new text (agent minilm-qa-quick, pool P3-quick)",
+        "one small model in minutes that answers new text (agent minilm-qa-quick, pool P3-quick; on "
+        "squad20 minilm-qa-quick-squad20, pool P3v2-quick)",
     )
-    p.add_argument("--agent-id", default=None, help="default: the profile's (minilm-qa, minilm-qa-quick)")
+    p.add_argument(
+        "--agent-id",
+        default=None,
+        help="default: the profile's (minilm-qa, minilm-qa-quick; on another dataset with its name appended)",
+    )
     p.add_argument("--base", default="", help="HF encoder path or id (default: packaged all-MiniLM-L6-v2)")
     p.add_argument("--folds", type=int, default=2, help="cross-fitting folds over the training articles")
     p.add_argument("--epochs", type=int, default=None, help="default: the profile's")
@@ -85,14 +102,18 @@ def parse_args(argv):
         nargs="*",
         default=None,
         metavar="NAME=EXPERT,…",
-        help="pools to register with the agent as main (default: the profile's; full: BENCHMARK.md's "
-        "live pools)",
+        help="pools to register with the agent as main (default: the profile's for the dataset; full on "
+        "squad11: BENCHMARK.md's live pools)",
     )
     args = p.parse_args(argv)
     profile = PROFILES[args.profile]
-    for k in ("agent_id", "epochs", "batch_size", "lr", "limit", "pools"):
+    for k in ("epochs", "batch_size", "lr", "limit"):
         if getattr(args, k) is None:
             setattr(args, k, getattr(profile, k))
+    if args.agent_id is None:
+        args.agent_id = profile.agent_for(args.dataset)
+    if args.pools is None:
+        args.pools = list(profile.pools_for(args.dataset))
     return args
 
 
@@ -189,15 +210,6 @@ class _Counted:
         return preds
 
 
-def _pool_arg(text: str) -> tuple[str, tuple[str, ...]]:
-    """``NAME=EXPERT,EXPERT`` → (name, experts)."""
-    name, _, experts = text.partition("=")
-    ids = tuple(e for e in experts.split(",") if e)
-    if not name or not ids:
-        raise ValueError(f"--pools takes NAME=EXPERT[,EXPERT…], got {text!r}")
-    return name, ids
-
-
 def main(argv=None) -> int:
     """``scripts/train_agent.py``: 0 when the agent is trained, answered and registered; 2 on a
     clear error (printed as ``error: …``)."""
@@ -224,7 +236,7 @@ def _run(args, progress: Progress, fail) -> int:
     try:
         ds = load_dataset(args.dataset)
         train, test = benchmark_split(ds)
-        pools = [_pool_arg(text) for text in args.pools]
+        pools = [parse_pool(text) for text in args.pools]
     except (KeyError, ValueError, FileNotFoundError) as exc:
         return fail(str(exc))
     cfg = QATrainConfig(

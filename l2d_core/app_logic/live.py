@@ -16,7 +16,8 @@ from functools import lru_cache
 from ..agents import AgentSpec, PoolSpec, get_agent, list_pools
 from ..agents.cache import AgentCache
 from ..agents.measured import agent_gflops, per_query_gflops
-from ..agents.registry import RUNNABLE_KINDS
+from ..agents.qa_training import PROFILES
+from ..agents.registry import MADE_BY, RUNNABLE_KINDS
 from ..data.records import QARecord
 from ..qa.positions import ContextIndex, locate
 from ..qa.squad_eval import exact_match, f1
@@ -65,17 +66,21 @@ def live_pools(dataset: str) -> list[str]:
     return [p.name for p in list_pools(dataset) if main_runs_live(p)]
 
 
+def _made_here(dataset: str) -> str:
+    """Which command makes a pool of ``dataset`` whose main agent answers new text (the quick
+    profile's), in words."""
+    made = PROFILES["quick"].pool_specs(dataset)
+    if not made:
+        return f"no command here makes a pool of {dataset} whose main agent answers new text"
+    return f"a pool whose main agent answers new text comes with `{MADE_BY[made[0][0]]}` ({made[0][0]})"
+
+
 def new_text_advice(dataset: str) -> str:
     """Where to route new text instead, for a router that routes the dataset's questions only:
     the routers that read the question and context route any text on the same pool, and a pool
     whose main agent answers new text answers it (or the command that makes one)."""
     live = live_pools(dataset)
-    where = (
-        f"pools whose main agent answers new text: {', '.join(live)}"
-        if live
-        else "a pool whose main agent answers new text comes with `python scripts/train_agent.py --profile "
-        "quick` (P3-quick)"
-    )
+    where = f"pools whose main agent answers new text: {', '.join(live)}" if live else _made_here(dataset)
     return (
         "For new text: l2d-plugin and l2d-sdl route any question on this pool (they read the question "
         f"and context, not an agent's answer); {where}."

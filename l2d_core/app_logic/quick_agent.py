@@ -46,7 +46,8 @@ from .live import live_pools
 __all__ = [
     "PROFILES",
     "QUICK",
-    "QUICK_POOL",
+    "quick_pool",
+    "quick_datasets",
     "Measurement",
     "TrainingStatus",
     "workload",
@@ -60,7 +61,6 @@ __all__ = [
 ]
 
 QUICK = PROFILES["quick"]
-QUICK_POOL = QUICK.pool_names[0]  # the pool it registers (P3-quick)
 _CLI = parse_args([])  # the command line's defaults: what the page's button runs
 STALE_AFTER_S = 24 * 3600  # a measurement older than this is taken again
 SILENT_S = 15 * 60  # a running progress file unchanged this long: its pid is no longer the run's
@@ -68,8 +68,20 @@ _PROCS: dict[str, subprocess.Popen] = {}  # runs this process started (reaped wh
 _MEASURING: dict[str, subprocess.Popen] = {}  # measurements this process started, by dataset
 
 
-def _log(profile: TrainingProfile) -> Path:
-    return cache_dir() / "models" / f"{profile.agent_id}.log"
+def quick_pool(dataset: str) -> tuple[str, tuple[str, ...]] | None:
+    """(name, experts) of the pool the quick model makes on ``dataset`` (P3-quick on squad11), or
+    None where its profile sets up no pool there."""
+    specs = QUICK.pool_specs(dataset)
+    return specs[0] if specs else None
+
+
+def quick_datasets() -> list[str]:
+    """The datasets where the quick model makes a pool."""
+    return [dataset for dataset, pools in QUICK.pools if pools]
+
+
+def _log(profile: TrainingProfile, dataset: str) -> Path:
+    return cache_dir() / "models" / f"{profile.agent_for(dataset)}.log"
 
 
 def _jobs(dataset: str, profile: TrainingProfile, ds=None):
@@ -311,12 +323,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _running(profile: TrainingProfile, progress: dict | None) -> bool:
-    proc = _PROCS.get(profile.agent_id)
+def _running(agent_id: str, progress: dict | None) -> bool:
+    proc = _PROCS.get(agent_id)
     if proc is not None:
         if proc.poll() is None:
             return True
-        del _PROCS[profile.agent_id]  # reaped: its pid is free again
+        del _PROCS[agent_id]  # reaped: its pid is free again
         return False
     if not progress or progress.get("state") != "running":
         return False
@@ -327,21 +339,22 @@ def _running(profile: TrainingProfile, progress: dict | None) -> bool:
 def training_status(dataset: str, profile: TrainingProfile = QUICK) -> TrainingStatus:
     """Where the background run of ``profile`` stands, from the progress file it writes and
     whether its process lives (the one this process started, else the file's pid)."""
-    p = read_progress(profile.agent_id)
-    if _running(profile, p):
+    agent_id = profile.agent_for(dataset)
+    p = read_progress(agent_id)
+    if _running(agent_id, p):
         if p is None or p.get("state") != "running":  # started here, has not written yet
             return TrainingStatus("running", "starting")
         left = p.get("left_s")
         return TrainingStatus(
             "running", p["stage"], int(p["done"]), int(p["total"]), None if left is None else float(left)
         )
-    if set(profile.pool_names) & set(live_pools(dataset)):
+    if {name for name, _ in profile.pool_specs(dataset)} & set(live_pools(dataset)):
         return TrainingStatus("done")
     if p is None or p.get("state") == "done":
         return TrainingStatus("idle")
     if p.get("state") == "failed" and p.get("message"):
         return TrainingStatus("failed", message=str(p["message"])[:300])
-    why = _last_error(_log(profile)) or f"the process {p.get('pid')} ended during {p.get('stage')}"
+    why = _last_error(_log(profile, dataset)) or f"the process {p.get('pid')} ended during {p.get('stage')}"
     return TrainingStatus("failed", message=why)
 
 
@@ -350,7 +363,8 @@ def start_training(dataset: str, profile: TrainingProfile = QUICK) -> None:
     process session: it finishes even if the dashboard stops); does nothing while a run is going.
     A measurement of this process still under way is stopped: it would slow the run and be
     slowed by it."""
-    if _running(profile, read_progress(profile.agent_id)):
+    agent_id = profile.agent_for(dataset)
+    if _running(agent_id, read_progress(agent_id)):
         return
     for proc in _MEASURING.values():
         if proc.poll() is None:
@@ -358,11 +372,11 @@ def start_training(dataset: str, profile: TrainingProfile = QUICK) -> None:
             proc.wait()
     _MEASURING.clear()
     name = next(k for k, v in PROFILES.items() if v == profile)
-    log = _log(profile)
+    log = _log(profile, dataset)
     log.parent.mkdir(parents=True, exist_ok=True)
-    progress_path(profile.agent_id).unlink(missing_ok=True)  # the last run's: not this one's
+    progress_path(agent_id).unlink(missing_ok=True)  # the last run's: not this one's
     args = ["-m", "l2d_core.agents.train_cli", "--dataset", dataset, "--profile", name]
-    _PROCS[profile.agent_id] = _spawn(args, log, start_new_session=True)
+    _PROCS[agent_id] = _spawn(args, log, start_new_session=True)
 
 
 def _main(dataset: str) -> None:

@@ -142,8 +142,8 @@ class QuerySignals:
             for a in self.needs.answers:
                 if self.qids is None and not runs(self.specs[a]):
                     fix = (
-                        "or deploy a pool whose main agent answers new text (P3-quick after `python "
-                        "scripts/train_agent.py --profile quick`)"
+                        "or deploy a pool whose main agent answers new text (`python "
+                        "scripts/train_agent.py --profile quick` makes one)"
                         if a == main
                         else "or a router of this pool that reads no helper agent (l2d-cascade, l2d-staged)"
                     )

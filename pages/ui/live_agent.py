@@ -11,9 +11,10 @@ import streamlit as st
 from l2d_core.app_logic.quick_agent import (
     PROFILES,
     QUICK,
-    QUICK_POOL,
     estimate,
     measurement,
+    quick_datasets,
+    quick_pool,
     start_training,
     stored_measurement,
     training_status,
@@ -53,7 +54,13 @@ def _progress(dataset: str) -> None:
     st.progress(s.done / s.total, text=f"{s.stage.capitalize()}: {s.done:,} of {s.total:,} {unit}{eta}")
 
 
+def _names(ids) -> str:
+    ids = list(ids)
+    return ", ".join(ids[:-1]) + f" and {ids[-1]}" if len(ids) > 1 else ids[0]
+
+
 def _offer_text(dataset: str, quick: dict | None, full: dict | None) -> str:
+    pool, experts = quick_pool(dataset)
     work, full_work = workload(dataset, QUICK), workload(dataset, PROFILES["full"])
     when = "its time on this machine is being measured now (in the background)"
     if quick is not None:
@@ -71,7 +78,7 @@ def _offer_text(dataset: str, quick: dict | None, full: dict | None) -> str:
         f"a router can learn when to trust it: {when}. It is much less accurate than the full model, "
         f"`python scripts/train_agent.py`, which trains {full_work['models']} models for "
         f"{PROFILES['full'].epochs} passes each, on {full_work['trained']:,} questions in all "
-        f"({full_when}). The new pool {QUICK_POOL} routes between it, rnet-plus and bert-ens."
+        f"({full_when}). The new pool {pool} routes between it, {_names(experts)}."
     )
 
 
@@ -96,13 +103,21 @@ def switch_pool_button(pool: str) -> None:
 
 def offer_quick_agent(dataset: str) -> None:
     """No pool of ``dataset`` answers new text: offer the quick model (or show its run)."""
+    made = quick_pool(dataset)
+    if made is None:
+        st.info(
+            f"No pool of {dataset} answers your own text, and the model this dashboard trains makes a "
+            f"pool only where its experts are set: on {_names(quick_datasets())}. Pick one of those."
+        )
+        return
+    pool = made[0]
     status = training_status(dataset)
     if status.state == "done":
-        st.success(f"The quick model is trained: the pool {QUICK_POOL} answers your own text.")
-        switch_pool_button(QUICK_POOL)
+        st.success(f"The quick model is trained: the pool {pool} answers your own text.")
+        switch_pool_button(pool)
         return
     if status.state == "running":
-        st.info(f"Training the quick model for the pool {QUICK_POOL}; you can leave this page meanwhile.")
+        st.info(f"Training the quick model for the pool {pool}; you can leave this page meanwhile.")
         _progress(dataset)
         return
     m = measurement(dataset)
