@@ -231,3 +231,33 @@ def test_training_labels_find_answers_the_file_gives_no_offset_for(bert_path):
     spans = list(zip(feats["start"], feats["end"]))
     assert spans[0] == spans[1] and 0 < spans[0][0] <= spans[0][1]
     assert spans[2] == spans[3] == (0, 0)
+
+
+def test_a_squad20_run_trains_its_own_agent_and_calibrates_no_answer(
+    real_data, fresh_cache, bert_path, capsys
+):
+    """End to end on SQuAD v2.0 (answers without offsets, unanswerable questions): the run trains
+    minilm-qa-quick-squad20, picks its no-answer threshold on held-out training questions (never a
+    test question) and registers it with the pool P3v2-quick of squad20's own agents."""
+    from l2d_core.agents import get_agent, get_pool
+    from l2d_core.agents.cache import AgentCache
+
+    argv = [
+        "--dataset",
+        "squad20",
+        "--profile",
+        "quick",
+        "--base",
+        str(bert_path),
+        "--limit",
+        "30",
+        "--quiet",
+    ]
+    assert train_agent.main(argv) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "[fold0] calibrating 'no answer' on 30 held-out questions" in out and "no-answer threshold" in out
+    spec = get_agent("minilm-qa-quick-squad20")
+    assert spec.dataset == "squad20" and spec.options["null_answer"] is True
+    assert isinstance(spec.options["null_threshold"], float)
+    assert get_pool("P3v2-quick").agent_ids == ("minilm-qa-quick-squad20", "nlnet", "bert-single")
+    assert "minilm-qa-quick-squad20" in AgentCache().agents("squad20")

@@ -16,7 +16,9 @@ BENCHMARK.md: ``P3-live`` = {the agent (main), rnet-plus, bert-ens} and ``P2-liv
 bert-ens}; on SQuAD v2.0 (``--dataset squad20``: agent ``minilm-qa-squad20``) ``P3v2-live`` and
 ``P2v2-live``, with the experts of P3v2 and P2v2. Every answer is recorded with the model's
 confidence in it (span probability, logit margins); answers cached without it are answered again
-from the saved checkpoints.
+from the saved checkpoints. On SQuAD v2.0 the models let "no answer" compete, at the threshold
+(best span score minus null score) that gives the highest EM on the training questions they
+answer held out (``<cache>/models/<agent>/null_threshold.json``; see ``agents.null_threshold``).
 
 The quick profile (``--profile quick``: agent ``minilm-qa-quick``, pool ``P3-quick``; on
 squad20 ``minilm-qa-quick-squad20``, pool ``P3v2-quick``) answers
@@ -40,6 +42,8 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+import numpy as np
 
 from ..data import benchmark_split, load_dataset
 from ..data.records import QARecord
@@ -286,18 +290,20 @@ def _run(args, progress: Progress, fail) -> int:
 
     cache = AgentCache()
     null = ds.v2
-    for name, _, answer_recs in jobs:  # 2. each model answers its held-out questions
+    tau = _null_threshold(args, root, jobs, test, progress) if null else 0.0  # 2. SQuAD v2.0: "no answer"
+    for name, _, answer_recs in jobs:  # 3. each model answers its held-out questions
         out = root / name
         cached = cache.ids_with(ds.name, args.agent_id, "confidence")
         progress.stage("answering", sum(r.qid not in cached for r in answer_recs), name)
-        agent = _Counted(ExtractiveAgent(str(out), device=args.device, null_answer=null), progress.update)
+        model = ExtractiveAgent(str(out), device=args.device, null_answer=null, null_threshold=tau)
+        agent = _Counted(model, progress.update)
         print(f"[{name}] answering {len(answer_recs)} held-out questions", flush=True)
         run_into_cache(
             agent, ds, args.agent_id, answer_recs, cache, progress=not args.quiet, desc=f"answer {name}"
         )
 
     progress.stage("registering", model=live)
-    full = ExtractiveAgent(str(root / live), device=args.device, null_answer=null)
+    full = ExtractiveAgent(str(root / live), device=args.device, null_answer=null, null_threshold=tau)
     spec = AgentSpec(
         id=args.agent_id,
         dataset=ds.name,
@@ -308,7 +314,8 @@ def _run(args, progress: Progress, fail) -> int:
         name=f"{args.base or 'all-MiniLM-L6-v2'} fine-tuned for extractive QA "
         + ("(quick profile)" if args.profile == "quick" else "(cross-fitted)"),
         params=sum(p.numel() for p in full.model.parameters()),
-        options={"max_length": 384, "stride": 128, "max_answer_tokens": 30, "null_answer": null},
+        options={"max_length": 384, "stride": 128, "max_answer_tokens": 30, "null_answer": null}
+        | ({"null_threshold": round(tau, 4)} if null else {}),
     )
     register_agent(spec, replace=True)  # a later run of this script replaces its own agent
     again = "python scripts/train_agent.py " + shlex.join(
@@ -329,6 +336,33 @@ def _run(args, progress: Progress, fail) -> int:
     progress.finish("done")
     _report(args, ds, test, spec, stats, pools, cache)
     return 0
+
+
+def _null_threshold(args, root: Path, jobs, test, progress: Progress) -> float:
+    """The no-answer threshold (:mod:`~l2d_core.agents.null_threshold`) for the highest EM on the
+    training questions the models answer held out (never a test question)."""
+    from .null_threshold import best_null_threshold, held_out_outcomes
+    from .runners import ExtractiveAgent
+
+    saved = root / "null_threshold.json"  # a resumed run keeps it: the models have not changed
+    if saved.is_file():
+        return float(json.loads(saved.read_text(encoding="utf-8"))["threshold"])
+    test_ids = {r.qid for r in test}
+    parts = []
+    for name, _, answer_recs in jobs:
+        held = [r for r in answer_recs if r.qid not in test_ids]
+        if held:
+            progress.stage("calibrating", len(held), name)
+            agent = ExtractiveAgent(str(root / name), device=args.device, null_answer=True)
+            print(f"[{name}] calibrating 'no answer' on {len(held)} held-out questions", flush=True)
+            parts.append(held_out_outcomes(_Counted(agent, progress.update), held))
+    margin, span_em, null_em = (np.concatenate(x) for x in zip(*parts))
+    tau, em = best_null_threshold(margin, span_em, null_em)
+    untuned = 100 * float(np.where(margin >= 0, span_em, null_em).mean())
+    print(f"  no-answer threshold {tau:+.3f}: held-out EM {untuned:.2f} -> {100 * em:.2f}", flush=True)
+    record = {"threshold": tau, "held_out": len(margin), "em": 100 * em, "em_untuned": untuned}
+    atomic_write_text(saved, json.dumps(record, indent=1))
+    return tau
 
 
 def _report(args, ds, test, spec, stats, pools, cache: AgentCache) -> None:

@@ -120,8 +120,12 @@ def _work(ds, profile: TrainingProfile, windows: dict[str, list[int]]) -> dict:
             [n for r in fit for n in windows[r.qid]], profile.batch_size, profile.epochs, _CLI.seed
         )
     ]
+    answering = [ans for _, _, ans in jobs]
+    if ds.v2:  # the no-answer threshold: the held-out training questions are answered once more first
+        test_ids = {r.qid for r in benchmark_split(ds)[1]}
+        answering += [[r for r in ans if r.qid not in test_ids] for ans in answering]
     forwards = []
-    for _, _, ans in jobs:
+    for ans in answering:
         for i in range(0, len(ans), chunk):
             lengths = sorted(n for r in ans[i : i + chunk] for n in windows[r.qid])
             forwards += [
@@ -139,7 +143,8 @@ def _work(ds, profile: TrainingProfile, windows: dict[str, list[int]]) -> dict:
         "step_windows": sum(n for n, _ in steps),
         "forward_tokens": sum(n * t for n, t in forwards),
         "forward_windows": sum(n for n, _ in forwards),
-        "loads": 2 * len(jobs) + 1,  # a model loaded to train, one to answer, the live one to register
+        # a model loaded to train, one to answer (and one to calibrate, on v2), the live one to register
+        "loads": (3 if ds.v2 else 2) * len(jobs) + 1,
     }
 
 
