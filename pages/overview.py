@@ -81,8 +81,8 @@ st.subheader(f"Pool {pool}")
 st.caption(spec.description)
 st.dataframe(
     table[
-        ["role", "agent", "name", "kind", "em", "f1", "gflops", "cost", "new text"]
-        + ["params", "questions", "missing", "source"]
+        ["role", "agent", "kind", "new text", "em", "f1", "gflops", "cost"]  # in view without scrolling
+        + ["name", "params", "questions", "missing", "source"]
     ],
     hide_index=True,
     column_config={

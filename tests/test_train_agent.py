@@ -181,7 +181,7 @@ def test_each_dataset_gets_its_own_live_agent_and_pools_of_its_own_agents(real_d
     answers squad11 only: a squad20 run once failed there, after training); MADE_BY, which the
     'unknown pool' error quotes, names the command that makes each pool."""
     from l2d_core.agents import get_agent
-    from l2d_core.agents.qa_training import PROFILES
+    from l2d_core.agents.qa_training import PROFILES, train_command
     from l2d_core.agents.registry import MADE_BY
 
     made = {}
@@ -194,12 +194,11 @@ def test_each_dataset_gets_its_own_live_agent_and_pools_of_its_own_agents(real_d
             )
             for pool, experts in profile.pool_specs(dataset):
                 assert experts and all(get_agent(e).dataset == dataset for e in experts), (pool, experts)
-                on = "" if dataset == "squad11" else f" --dataset {dataset}"
-                made[pool] = (
-                    "python scripts/train_agent.py" + on + ("" if name == "full" else f" --profile {name}")
-                )
+                made[pool] = train_command(name, dataset)
         assert len({profile.agent_for(d) for d, _ in profile.pools}) == len(profile.pools)
     assert made == MADE_BY
+    quick20 = "python scripts/train_agent.py --dataset squad20 --profile quick"
+    assert train_command("quick", "squad20") == quick20
     assert (PROFILES["full"].agent_for("squad11"), PROFILES["quick"].agent_for("squad20")) == (
         "minilm-qa",
         "minilm-qa-quick-squad20",

@@ -38,6 +38,7 @@ __all__ = [
     "PROFILES",
     "HOME_DATASET",
     "parse_pool",
+    "train_command",
     "crossfit_folds",
     "train_features",
     "train_qa_model",
@@ -238,6 +239,12 @@ PROFILES = {
         False,
     ),
 }
+
+
+def train_command(profile: str, dataset: str) -> str:
+    """The command line that trains ``profile`` on ``dataset`` (what makes its pools)."""
+    on = "" if dataset == HOME_DATASET else f" --dataset {dataset}"
+    return "python scripts/train_agent.py" + on + ("" if profile == "full" else f" --profile {profile}")
 
 
 _clock = time.perf_counter  # the timer of :func:`time_training_step` (a test may replace it)

@@ -16,8 +16,8 @@ from functools import lru_cache
 from ..agents import AgentSpec, PoolSpec, get_agent, list_pools
 from ..agents.cache import AgentCache
 from ..agents.measured import agent_gflops, per_query_gflops
-from ..agents.qa_training import PROFILES
-from ..agents.registry import MADE_BY, RUNNABLE_KINDS
+from ..agents.qa_training import PROFILES, train_command
+from ..agents.registry import RUNNABLE_KINDS
 from ..data.records import QARecord
 from ..qa.positions import ContextIndex, locate
 from ..qa.squad_eval import exact_match, f1
@@ -72,7 +72,8 @@ def _made_here(dataset: str) -> str:
     made = PROFILES["quick"].pool_specs(dataset)
     if not made:
         return f"no command here makes a pool of {dataset} whose main agent answers new text"
-    return f"a pool whose main agent answers new text comes with `{MADE_BY[made[0][0]]}` ({made[0][0]})"
+    command = train_command("quick", dataset)
+    return f"a pool whose main agent answers new text comes with `{command}` ({made[0][0]})"
 
 
 def new_text_advice(dataset: str) -> str:

@@ -34,6 +34,7 @@ from ..agents.qa_training import (
     QATrainConfig,
     TrainingProfile,
     time_training_step,
+    train_command,
     training_batches,
 )
 from ..agents.train_cli import parse_args, plan_jobs, progress_path, read_progress
@@ -48,6 +49,7 @@ __all__ = [
     "QUICK",
     "quick_pool",
     "quick_datasets",
+    "train_command",
     "Measurement",
     "TrainingStatus",
     "workload",

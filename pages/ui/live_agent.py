@@ -17,6 +17,7 @@ from l2d_core.app_logic.quick_agent import (
     quick_pool,
     start_training,
     stored_measurement,
+    train_command,
     training_status,
     workload,
 )
@@ -76,7 +77,7 @@ def _offer_text(dataset: str, quick: dict | None, full: dict | None) -> str:
         f"on this machine. The quick model is fine-tuned for {QUICK.epochs} pass over "
         f"{work['trained']:,} training questions, then answers {work['answered']:,} questions so that "
         f"a router can learn when to trust it: {when}. It is much less accurate than the full model, "
-        f"`python scripts/train_agent.py`, which trains {full_work['models']} models for "
+        f"`{train_command('full', dataset)}`, which trains {full_work['models']} models for "
         f"{PROFILES['full'].epochs} passes each, on {full_work['trained']:,} questions in all "
         f"({full_when}). The new pool {pool} routes between it, {_names(experts)}."
     )
