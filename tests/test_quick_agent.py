@@ -17,7 +17,7 @@ import pytest
 from _pages import open_page
 
 from l2d_core.agents import qa_training
-from l2d_core.agents.qa_training import PROFILES
+from l2d_core.agents.profiles import PROFILES
 from l2d_core.agents.train_cli import progress_path
 from l2d_core.app_logic import quick_agent as Q
 
@@ -186,7 +186,7 @@ def test_each_dataset_has_its_own_quick_run_and_pool(real_data, fresh_cache, mon
     offer = page_module._offer_text("squad20", None, None)
     assert "The new pool P3v2-quick routes between it, nlnet and bert-single." in offer
     assert "`python scripts/train_agent.py --dataset squad20`, which trains" in offer
-    assert Q.quick_pool("hf-squad") is None and Q.quick_datasets() == ["squad11", "squad20"]
+    assert Q.quick_pool("hf-squad") is None and Q.QUICK.datasets() == ["squad11", "squad20"]
 
 
 def test_the_run_starts_as_a_package_module_and_its_pid_is_watched(real_data, fresh_cache, monkeypatch):

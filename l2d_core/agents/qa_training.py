@@ -34,11 +34,6 @@ from .base import load_tokenizer
 
 __all__ = [
     "QATrainConfig",
-    "TrainingProfile",
-    "PROFILES",
-    "HOME_DATASET",
-    "parse_pool",
-    "train_command",
     "crossfit_folds",
     "train_features",
     "train_qa_model",
@@ -169,82 +164,6 @@ def _collate(collator, feats: dict, idx: list[int], device) -> dict:
 def is_trained(out_dir: str | Path) -> bool:
     """A complete checkpoint: weights saved and the provenance marker written after them."""
     return (Path(out_dir) / MARKER).is_file()
-
-
-def parse_pool(text: str) -> tuple[str, tuple[str, ...]]:
-    """``NAME=EXPERT,EXPERT`` (the command line's ``--pools``) → (name, experts)."""
-    name, _, experts = text.partition("=")
-    ids = tuple(e for e in experts.split(",") if e)
-    if not name or not ids:
-        raise ValueError(f"--pools takes NAME=EXPERT[,EXPERT…], got {text!r}")
-    return name, ids
-
-
-# the dataset whose live agents keep the profile's own id (the benchmark's minilm-qa)
-HOME_DATASET = "squad11"
-
-
-@dataclass(frozen=True)
-class TrainingProfile:
-    """What ``scripts/train_agent.py --profile NAME`` trains when the command line leaves it out."""
-
-    agent_id: str  # on HOME_DATASET; elsewhere suffixed with the dataset (see agent_for)
-    epochs: int
-    batch_size: int
-    lr: float
-    limit: int | None  # questions per training / held-out answering step (None: all)
-    # per dataset: the pools (NAME=EXPERT,EXPERT…) registered with the agent as main; their
-    # experts are that dataset's agents (a dataset left out gets the agent and no pool)
-    pools: tuple[tuple[str, tuple[str, ...]], ...]
-    crossfit: bool  # k fold models + a full model (else one fold model answers the test too)
-
-    def agent_for(self, dataset: str) -> str:
-        """The agent a run on ``dataset`` trains and registers (agent ids are global: one per
-        dataset, so that training on one dataset never replaces another's agent)."""
-        return self.agent_id if dataset == HOME_DATASET else f"{self.agent_id}-{dataset}"
-
-    def pools_for(self, dataset: str) -> tuple[str, ...]:
-        """The pools a run on ``dataset`` registers, as the command line's ``--pools`` takes them."""
-        return dict(self.pools).get(dataset, ())
-
-    def pool_specs(self, dataset: str) -> list[tuple[str, tuple[str, ...]]]:
-        """(pool name, experts) of each pool a run on ``dataset`` registers."""
-        return [parse_pool(text) for text in self.pools_for(dataset)]
-
-
-PROFILES = {
-    "full": TrainingProfile(
-        "minilm-qa",
-        QATrainConfig.epochs,
-        QATrainConfig.batch_size,
-        QATrainConfig.lr,
-        None,
-        (
-            ("squad11", ("P3-live=rnet-plus,bert-ens", "P2-live=bert-ens")),  # BENCHMARK.md's live pools
-            ("squad20", ("P3v2-live=nlnet,bert-single", "P2v2-live=bert-single")),  # P3v2 / P2v2's experts
-        ),
-        crossfit=True,
-    ),
-    # minutes on 2 CPU cores: one model, one epoch on 1,200 questions. Batches of 4 at 2e-4 make
-    # the most of so few questions: test EM 28.4, 21.9, 27.9 over three seeds (800 test questions,
-    # fp32 on a GPU), where batches of 16 (the first setting tried) reached 9.9 and batches of 8 or
-    # 2 swung between 5 and 24.
-    "quick": TrainingProfile(
-        "minilm-qa-quick",
-        1,
-        4,
-        2e-4,
-        1200,
-        (("squad11", ("P3-quick=rnet-plus,bert-ens",)), ("squad20", ("P3v2-quick=nlnet,bert-single",))),
-        False,
-    ),
-}
-
-
-def train_command(profile: str, dataset: str) -> str:
-    """The command line that trains ``profile`` on ``dataset`` (what makes its pools)."""
-    on = "" if dataset == HOME_DATASET else f" --dataset {dataset}"
-    return "python scripts/train_agent.py" + on + ("" if profile == "full" else f" --profile {profile}")
 
 
 _clock = time.perf_counter  # the timer of :func:`time_training_step` (a test may replace it)

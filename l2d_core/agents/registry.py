@@ -188,7 +188,7 @@ def list_pools(dataset: str | None = None) -> list[PoolSpec]:
 
 
 # pools a command makes (the live agents of scripts/train_agent.py's profiles, per dataset: the
-# profiles' own table is qa_training.PROFILES, which imports torch; a test keeps the two equal)
+# profiles' own table is agents.profiles.PROFILES, which imports torch; a test keeps the two equal)
 MADE_BY = {
     "P3-quick": "python scripts/train_agent.py --profile quick",
     "P3-live": "python scripts/train_agent.py",

@@ -16,7 +16,7 @@ from functools import lru_cache
 from ..agents import AgentSpec, PoolSpec, get_agent, list_pools
 from ..agents.cache import AgentCache
 from ..agents.measured import agent_gflops, per_query_gflops
-from ..agents.qa_training import PROFILES, train_command
+from ..agents.profiles import PROFILES, train_command
 from ..agents.registry import RUNNABLE_KINDS
 from ..data.records import QARecord
 from ..qa.positions import ContextIndex, locate

@@ -29,14 +29,8 @@ from pathlib import Path
 import torch
 
 from ..agents.base import load_tokenizer
-from ..agents.qa_training import (
-    PROFILES,
-    QATrainConfig,
-    TrainingProfile,
-    time_training_step,
-    train_command,
-    training_batches,
-)
+from ..agents.profiles import PROFILES, TrainingProfile, train_command
+from ..agents.qa_training import QATrainConfig, time_training_step, training_batches
 from ..agents.train_cli import parse_args, plan_jobs, progress_path, read_progress
 from ..data import benchmark_split, load_dataset
 from ..paths import PROJECT_ROOT, cache_dir
@@ -48,7 +42,6 @@ __all__ = [
     "PROFILES",
     "QUICK",
     "quick_pool",
-    "quick_datasets",
     "train_command",
     "Measurement",
     "TrainingStatus",
@@ -75,11 +68,6 @@ def quick_pool(dataset: str) -> tuple[str, tuple[str, ...]] | None:
     None where its profile sets up no pool there."""
     specs = QUICK.pool_specs(dataset)
     return specs[0] if specs else None
-
-
-def quick_datasets() -> list[str]:
-    """The datasets where the quick model makes a pool."""
-    return [dataset for dataset, pools in QUICK.pools if pools]
 
 
 def _log(profile: TrainingProfile, dataset: str) -> Path:

@@ -13,7 +13,6 @@ from l2d_core.app_logic.quick_agent import (
     QUICK,
     estimate,
     measurement,
-    quick_datasets,
     quick_pool,
     start_training,
     stored_measurement,
@@ -108,7 +107,7 @@ def offer_quick_agent(dataset: str) -> None:
     if made is None:
         st.info(
             f"No pool of {dataset} answers your own text, and the model this dashboard trains makes a "
-            f"pool only where its experts are set: on {_names(quick_datasets())}. Pick one of those."
+            f"pool only where its experts are set: on {_names(QUICK.datasets())}. Pick one of those."
         )
         return
     pool = made[0]
