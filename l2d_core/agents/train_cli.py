@@ -71,7 +71,8 @@ def parse_args(argv):
     p.add_argument(
         "--agent-id",
         default=None,
-        help="default: the profile's (minilm-qa, minilm-qa-quick; on another dataset with its name appended)",
+        help="default: the profile's (minilm-qa, minilm-qa-quick; on a dataset other than squad11, with its "
+        "name appended)",
     )
     p.add_argument("--base", default="", help="HF encoder path or id (default: packaged all-MiniLM-L6-v2)")
     p.add_argument("--folds", type=int, default=2, help="cross-fitting folds over the training articles")
