@@ -260,3 +260,11 @@ def test_a_squad20_run_trains_its_own_agent_and_calibrates_no_answer(
     assert isinstance(spec.options["null_threshold"], float)
     assert get_pool("P3v2-quick").agent_ids == ("minilm-qa-quick-squad20", "nlnet", "bert-single")
     assert "minilm-qa-quick-squad20" in AgentCache().agents("squad20")
+    # a run with another threshold (here one that never answers) does not keep the answers made at
+    # the old one: the routers learn from what the registered agent says
+    saved = fresh_cache / "models" / "minilm-qa-quick-squad20" / "null_threshold.json"
+    saved.write_text(json.dumps({"threshold": 1e9}), encoding="utf-8")
+    assert train_agent.main(argv) == 0, capsys.readouterr().err
+    assert get_agent("minilm-qa-quick-squad20").options["null_threshold"] == 1e9
+    answers = AgentCache().table("squad20", "minilm-qa-quick-squad20")["answer"]
+    assert len(answers) > 30 and (answers.fillna("") == "").all()

@@ -117,7 +117,8 @@ class AgentCache:
             c.set(_META, {**(c.get(_META) or {}), **meta})
 
     def delete(self, dataset: str, agent: str) -> None:
-        """Remove one agent's records (explicit user action only)."""
+        """Remove one agent's records (a user's explicit action, or a training run whose answers
+        were made at another no-answer threshold than its agent's)."""
         _check_name("dataset", dataset), _check_name("agent", agent)
         c = self._open.pop((dataset, agent), None)
         if c is not None:

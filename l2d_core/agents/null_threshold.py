@@ -12,6 +12,9 @@ the model never trained on; the agent then answers with that ``τ``
 (0.0, 0.6666666666666666)
 >>> best_null_threshold(np.array([-8.0, -7.0]), np.array([1, 1]), np.array([0, 0]))  # a shy model
 (-9.0, 1.0)
+>>> m = np.array([200.0, 1.0, -0.5, -2.0, -50.0])  # answering 1 or 4 ties: 1 changes one answer
+>>> best_null_threshold(m, np.array([1, 0, 0, 1, 0]), np.array([0, 1, 0, 0, 1]))
+(100.5, 0.6)
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ __all__ = ["best_null_threshold", "held_out_outcomes"]
 def best_null_threshold(margin: np.ndarray, span_em: np.ndarray, null_em: np.ndarray) -> tuple[float, float]:
     """``(τ, EM)``: the threshold on ``margin`` (N,) that answers the span where ``margin >= τ``
     and "no answer" elsewhere for the highest mean EM, given each question's EM with its best span
-    (``span_em``) and with no answer (``null_em``). Of the best ways to cut, the one nearest the
-    untuned rule wins; τ is 0 where that cut allows it, else midway between neighbouring margins."""
+    (``span_em``) and with no answer (``null_em``). Of the best ways to cut, the one that changes
+    fewest answers of the untuned rule (τ = 0) wins; τ is 0 where that cut allows it, else midway
+    between neighbouring margins."""
     margin = np.asarray(margin, float)
     if margin.size == 0:
         raise ValueError("no held-out question to calibrate the no-answer threshold on")
@@ -43,7 +47,8 @@ def best_null_threshold(margin: np.ndarray, span_em: np.ndarray, null_em: np.nda
     mid = np.where(np.isinf(hi), lo + 1.0, np.where(np.isinf(lo), hi - 1.0, (lo + hi) / 2))
     tau = np.where((lo < 0) & (0 <= hi), 0.0, mid)
     best = np.flatnonzero(em == em.max())
-    k = best[np.argmin(np.abs(tau[best]))]
+    untuned = int((m >= 0).sum())  # what the untuned rule answers: the first ``untuned``
+    k = best[np.argmin(np.abs(best - untuned))]  # of the best cuts, the one that changes fewest answers
     return float(tau[k]), float(em[k])
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -87,8 +88,9 @@ def _answer_chars(r: QARecord) -> tuple[int, int] | None:
         return None
     answer = r.answers[0]
     c0 = r.answer_starts[0] if r.answer_starts and r.answer_starts[0] is not None else r.context.find(answer)
-    if c0 < 0:
-        c0 = r.context.lower().find(answer.lower())
+    if c0 < 0:  # the same letters in another case (searched in the context itself: offsets stay true)
+        found = re.search(re.escape(answer), r.context, re.IGNORECASE)
+        c0 = found.start() if found else -1
     return None if c0 < 0 else (c0, c0 + len(answer))
 
 

@@ -155,9 +155,10 @@ def read_progress(agent_id: str) -> dict | None:
 class Progress:
     """Writes a run's progress to :func:`progress_path` (temporary file, then a rename: a reader
     never sees half a file): ``state`` (running, done, failed), ``stage`` (starting, fine-tuning,
-    answering, registering), ``model``, ``done`` / ``total`` (steps or questions of the stage),
-    ``elapsed_s`` and ``left_s`` (the stage's, ``left_s`` from its rate so far), ``pid``,
-    ``updated_at`` (Unix time) and ``message``. Updates come at most every ``every`` seconds."""
+    calibrating (SQuAD v2.0), answering, registering), ``model``, ``done`` / ``total`` (steps or
+    questions of the stage), ``elapsed_s`` and ``left_s`` (the stage's, ``left_s`` from its rate so
+    far), ``pid``, ``updated_at`` (Unix time) and ``message``. Updates come at most every
+    ``every`` seconds."""
 
     def __init__(self, agent_id: str, dataset: str, every: float = 1.0):
         self.path, self.every = progress_path(agent_id), every
@@ -267,6 +268,7 @@ def _run(args, progress: Progress, fail) -> int:
     for name, fit_recs, _ in jobs:  # 1. fine-tune every model (skips finished ones)
         out = root / name
         if not is_trained(out):
+            (root / NULL_FILE).unlink(missing_ok=True)  # calibrated on models that are being replaced
             print(f"[{name}] fine-tuning on {len(fit_recs)} questions → {out}", flush=True)
             progress.stage("fine-tuning", model=name)
 
@@ -285,6 +287,9 @@ def _run(args, progress: Progress, fail) -> int:
     cache = AgentCache()
     null = ds.v2
     tau = _null_threshold(args, root, jobs, test, progress) if null else 0.0  # 2. SQuAD v2.0: "no answer"
+    if null and cache.meta(ds.name, args.agent_id).get("null_threshold") != tau:
+        cache.delete(ds.name, args.agent_id)  # answers made at another threshold are not this agent's
+        cache.set_meta(ds.name, args.agent_id, null_threshold=tau)
     for name, _, answer_recs in jobs:  # 3. each model answers its held-out questions
         out = root / name
         cached = cache.ids_with(ds.name, args.agent_id, "confidence")
@@ -309,7 +314,7 @@ def _run(args, progress: Progress, fail) -> int:
         + ("(quick profile)" if args.profile == "quick" else "(cross-fitted)"),
         params=sum(p.numel() for p in full.model.parameters()),
         options={"max_length": 384, "stride": 128, "max_answer_tokens": 30, "null_answer": null}
-        | ({"null_threshold": round(tau, 4)} if null else {}),
+        | ({"null_threshold": tau} if null else {}),
     )
     register_agent(spec, replace=True)  # a later run of this script replaces its own agent
     again = "python scripts/train_agent.py " + shlex.join(
@@ -332,13 +337,16 @@ def _run(args, progress: Progress, fail) -> int:
     return 0
 
 
+NULL_FILE = "null_threshold.json"  # beside the models: the threshold they were calibrated to
+
+
 def _null_threshold(args, root: Path, jobs, test, progress: Progress) -> float:
     """The no-answer threshold (:mod:`~l2d_core.agents.null_threshold`) for the highest EM on the
     training questions the models answer held out (never a test question)."""
     from .null_threshold import best_null_threshold, held_out_outcomes
     from .runners import ExtractiveAgent
 
-    saved = root / "null_threshold.json"  # a resumed run keeps it: the models have not changed
+    saved = root / NULL_FILE  # a resumed run keeps it (step 1 deletes it when a model is retrained)
     if saved.is_file():
         return float(json.loads(saved.read_text(encoding="utf-8"))["threshold"])
     test_ids = {r.qid for r in test}

@@ -110,10 +110,11 @@ def _work(ds, profile: TrainingProfile, windows: dict[str, list[int]]) -> dict:
             [n for r in fit for n in windows[r.qid]], profile.batch_size, profile.epochs, _CLI.seed
         )
     ]
-    answering = [ans for _, _, ans in jobs]
+    answering, calibrated = [ans for _, _, ans in jobs], []
     if ds.v2:  # the no-answer threshold: the held-out training questions are answered once more first
         test_ids = {r.qid for r in benchmark_split(ds)[1]}
-        answering += [[r for r in ans if r.qid not in test_ids] for ans in answering]
+        calibrated = [h for ans in answering if (h := [r for r in ans if r.qid not in test_ids])]
+        answering += calibrated
     forwards = []
     for ans in answering:
         for i in range(0, len(ans), chunk):
@@ -133,8 +134,8 @@ def _work(ds, profile: TrainingProfile, windows: dict[str, list[int]]) -> dict:
         "step_windows": sum(n for n, _ in steps),
         "forward_tokens": sum(n * t for n, t in forwards),
         "forward_windows": sum(n for n, _ in forwards),
-        # a model loaded to train, one to answer (and one to calibrate, on v2), the live one to register
-        "loads": (3 if ds.v2 else 2) * len(jobs) + 1,
+        # a model loaded to train, one to answer (one more to calibrate, on v2), the live one to register
+        "loads": 2 * len(jobs) + len(calibrated) + 1,
     }
 
 
@@ -301,7 +302,7 @@ def _spawn(args: list[str], log: Path, **kwargs) -> subprocess.Popen:
 @dataclass(frozen=True)
 class TrainingStatus:
     state: str  # "idle" (never started), "running", "failed", "done"
-    stage: str = ""  # "starting", "fine-tuning", "answering" or "registering" while running
+    stage: str = ""  # "starting", "fine-tuning", "calibrating", "answering", "registering" while running
     done: int = 0  # steps or questions of the stage
     total: int = 0
     left_s: float | None = None  # the stage's time left (from its rate so far)

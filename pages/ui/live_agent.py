@@ -46,10 +46,11 @@ def _progress(dataset: str) -> None:
     if left is not None:
         eta = f"; about {_minutes(left)} left"
         record = stored_measurement(dataset)
-        if s.stage == "fine-tuning" and record and estimate(record):  # the answering still to come
+        before = s.stage in ("fine-tuning", "calibrating")  # the answering is still to come
+        if before and record and estimate(record):
             eta = f"; about {_minutes(left + estimate(record)['answer_s'])} left in all"
-        elif s.stage == "fine-tuning":
-            eta += " of fine-tuning, then the answering"
+        elif before:
+            eta += f" of {s.stage}, then the answering"
     unit = "steps" if s.stage == "fine-tuning" else "questions"
     st.progress(s.done / s.total, text=f"{s.stage.capitalize()}: {s.done:,} of {s.total:,} {unit}{eta}")
 
