@@ -20,13 +20,15 @@ the model never trained on; the agent then answers with that ``τ``
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from ..data.records import QARecord
 from ..qa.squad_eval import exact_match
+from .base import Prediction
 
-__all__ = ["best_null_threshold", "held_out_outcomes"]
+__all__ = ["best_null_threshold", "held_out_outcomes", "margin", "at_threshold", "AnsweredBefore"]
 
 
 def best_null_threshold(margin: np.ndarray, span_em: np.ndarray, null_em: np.ndarray) -> tuple[float, float]:
@@ -52,12 +54,38 @@ def best_null_threshold(margin: np.ndarray, span_em: np.ndarray, null_em: np.nda
     return float(tau[k]), float(em[k])
 
 
-def held_out_outcomes(agent, records: Sequence[QARecord]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(margin, span EM, no-answer EM)`` (N,) of ``agent`` (an extractive agent that lets the null
-    answer compete) on ``records``, questions with gold answers that it never trained on."""
-    records = list(records)
-    preds = agent.predict(records)
-    margin = np.array([(p.extra.get("confidence") or {}).get("null_margin", -np.inf) for p in preds])
+def margin(p: Prediction) -> float:
+    """The null margin (best span score minus null score) an extractive agent recorded."""
+    return (p.extra.get("confidence") or {}).get("null_margin", -np.inf)
+
+
+def at_threshold(p: Prediction, tau: float) -> Prediction:
+    """``p`` as the agent answers at threshold ``tau``: its best span, or "no answer"."""
+    return replace(p, answer=p.extra.get("span", "") if margin(p) >= tau else "")
+
+
+def held_out_outcomes(preds: Sequence[Prediction], records: Sequence[QARecord]):
+    """``(margin, span EM, no-answer EM)`` (N,) of an extractive agent that lets the null answer
+    compete, from its predictions ``preds`` for ``records``: questions with gold answers that it
+    never trained on."""
     golds = [list(r.answers) for r in records]
     span_em = np.array([exact_match(p.extra.get("span", ""), g, v2=True) for p, g in zip(preds, golds)])
-    return margin, span_em, np.array([exact_match("", g, v2=True) for g in golds])
+    null_em = np.array([exact_match("", g, v2=True) for g in golds])
+    return np.array([margin(p) for p in preds]), span_em, null_em
+
+
+class AnsweredBefore:
+    """An extractive agent whose answers to the questions calibration asked it (``held``: its
+    predictions by question id) are those, at threshold ``tau``, not computed twice; it answers
+    the other questions itself."""
+
+    def __init__(self, agent, held: dict, tau: float):
+        self._agent, self._held, self._tau = agent, held, tau
+
+    def __getattr__(self, name):
+        return getattr(self._agent, name)
+
+    def predict(self, records, *args, **kwargs):
+        rest = [r for r in records if r.qid not in self._held]
+        new = {p.qid: p for p in self._agent.predict(rest, *args, **kwargs)} if rest else {}
+        return [new[r.qid] if r.qid in new else at_threshold(self._held[r.qid], self._tau) for r in records]

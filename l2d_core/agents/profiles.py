@@ -55,6 +55,11 @@ class TrainingProfile:
         """(pool name, experts) of each pool a run on ``dataset`` registers."""
         return [parse_pool(text) for text in self.pools_for(dataset)]
 
+    def first_pool(self, dataset: str) -> tuple[str, tuple[str, ...]] | None:
+        """(name, experts) of the first pool a run on ``dataset`` registers (None: it makes none)."""
+        specs = self.pool_specs(dataset)
+        return specs[0] if specs else None
+
 
 PROFILES = {
     "full": TrainingProfile(

@@ -282,20 +282,25 @@ def _run(args, progress: Progress, fail) -> int:
                 return fail(f"{name}: {exc}")
         stats[name] = json.loads((out / MARKER).read_text(encoding="utf-8"))
 
+    from .null_threshold import AnsweredBefore
     from .runners import ExtractiveAgent, agent_gflops_at, run_into_cache
 
     cache = AgentCache()
     null = ds.v2
-    tau = _null_threshold(args, root, jobs, test, progress) if null else 0.0  # 2. SQuAD v2.0: "no answer"
-    if null and cache.meta(ds.name, args.agent_id).get("null_threshold") != tau:
-        cache.delete(ds.name, args.agent_id)  # answers made at another threshold are not this agent's
-        cache.set_meta(ds.name, args.agent_id, null_threshold=tau)
+    models = {
+        name: ExtractiveAgent(str(root / name), device=args.device, null_answer=null) for name, _, _ in jobs
+    }  # loaded once: calibrating and answering share them
+    tau, held = 0.0, {}
+    if null:  # 2. SQuAD v2.0: the no-answer threshold, from the held-out training questions
+        tau, held = _null_threshold(root, jobs, test, models, progress)
+        if cache.meta(ds.name, args.agent_id).get("null_threshold") != tau:
+            cache.delete(ds.name, args.agent_id)  # answers made at another threshold are not this agent's
+            cache.set_meta(ds.name, args.agent_id, null_threshold=tau)
     for name, _, answer_recs in jobs:  # 3. each model answers its held-out questions
-        out = root / name
+        models[name].null_threshold = tau
         cached = cache.ids_with(ds.name, args.agent_id, "confidence")
         progress.stage("answering", sum(r.qid not in cached for r in answer_recs), name)
-        model = ExtractiveAgent(str(out), device=args.device, null_answer=null, null_threshold=tau)
-        agent = _Counted(model, progress.update)
+        agent = _Counted(AnsweredBefore(models[name], held, tau), progress.update)
         print(f"[{name}] answering {len(answer_recs)} held-out questions", flush=True)
         run_into_cache(
             agent, ds, args.agent_id, answer_recs, cache, progress=not args.quiet, desc=f"answer {name}"
@@ -340,31 +345,33 @@ def _run(args, progress: Progress, fail) -> int:
 NULL_FILE = "null_threshold.json"  # beside the models: the threshold they were calibrated to
 
 
-def _null_threshold(args, root: Path, jobs, test, progress: Progress) -> float:
-    """The no-answer threshold (:mod:`~l2d_core.agents.null_threshold`) for the highest EM on the
-    training questions the models answer held out (never a test question)."""
+def _null_threshold(root: Path, jobs, test, models: dict, progress: Progress) -> tuple[float, dict]:
+    """``(τ, predictions by question id)``: the no-answer threshold
+    (:mod:`~l2d_core.agents.null_threshold`) for the highest EM on the training questions the
+    models answer held out (never a test question), and those answers (none when a resumed run
+    reads τ back: they are cached already)."""
     from .null_threshold import best_null_threshold, held_out_outcomes
-    from .runners import ExtractiveAgent
 
     saved = root / NULL_FILE  # a resumed run keeps it (step 1 deletes it when a model is retrained)
     if saved.is_file():
-        return float(json.loads(saved.read_text(encoding="utf-8"))["threshold"])
+        return float(json.loads(saved.read_text(encoding="utf-8"))["threshold"]), {}
     test_ids = {r.qid for r in test}
-    parts = []
+    parts, held = [], {}
     for name, _, answer_recs in jobs:
-        held = [r for r in answer_recs if r.qid not in test_ids]
-        if held:
-            progress.stage("calibrating", len(held), name)
-            agent = ExtractiveAgent(str(root / name), device=args.device, null_answer=True)
-            print(f"[{name}] calibrating 'no answer' on {len(held)} held-out questions", flush=True)
-            parts.append(held_out_outcomes(_Counted(agent, progress.update), held))
+        recs = [r for r in answer_recs if r.qid not in test_ids]
+        if recs:
+            progress.stage("calibrating", len(recs), name)
+            print(f"[{name}] calibrating 'no answer' on {len(recs)} held-out questions", flush=True)
+            preds = _Counted(models[name], progress.update).predict(recs)
+            parts.append(held_out_outcomes(preds, recs))
+            held.update((p.qid, p) for p in preds)
     margin, span_em, null_em = (np.concatenate(x) for x in zip(*parts))
     tau, em = best_null_threshold(margin, span_em, null_em)
     untuned = 100 * float(np.where(margin >= 0, span_em, null_em).mean())
     print(f"  no-answer threshold {tau:+.3f}: held-out EM {untuned:.2f} -> {100 * em:.2f}", flush=True)
     record = {"threshold": tau, "held_out": len(margin), "em": 100 * em, "em_untuned": untuned}
     atomic_write_text(saved, json.dumps(record, indent=1))
-    return tau
+    return tau, held
 
 
 def _report(args, ds, test, spec, stats, pools, cache: AgentCache) -> None:

@@ -69,11 +69,11 @@ def live_pools(dataset: str) -> list[str]:
 def _made_here(dataset: str) -> str:
     """Which command makes a pool of ``dataset`` whose main agent answers new text (the quick
     profile's), in words."""
-    made = PROFILES["quick"].pool_specs(dataset)
-    if not made:
+    made = PROFILES["quick"].first_pool(dataset)
+    if made is None:
         return f"no command here makes a pool of {dataset} whose main agent answers new text"
     command = train_command("quick", dataset)
-    return f"a pool whose main agent answers new text comes with `{command}` ({made[0][0]})"
+    return f"a pool whose main agent answers new text comes with `{command}` ({made[0]})"
 
 
 def new_text_advice(dataset: str) -> str:

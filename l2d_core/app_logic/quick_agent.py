@@ -66,8 +66,7 @@ _MEASURING: dict[str, subprocess.Popen] = {}  # measurements this process starte
 def quick_pool(dataset: str) -> tuple[str, tuple[str, ...]] | None:
     """(name, experts) of the pool the quick model makes on ``dataset`` (P3-quick on squad11), or
     None where its profile sets up no pool there."""
-    specs = QUICK.pool_specs(dataset)
-    return specs[0] if specs else None
+    return QUICK.first_pool(dataset)
 
 
 def _log(profile: TrainingProfile, dataset: str) -> Path:
@@ -110,13 +109,8 @@ def _work(ds, profile: TrainingProfile, windows: dict[str, list[int]]) -> dict:
             [n for r in fit for n in windows[r.qid]], profile.batch_size, profile.epochs, _CLI.seed
         )
     ]
-    answering, calibrated = [ans for _, _, ans in jobs], []
-    if ds.v2:  # the no-answer threshold: the held-out training questions are answered once more first
-        test_ids = {r.qid for r in benchmark_split(ds)[1]}
-        calibrated = [h for ans in answering if (h := [r for r in ans if r.qid not in test_ids])]
-        answering += calibrated
     forwards = []
-    for ans in answering:
+    for _, _, ans in jobs:
         for i in range(0, len(ans), chunk):
             lengths = sorted(n for r in ans[i : i + chunk] for n in windows[r.qid])
             forwards += [
@@ -134,8 +128,7 @@ def _work(ds, profile: TrainingProfile, windows: dict[str, list[int]]) -> dict:
         "step_windows": sum(n for n, _ in steps),
         "forward_tokens": sum(n * t for n, t in forwards),
         "forward_windows": sum(n for n, _ in forwards),
-        # a model loaded to train, one to answer (one more to calibrate, on v2), the live one to register
-        "loads": 2 * len(jobs) + len(calibrated) + 1,
+        "loads": 2 * len(jobs) + 1,  # a model loaded to train, one to answer, the live one to register
     }
 
 
