@@ -39,7 +39,7 @@ def budget_line(b: dict) -> str:
         f"budget: {unit} {b['target']:g}; training articles at the start {train:.4g}; followed query by "
         f"query on the test articles: {got:.4g} (95% interval {ci[0]:.4g} – {ci[1]:.4g})"
     )
-    return line + (f"\nnote: this router {b['note']}" if b["note"] else "")
+    return line + (f"\nnote: {b['note']}" if b["note"] else "")
 
 
 JSON_KEYS = (

@@ -362,6 +362,10 @@ def budget_words(b: BudgetResult) -> str:
     ...                  (0.0, 1.0))
     >>> budget_words(b)[:81]
     'Budget 30.0% of questions to an expert: 30.2% on the test articles (95% interval '
+    >>> b = BudgetResult("gflops", 900.0, 0.41, 0.37, 0.3, 120.0, 0.302, (0.284, 0.32), 150.0,
+    ...                  (140.0, 160.0), (5.0, 150.0), "it spends at most 150.0 GFLOPs per query")
+    >>> budget_words(b)[-42:]
+    ' It spends at most 150.0 GFLOPs per query.'
     """
     if b.kind == "share":
         unit, what = "{:.1%}", "of questions to an expert"
@@ -376,4 +380,4 @@ def budget_words(b: BudgetResult) -> str:
         f"interval {unit.format(lo)} – {unit.format(hi)}), followed query by query from {start} "
         f"calibrated on the training articles ({unit.format(train)} there)."
     )
-    return text + (f" This router {b.note}." if b.note else "")
+    return text + (f" {b.note[:1].upper()}{b.note[1:]}." if b.note else "")

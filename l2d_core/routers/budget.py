@@ -44,6 +44,8 @@ __all__ = [
     "surcharge_choice",
     "price_choice",
     "reach_note",
+    "PRICE_CEILING",
+    "PRICE_RANGE",
     "pinned_note",
     "follower_from_state",
 ]
@@ -52,6 +54,8 @@ BUDGET_KINDS = ("share", "gflops")  # share of queries on which an expert is cal
 SHARE_STEP = 0.01  # the surcharge's step per query, as a fraction of the spread of the calibration scores
 PRICE_STEP = 0.15  # the log-price's step per query, per unit of relative overspend
 PRICE_RANGE = (1e-4, 1e4)  # λ (errors per TFLOP) the GFLOPs follower moves within
+# what spends the most a price follower can: its cheapest price (reach_note's ``ceiling``)
+PRICE_CEILING = f"compute nearly free, λ = {PRICE_RANGE[0]:g}: more is not expected to help"
 
 
 class BudgetError(ValueError):
@@ -299,11 +303,15 @@ def price_choice(p_err: np.ndarray, alpha, follower: PriceFollower, extra_gflops
     return choice, price_values(errors, extra_gflops, price), price
 
 
-def reach_note(kind: str, target: float, least: float, most: float) -> str:
-    """Why a GFLOPs target cannot be met, or "" when it can.
+def reach_note(
+    kind: str, target: float, least: float, most: float, ceiling: str = "an expert on every query"
+) -> str:
+    """Why a GFLOPs target cannot be met, or "" when it can; ``ceiling``: what spends ``most``.
 
     >>> reach_note("gflops", 2.0, 5.0, 100.0)
     'it cannot spend less than 5.0 GFLOPs per query (what runs on every query): the budget of 2 is not met'
+    >>> reach_note("gflops", 200.0, 5.0, 100.0)
+    'it spends at most 100.0 GFLOPs per query (an expert on every query), below the budget of 200'
     """
     if kind != "gflops" or least - 1e-9 <= target <= most + 1e-9:
         return ""
@@ -312,7 +320,7 @@ def reach_note(kind: str, target: float, least: float, most: float) -> str:
             f"it cannot spend less than {least:.1f} GFLOPs per query (what runs on every query): the "
             f"budget of {target:g} is not met"
         )
-    return f"it spends at most {most:.1f} GFLOPs per query here, below the budget of {target:g}"
+    return f"it spends at most {most:.1f} GFLOPs per query ({ceiling}), below the budget of {target:g}"
 
 
 def follower_from_state(state: dict | None):

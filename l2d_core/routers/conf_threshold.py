@@ -209,7 +209,7 @@ class ConfThresholdRouter(Router):
             training_share=float(over_cal.mean()),
             training_gflops=float(overhead + np.where(over_cal, cal.gflops[:, j], 0.0).mean()),
             reachable=reach,
-            note=reach_note(kind, target, least, most),
+            note=reach_note(kind, target, least, most, f"deferring every query to {bench.test.agent_ids[j]}"),
             follower=state,
         )
         return decision, info

@@ -28,6 +28,7 @@ from ..method.training import FAST_CONFIG
 from . import trained
 from .base import DENSE_BETAS, Frozen, Needs, NotExportable, OperatingPoint, Router
 from .budget import (
+    PRICE_CEILING,
     Follower,
     PriceFollower,
     budget_stage,
@@ -245,7 +246,7 @@ class ErrorEstimateRouter(Router):
             d = plugin_decision(self.p_err_, costs, self.overhead_, self.data_, follower, extra, base)
             spent = float((base + extra[np.arange(len(d.choice)), d.choice]).mean())
             cal_choice = price_values(e_cal, x_cal, start).argmin(axis=1)
-            note = reach_note("gflops", target, least, most) or pinned_note(
+            note = reach_note("gflops", target, least, most, PRICE_CEILING) or pinned_note(
                 target, spent, d.per_query["price"]
             )
             info = dict(start=start, end=follower.price, reachable=(least, most), note=note)
