@@ -366,6 +366,8 @@ def budget_words(b: BudgetResult) -> str:
     ...                  (140.0, 160.0), (5.0, 150.0), "it spends at most 150.0 GFLOPs per query")
     >>> budget_words(b)[-42:]
     ' It spends at most 150.0 GFLOPs per query.'
+    >>> "from a threshold on the router's doubt" in budget_words(b)   # a threshold follower's start
+    True
     """
     if b.kind == "share":
         unit, what = "{:.1%}", "of questions to an expert"
@@ -374,7 +376,10 @@ def budget_words(b: BudgetResult) -> str:
         unit, what = "{:.1f} GFLOPs", "per question"
         train = b.training_gflops
     lo, hi = b.interval
-    start = "a surcharge" if b.kind == "share" else f"a price of λ = {b.start:.3g} errors per TFLOP"
+    if "log_price" in (b.follower or {}):  # a price follower (PriceFollower); else a threshold's
+        start = f"a price of λ = {b.start:.3g} errors per TFLOP"
+    else:
+        start = "a surcharge" if b.kind == "share" else "a threshold on the router's doubt in the main answer"
     text = (
         f"Budget {unit.format(b.target)} {what}: {unit.format(b.realised)} on the test articles (95% "
         f"interval {unit.format(lo)} – {unit.format(hi)}), followed query by query from {start} "

@@ -34,7 +34,7 @@ from ..method.staged import (
 )
 from ..method.training import POSTHOC_CONFIG
 from .base import DENSE_BETAS, Frozen, Needs, OperatingPoint, Router
-from .budget import PRICE_RANGE, Follower, follower_from_state, reach_note
+from .budget import Follower, follower_from_state, reach_note
 from .decision import Decision, Stage
 from .plugin import VALIDATION_FOLDS, article_folds
 from .posthoc import PosthocRejector, PosthocRouter, answer_matrix
@@ -47,10 +47,7 @@ from .posthoc_inputs import (
 )
 from .registry import register
 
-__all__ = ["StagedRouter", "StagedFrozen", "staged_stages", "SPEND_PRICES"]
-
-# the prices λ (errors per TFLOP) a GFLOPs budget may set the second stage at, dearest first
-SPEND_PRICES = np.geomspace(PRICE_RANGE[1], PRICE_RANGE[0], 33)
+__all__ = ["StagedRouter", "StagedFrozen", "staged_stages"]
 
 
 def _paid(gflops: np.ndarray, overhead, ask: np.ndarray, final: np.ndarray, asked: int) -> np.ndarray:
@@ -60,11 +57,8 @@ def _paid(gflops: np.ndarray, overhead, ask: np.ndarray, final: np.ndarray, aske
     return overhead + ask * gflops[:, asked] + np.where(dear, gflops[np.arange(len(final)), final], 0.0)
 
 
-def staged_stages(
-    asked: str, threshold_note: str = "at these costs", priced: str = ""
-) -> tuple[Stage, Stage]:
-    """The two steps of a two-stage cascade that asks ``asked``, as explanations name them;
-    ``priced``: how the experts' prices were set when not by the cost setting."""
+def staged_stages(asked: str, threshold_note: str = "at these costs") -> tuple[Stage, Stage]:
+    """The two steps of a two-stage cascade that asks ``asked``, as explanations name them."""
     return (
         Stage(
             "first stage",
@@ -75,8 +69,7 @@ def staged_stages(
         Stage(
             "second stage",
             "expected cost",
-            f"{asked} has answered: every agent's expected cost, with {asked}'s price already paid"
-            + (f" ({priced})" if priced else ""),
+            f"{asked} has answered: every agent's expected cost, with {asked}'s price already paid",
         ),
     )
 
@@ -279,13 +272,11 @@ class StagedRouter(Router):
         TDL (:class:`~l2d_core.routers.budget.Follower`): the share of questions that ask the
         cheapest expert (``share``), or the mean GFLOPs with what asking adds (``gflops``), starting
         where it holds on the training articles as scored by the heads that route; the second
-        stage picks the answer at ``costs`` — under a GFLOPs budget that asking on every question
-        would not spend at ``costs``, at the price of :meth:`spend_costs` instead."""
+        stage still picks the answer at ``costs``."""
         bench, first, second = self.bench_, self.first_, self.second_
         data, overhead = first.accounting(bench.train)
         doubt_cal = main_doubt(first.estimator_.predict_proba(first._features("train")))
         p2_cal = second.estimator_.predict_proba(second._features("train"))
-        costs, lam = self.spend_costs(costs, target, p2_cal) if kind == "gflops" else (costs, None)
         kept_cal = second_stage_choice(p2_cal, costs, self.asked_)
         base_cal = overhead + data.gflops[:, 0]
         asking_cal = _paid(data.gflops, overhead, np.ones(len(doubt_cal), bool), kept_cal, self.asked_)
@@ -309,11 +300,9 @@ class StagedRouter(Router):
             )
         _, threshold = follower.decide(doubt, *spend)
         unit = f"{target:.0%} of questions" if kind == "share" else f"{target:g} GFLOPs per question"
-        asked = bench.test.agent_ids[self.asked_]
-        at = "these costs" if lam is None else f"λ = {lam:.3g} errors per TFLOP"
-        priced = f"experts priced at {at}, where the budget can be spent" if lam is not None else ""
-        stages = staged_stages(asked, f"that follows the budget of {unit}", priced)
-        d = self._decision(costs, threshold, stages=stages, budget=target)
+        d = self._decision(
+            costs, threshold, stages=self.stages(f"that follows the budget of {unit}"), budget=target
+        )
         ask_cal = doubt_cal > start
         cal_final = np.where(ask_cal, kept_cal, 0)
         info = dict(
@@ -323,41 +312,11 @@ class StagedRouter(Router):
             training_gflops=float(_paid(data.gflops, overhead, ask_cal, cal_final, self.asked_).mean()),
             reachable=reach,
             note=reach_note(
-                kind, target, least, most, f"asking {asked} on every query, then choosing at {at}"
+                kind, target, least, most, f"asking {self.asked_expert(bench)} on every query, at these costs"
             ),
             follower=state,
         )
         return d, info
-
-    def spend_costs(
-        self, costs: CostConfig, target: float, p2_cal: np.ndarray | None = None
-    ) -> tuple[CostConfig, float | None]:
-        """``(costs, None)`` where asking on every training question (the second stage choosing at
-        ``costs``) spends ``target`` GFLOPs per question: the doubt threshold can follow the budget.
-        Else ``costs``' α with the experts priced per TFLOP (SPEC §3) one step of
-        :data:`SPEND_PRICES` cheaper than the dearest λ where the router, left to its own threshold,
-        spends the target on the training articles (room to follow a test stream that asks for
-        more), and that λ: a GFLOPs budget decides what compute is worth, as the plug-in's does."""
-        bench, first, k = self.bench_, self.first_, self.asked_
-        if p2_cal is None:
-            p2_cal = self.second_.estimator_.predict_proba(self.second_._features("train"))
-        data, overhead = first.accounting(bench.train)
-
-        def spent(c: CostConfig, ask: np.ndarray) -> float:
-            kept = np.where(ask, second_stage_choice(p2_cal, c, k), 0)
-            return float(_paid(data.gflops, overhead, ask, kept, k).mean())
-
-        if spent(costs, np.ones(len(p2_cal), bool)) >= target - 1e-9:
-            return costs, None
-        doubt = main_doubt(first.estimator_.predict_proba(first._features("train")))
-
-        def enough(lam: float) -> bool:  # left to its own threshold, it spends the target
-            priced = bench.price_costs(lam, costs.alpha)
-            return spent(priced, doubt > self.threshold(priced)) >= target - 1e-9
-
-        i = next((i for i, lam in enumerate(SPEND_PRICES) if enough(float(lam))), len(SPEND_PRICES) - 1)
-        lam = float(SPEND_PRICES[min(i + 1, len(SPEND_PRICES) - 1)])  # one step cheaper: room to follow
-        return bench.price_costs(lam, costs.alpha), lam
 
     def oof_outcome(self, costs: CostConfig) -> tuple[np.ndarray, np.ndarray]:
         """(GFLOPs, EM) per training question at ``costs``: both stages' estimates out of fold,
@@ -384,8 +343,6 @@ class StagedRouter(Router):
 
     def freeze(self, costs: CostConfig, follower: dict | None = None) -> StagedFrozen:
         first, test = self.first_, self.bench_.test
-        if follower and follower.get("spend"):  # a GFLOPs budget: the costs it was followed at
-            costs = self.spend_costs(costs, float(follower["target"]))[0]
         config = {
             **first._frozen_config(costs, follower),
             **first.answers_config(),
