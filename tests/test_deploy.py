@@ -174,6 +174,23 @@ def staged(live_bench):
     return make_router("l2d-staged").fit(live_bench)
 
 
+def test_a_gflops_budget_of_the_two_stage_cascade_travels_with_its_price_grid(live_bench, staged, tmp_path):
+    """Under a GFLOPs budget the artifact follows a price, as the benchmark did: routing the test
+    questions in order asks and keeps the same agents and spends the same GFLOPs."""
+    costs = live_bench.costs(0.05)
+    target = float(live_bench.test.agent_gflops.mean())
+    decision, result = budget_decision(staged, costs, "gflops", target)
+    _, disk = saved(staged, costs, tmp_path, budget=("gflops", target))
+    assert "log_price" in disk.budget["follower"] and len(disk.frozen.config["price_grid"]["beta"]) > 1
+    recs = live_bench.test_records
+    routed = disk.route_batch([(r.question, r.context) for r in recs], [r.qid for r in recs])
+    assert [r["agent_index"] for r in routed] == decision.choice.tolist()
+    np.testing.assert_allclose(
+        [r["gflops"]["total"] for r in routed], decision.per_query["gflops"], rtol=1e-6
+    )
+    assert abs(result.test_gflops - target) <= 0.1 * target
+
+
 def test_saved_two_stage_cascade_reproduces_the_benchmark_decisions(live_bench, staged, tmp_path):
     costs = CostConfig((1.0,), (0.1,))
     _, disk = saved(staged, costs, tmp_path)

@@ -114,6 +114,18 @@ def test_a_budget_calibrates_where_the_two_stage_cascade_asks(p3, staged):
     d, spend = budget_decision(staged, costs, "gflops", 60.0)
     assert abs(spend.test_gflops - 60.0) <= 3.0 and spend.note == ""
     assert spend.test_gflops == pytest.approx(d.per_query["gflops"].mean())
-    _, beyond = budget_decision(staged, costs, "gflops", 1000.0)  # more than it can spend at these costs
-    assert "at most" in beyond.note and beyond.test_gflops < 1000.0
-    assert "(asking rnet-plus on every query, at these costs)" in beyond.note
+    # a GFLOPs budget prices compute: both stages decide at the price in force, which follows the
+    # spend — asking rnet-plus on every question would spend 105 GFLOPs at these costs, and the
+    # price lets it call bert-ens where a 1,000-GFLOPs budget allows it
+    d, far = budget_decision(staged, costs, "gflops", 1000.0)
+    assert far.note == "" and abs(far.test_gflops - 1000.0) <= 50.0 and (d.choice == 2).mean() > 0.4
+    assert far.follower["log_price"] == pytest.approx(np.log(far.start)) and far.start < 0.1
+    price = d.per_query["price"]
+    assert len(np.unique(price)) > 1 and "the price λ in force" in d.stages[0].note
+    # each question was decided as the fitted router decides at the grid price in force
+    for lam in np.unique(price)[:3]:
+        rows = price == lam
+        at = staged.decide(p3.price_costs(float(lam)))
+        assert (d.choice[rows] == at.choice[rows]).all()
+    _, beyond = budget_decision(staged, costs, "gflops", 2000.0)  # more than every agent together
+    assert "at most" in beyond.note and "compute nearly free" in beyond.note and beyond.test_gflops < 2000

@@ -40,6 +40,7 @@ __all__ = [
     "price_values",
     "calibrate_price",
     "PriceFollower",
+    "PriceGrid",
     "budget_stage",
     "surcharge_choice",
     "price_choice",
@@ -250,6 +251,59 @@ class PriceFollower:
             j = choice[t] = int(np.argmin(errors[t] + 2.0 * lam * extra_gflops[t] / 1000.0))
             self.observe(float(base[t] + extra_gflops[t, j]))
         return choice, used
+
+
+@dataclass(frozen=True)
+class PriceGrid:
+    """Prices λ (errors per TFLOP) log-spaced over :data:`PRICE_RANGE`, for a router whose decision
+    at one price takes a fit (a two-stage cascade's threshold): it decides at every grid price
+    once, and follows a GFLOPs budget at the grid price nearest its :class:`PriceFollower`'s.
+
+    >>> grid = PriceGrid(9)   # one price a decade
+    >>> grid.prices[[0, 4, 8]].tolist(), grid.index(math.log(0.8)), grid.index(math.log(5e4))
+    ([0.0001, 1.0, 10000.0], 4, 8)
+    >>> spend = np.array([[9.0, 9.0], [6.0, 4.0], [3.0, 1.0]] + [[1.0, 1.0]] * 6)  # falls as λ rises
+    >>> grid.start(spend, 5.0)   # the cheapest price spending at most 5, and the reachable range
+    (1, 1.0, 9.0)
+    """
+
+    n: int = 65
+
+    @property
+    def prices(self) -> np.ndarray:
+        return np.geomspace(PRICE_RANGE[0], PRICE_RANGE[1], self.n)
+
+    def index(self, log_price: float) -> int:
+        lo, hi = math.log(PRICE_RANGE[0]), math.log(PRICE_RANGE[1])
+        return int(np.clip(round((log_price - lo) / (hi - lo) * (self.n - 1)), 0, self.n - 1))
+
+    def start(self, spend: np.ndarray, target: float) -> tuple[int, float, float]:
+        """``(index, least, most)`` from ``spend`` (n, N), each grid price's spend on calibration
+        queries: the cheapest price whose mean spend is at most ``target`` (the dearest where none
+        is), and the range of mean spends the prices reach."""
+        mean = spend.mean(axis=1)
+        under = np.flatnonzero(mean <= target + 1e-9)
+        return (int(under[0]) if len(under) else self.n - 1), float(mean.min()), float(mean.max())
+
+    @staticmethod
+    def in_force(config: dict, follower) -> tuple[float, CostConfig | None]:
+        """A frozen router's doubt threshold and cost setting for its next query: a threshold
+        follower's threshold and the saved costs (None); under a price follower, the threshold and
+        costs saved in ``config["price_grid"]`` at the grid price nearest the price in force."""
+        if not isinstance(follower, PriceFollower):
+            return follower.threshold, None
+        grid = config["price_grid"]
+        g = PriceGrid(len(grid["threshold"])).index(follower.log_price)
+        return grid["threshold"][g], CostConfig(tuple(config["costs"]["alpha"]), tuple(grid["beta"][g]))
+
+    def follow(self, follower: PriceFollower, spend: np.ndarray) -> np.ndarray:
+        """The grid index in force for each query of a stream (``spend`` (n, N): what each would
+        spend at each grid price), the follower moving on after each."""
+        used = np.empty(spend.shape[1], dtype=int)
+        for t in range(len(used)):
+            g = used[t] = self.index(follower.log_price)
+            follower.observe(float(spend[g, t]))
+        return used
 
 
 def pinned_note(target: float, spent: float, price: np.ndarray) -> str:

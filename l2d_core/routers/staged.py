@@ -7,16 +7,16 @@ and how a frozen one routes new queries (asking the expert only where it doubts)
 Both stages are post-hoc heads (:class:`~l2d_core.routers.posthoc.PosthocRouter`): the first reads
 the main agent's answer and its confidence (and optional helpers), the second also reads the asked
 expert's answer, described as the main agent's is (its agreement with the main answer, length,
-where it occurs in the context, whether the question's words surround it; chosen on validation
-articles: P3-albert's validation AIQ 84.365 → 84.399, higher for 4 of 5 seeds; with the
-question's words, 84.489). At a cost setting the one thing fitted is the doubt
-threshold, chosen for the least TDL on the training articles' out-of-fold estimates —
-milliseconds, so any α/β applies instantly. An asked expert that cannot answer new text is named
-("would ask …") and the decision stops there: its answer is never made up.
+where it occurs in the context, whether the question's words surround it: chosen on validation
+articles). At a cost setting the one thing fitted is the doubt threshold, chosen for the least
+TDL on the training articles' out-of-fold estimates — milliseconds, so any α/β applies instantly.
+An asked expert that cannot answer new text is named ("would ask …") and the decision stops there:
+its answer is never made up.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -34,7 +34,15 @@ from ..method.staged import (
 )
 from ..method.training import POSTHOC_CONFIG
 from .base import DENSE_BETAS, Frozen, Needs, OperatingPoint, Router
-from .budget import Follower, follower_from_state, reach_note
+from .budget import (
+    PRICE_CEILING,
+    Follower,
+    PriceFollower,
+    PriceGrid,
+    follower_from_state,
+    pinned_note,
+    reach_note,
+)
 from .decision import Decision, Stage
 from .plugin import VALIDATION_FOLDS, article_folds
 from .posthoc import PosthocRejector, PosthocRouter, answer_matrix
@@ -57,19 +65,21 @@ def _paid(gflops: np.ndarray, overhead, ask: np.ndarray, final: np.ndarray, aske
     return overhead + ask * gflops[:, asked] + np.where(dear, gflops[np.arange(len(final)), final], 0.0)
 
 
-def staged_stages(asked: str, threshold_note: str = "at these costs") -> tuple[Stage, Stage]:
-    """The two steps of a two-stage cascade that asks ``asked``, as explanations name them."""
+def staged_stages(asked: str, when: str = "at these costs", priced: str = "") -> tuple[Stage, Stage]:
+    """The two steps of a two-stage cascade that asks ``asked``, as explanations name them;
+    ``priced``: how the experts were priced where not by the cost setting."""
     return (
         Stage(
             "first stage",
             "expected cost",
             f"the expected cost of keeping the main answer (the router's doubt in it) against the "
-            f"threshold for asking {asked} {threshold_note}",
+            f"threshold for asking {asked} {when}",
         ),
         Stage(
             "second stage",
             "expected cost",
-            f"{asked} has answered: every agent's expected cost, with {asked}'s price already paid",
+            f"{asked} has answered: every agent's expected cost, with {asked}'s price already paid"
+            + (f" ({priced})" if priced else ""),
         ),
     )
 
@@ -91,12 +101,14 @@ class StagedFrozen(Frozen):
         if self.follower is None:
             parts = [self._second(signals, answers, p, doubt, np.full(n, float(cfg["threshold"])), range(n))]
         for i in range(n) if self.follower is not None else ():  # in order: the threshold moves
-            one = self._second(signals, answers, p, doubt, np.array([self.follower.threshold]), [i])
+            tau, costs = PriceGrid.in_force(cfg, self.follower)
+            one = self._second(signals, answers, p, doubt, np.array([tau]), [i], costs)
             parts.append(one)
-            spent = None
-            if self.follower.spend:
-                spent = self.overhead_gflops + self._spent(one)
-            self.follower.observe(bool(one["ask"][0]), spent)
+            spent = self.overhead_gflops + self._spent(one)
+            if isinstance(self.follower, PriceFollower):
+                self.follower.observe(spent)
+            else:
+                self.follower.observe(bool(one["ask"][0]), spent if self.follower.spend else None)
         cat = {
             k: np.concatenate([q[k] for q in parts]) for k in ("choice", "p", "ask", "tau", "values", "stage")
         }
@@ -122,11 +134,12 @@ class StagedFrozen(Frozen):
         kept = list(gflops)[int(one["choice"][0])]
         return spent + (gflops[kept] if kept not in (asked, *self.needs.answers) else 0.0)
 
-    def _second(self, signals, answers, p, doubt, tau, rows) -> dict:
-        """Both stages for ``rows``: the expert asked where the doubt is above ``tau``."""
+    def _second(self, signals, answers, p, doubt, tau, rows, costs=None) -> dict:
+        """Both stages for ``rows``: the expert asked where the doubt is above ``tau``; the second
+        stage at ``costs`` (None: the saved costs)."""
         cfg, rows = self.config, list(rows)
         asked, k = cfg["asked"], list(cfg["agent_gflops"]).index(cfg["asked"])
-        costs = CostConfig(**cfg["costs"])
+        costs = costs or CostConfig(**cfg["costs"])
         p = p[rows].copy()
         ask = doubt[rows] > tau
         n = len(rows)
@@ -243,13 +256,20 @@ class StagedRouter(Router):
         """How the two steps are named where a decision is explained."""
         return staged_stages(self.bench_.test.agent_ids[self.asked_], costs_note)
 
-    def _decision(self, costs: CostConfig, threshold, stages=None, **extra) -> Decision:
+    def _decision(self, costs: CostConfig, threshold, stages=None, at=None, **extra) -> Decision:
         """The decision at ``costs`` asking where the doubt exceeds ``threshold`` (one number, or
-        one per test question)."""
-        first, second, test = self.first_, self.second_, self.bench_.test
-        doubt = main_doubt(first.p_err_)
-        ask, final = staged_choice(doubt, threshold, second.p_err_, costs, self.asked_)
-        values, stage = staged_values(doubt, threshold, ask, second.p_err_, costs, self.asked_)
+        one per test question); ``at``: ``(settings, index)``, question n decided at cost setting
+        ``settings[index[n]]`` (a GFLOPs budget's price in force), its TDL still at ``costs``."""
+        first, second, test, k = self.first_, self.second_, self.bench_.test, self.asked_
+        doubt, p2 = main_doubt(first.p_err_), second.p_err_
+        threshold = np.broadcast_to(np.asarray(threshold, dtype=float), doubt.shape)
+        settings, index = at or ([costs], np.zeros(len(doubt), dtype=int))
+        ask, final = doubt > threshold, np.zeros(len(doubt), dtype=int)
+        values, stage = np.empty((len(doubt), test.n_agents)), ask.astype(int)
+        for g in np.unique(index):
+            rows = index == g
+            final[rows] = staged_choice(doubt[rows], threshold[rows], p2[rows], settings[g], k)[1]
+            values[rows] = staged_values(doubt[rows], threshold[rows], ask[rows], p2[rows], settings[g], k)[0]
         return Decision(
             final,
             first.overhead_,
@@ -268,52 +288,73 @@ class StagedRouter(Router):
         )
 
     def calibrate_budget(self, costs: CostConfig, kind: str, target: float) -> tuple[Decision, dict]:
-        """Under a budget the doubt threshold follows the budget instead of being chosen for least
-        TDL (:class:`~l2d_core.routers.budget.Follower`): the share of questions that ask the
-        cheapest expert (``share``), or the mean GFLOPs with what asking adds (``gflops``), starting
-        where it holds on the training articles as scored by the heads that route; the second
-        stage still picks the answer at ``costs``."""
+        """A share of expert calls: the doubt threshold follows it instead of being chosen for
+        least TDL (:class:`~l2d_core.routers.budget.Follower`), starting where it holds on the
+        training articles as scored by the heads that route; the second stage picks at ``costs``.
+        A GFLOPs budget prices compute instead (:meth:`_follow_price`)."""
+        if kind == "gflops":
+            return self._follow_price(costs, target)
         bench, first, second = self.bench_, self.first_, self.second_
         data, overhead = first.accounting(bench.train)
         doubt_cal = main_doubt(first.estimator_.predict_proba(first._features("train")))
         p2_cal = second.estimator_.predict_proba(second._features("train"))
-        kept_cal = second_stage_choice(p2_cal, costs, self.asked_)
-        base_cal = overhead + data.gflops[:, 0]
-        asking_cal = _paid(data.gflops, overhead, np.ones(len(doubt_cal), bool), kept_cal, self.asked_)
-        least, most = float(base_cal.mean()), float(asking_cal.mean())
-        if kind == "share":
-            share, reach = target, (0.0, 1.0)
-        else:  # the share of asking whose mean spend meets the target on the training articles
-            share = float(np.clip((target - least) / max(most - least, 1e-12), 0.0, 1.0))
-            reach = (least, most)
-        follower = Follower.start(
-            doubt_cal, share, target, (-1.0, 3.0), spend=kind == "gflops"
-        )  # doubt: [0, 2]
+        follower = Follower.start(doubt_cal, target, target, (-1.0, 3.0))  # doubt: [0, 2]
         start, state = follower.threshold, asdict(follower)
-        doubt = main_doubt(first.p_err_)
-        spend = ()
-        if kind == "gflops":
-            g, kept = first.data_.gflops, second_stage_choice(second.p_err_, costs, self.asked_)
-            spend = (
-                _paid(g, first.overhead_, np.ones(len(doubt), bool), kept, self.asked_),
-                first.overhead_ + g[:, 0],
-            )
-        _, threshold = follower.decide(doubt, *spend)
-        unit = f"{target:.0%} of questions" if kind == "share" else f"{target:g} GFLOPs per question"
-        d = self._decision(
-            costs, threshold, stages=self.stages(f"that follows the budget of {unit}"), budget=target
-        )
+        _, threshold = follower.decide(main_doubt(first.p_err_))
+        stages = self.stages(f"that follows the budget of {target:.0%} of questions")
+        d = self._decision(costs, threshold, stages=stages, budget=target)
         ask_cal = doubt_cal > start
-        cal_final = np.where(ask_cal, kept_cal, 0)
+        cal_final = np.where(ask_cal, second_stage_choice(p2_cal, costs, self.asked_), 0)
+        spent = float(_paid(data.gflops, overhead, ask_cal, cal_final, self.asked_).mean())
+        info = dict(start=start, end=follower.threshold, reachable=(0.0, 1.0), follower=state)
+        return d, info | dict(training_share=float(ask_cal.mean()), training_gflops=spent)
+
+    def price_grid(self, costs: CostConfig) -> tuple[list[CostConfig], np.ndarray]:
+        """Each price of :class:`~l2d_core.routers.budget.PriceGrid` as a cost setting (``costs``' α,
+        β by the price rule) and the doubt threshold of least TDL there (the doubt is in [0, 2])."""
+        settings = [self.bench_.price_costs(float(lam), costs.alpha) for lam in PriceGrid().prices]
+        return settings, np.clip([self.threshold(c) for c in settings], -1.0, 3.0)
+
+    def _grid_spend(self, settings, taus, doubt, p2, data, overhead) -> np.ndarray:
+        """What each question would spend at each grid price, (grid, N)."""
+        k, ask = self.asked_, doubt[None, :] > taus[:, None]
+        return np.stack(
+            [
+                _paid(data.gflops, overhead, ask[g], np.where(ask[g], second_stage_choice(p2, c, k), 0), k)
+                for g, c in enumerate(settings)
+            ]
+        )
+
+    def _follow_price(self, costs: CostConfig, target: float) -> tuple[Decision, dict]:
+        """A GFLOPs budget: compute priced at λ errors per TFLOP, both stages deciding at the
+        price in force — the threshold of least TDL there and the experts' β — which a
+        :class:`~l2d_core.routers.budget.PriceFollower` moves after each question (on the grid
+        of :meth:`price_grid`), starting where the spend on the training articles meets the
+        target. The doubt threshold alone cannot: the dear expert's price decides the spend."""
+        bench, first, second, grid = self.bench_, self.first_, self.second_, PriceGrid()
+        settings, taus = self.price_grid(costs)
+        data, overhead = first.accounting(bench.train)
+        doubt_cal = main_doubt(first.estimator_.predict_proba(first._features("train")))
+        p2_cal = second.estimator_.predict_proba(second._features("train"))
+        spend_cal = self._grid_spend(settings, taus, doubt_cal, p2_cal, data, overhead)
+        g0, least, most = grid.start(spend_cal, target)
+        follower = PriceFollower(math.log(grid.prices[g0]), target)
+        state = asdict(follower)
+        doubt = main_doubt(first.p_err_)
+        spend = self._grid_spend(settings, taus, doubt, second.p_err_, first.data_, first.overhead_)
+        used = grid.follow(follower, spend)
+        note = f"at the price λ in force, which follows the budget of {target:g} GFLOPs per question"
+        stages = staged_stages(self.asked_expert(bench), note, "experts priced at the λ in force")
+        d = self._decision(costs, taus[used], stages=stages, at=(settings, used), budget=target)
+        d.per_query["price"] = grid.prices[used]
         info = dict(
-            start=start,
-            end=follower.threshold,
-            training_share=float(ask_cal.mean()),
-            training_gflops=float(_paid(data.gflops, overhead, ask_cal, cal_final, self.asked_).mean()),
-            reachable=reach,
-            note=reach_note(
-                kind, target, least, most, f"asking {self.asked_expert(bench)} on every query, at these costs"
-            ),
+            start=float(grid.prices[g0]),
+            end=follower.price,
+            training_share=float((doubt_cal > taus[g0]).mean()),
+            training_gflops=float(spend_cal[g0].mean()),
+            reachable=(least, most),
+            note=reach_note("gflops", target, least, most, PRICE_CEILING)
+            or pinned_note(target, float(d.per_query["gflops"].mean()), grid.prices[used]),
             follower=state,
         )
         return d, info
@@ -353,4 +394,7 @@ class StagedRouter(Router):
         frozen = StagedFrozen(self.id, config, needs, float(first.overhead_))
         frozen.first, frozen.second = first.estimator_, self.second_.estimator_
         frozen.follower = follower_from_state(follower)
+        if isinstance(frozen.follower, PriceFollower):  # a GFLOPs budget: the grid it follows on
+            settings, taus = self.price_grid(costs)
+            config["price_grid"] = {"threshold": taus.tolist(), "beta": [list(c.beta) for c in settings]}
         return frozen
