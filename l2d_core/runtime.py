@@ -21,9 +21,28 @@ __all__ = [
     "cpu_has_fast_bf16",
     "half_precision",
     "one_thread",
+    "transformers_names",
 ]
 
 _THREADS_LOCK = threading.Lock()
+_IMPORT_LOCK = threading.Lock()
+
+
+def transformers_names(*names: str) -> tuple:
+    """Objects of ``transformers`` by name, imported under one process-wide lock: its lazy module
+    is not safe for two threads' first imports at once ("cannot import name 'AutoConfig' from
+    'transformers'" — seen on the dashboard, whose pages run in threads, and reproduced with two
+    plain threads).
+
+    >>> transformers_names("AutoConfig")[0].__name__
+    'AutoConfig'
+    """
+    with _IMPORT_LOCK:
+        import transformers
+
+        return tuple(getattr(transformers, name) for name in names)
+
+
 _THREADS_HELD = [0, 0]  # [contexts open, torch's thread count before the first]
 
 
@@ -85,7 +104,7 @@ def pick_device(device: str | None = None) -> torch.device:
 def linear_schedule(optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float):
     """Linear warm-up over ``warmup_ratio`` of the steps, then linear decay to 0 (transformers'
     schedule, the paper's)."""
-    from transformers import get_linear_schedule_with_warmup
+    (get_linear_schedule_with_warmup,) = transformers_names("get_linear_schedule_with_warmup")
 
     warm = max(1, math.ceil(total_steps * warmup_ratio))
     return get_linear_schedule_with_warmup(optimizer, warm, total_steps)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from l2d_core.agents import get_pool
 from l2d_core.app_logic.default_view import default_router
 from l2d_core.evaluation.benchmark import embeddings_on_disk, prepare
 from pages.ui.defaults import DATASET_CHOICES, DEFAULT_POOL
@@ -163,3 +164,35 @@ def test_every_page_draws_with_no_error_and_no_outside_request(dashboard, browse
         assert errors.count() == 0, (name, errors.first.inner_text())
     assert not console, (console[:5], failed[:5])
     assert not outside, outside[:5]
+
+
+def test_the_chosen_pool_stays_chosen_after_a_cost_move(dashboard, browser):
+    """A cost move re-runs only the cost explorer's results (a fragment); the pool chosen in the
+    sidebar must survive the next page switch (it fell back to the default pool — seen in the
+    browser, after choosing a budget on P3-albert and opening Routing decisions — once the
+    pool's routers were ranked on an earlier visit, as they are here)."""
+    default_router(prepare("squad11", "P3-albert", features_needed=embeddings_on_disk("squad11")))
+    page = browser.new_page(viewport=bd.VIEWPORT)
+    page.goto(dashboard, timeout=60_000)
+    side, main = page.get_by_test_id("stSidebar"), page.get_by_test_id("stMain")
+    nav = page.get_by_test_id("stSidebarNav")
+    nav.wait_for(timeout=240_000)
+    side.get_by_test_id("stSelectbox").filter(has_text="Pool").first.click()
+    page.get_by_role("option").filter(has_text="P3-albert:").first.click()
+    bd.wait_idle(page, 240)
+    chosen = f"P3-albert: {get_pool('P3-albert').description}."  # the sidebar's line under the pool menu
+    for name in ("Cost explorer", "Routing decisions", "Cost explorer"):
+        nav.get_by_text(name, exact=True).click()
+        main.get_by_role("heading", name=name).first.wait_for(timeout=240_000)
+        bd.wait_idle(page, 240)
+    share = main.get_by_text("a share of expert calls").first
+    share.wait_for(timeout=240_000)
+    bd.wait_idle(page, 240)
+    assert chosen in side.inner_text()
+    share.click()
+    main.get_by_text("Share of questions sent to an expert").first.wait_for(timeout=60_000)
+    bd.wait_idle(page, 240)
+    nav.get_by_text("Routing decisions", exact=True).click()
+    main.get_by_role("heading", name="Routing decisions").first.wait_for(timeout=240_000)
+    bd.wait_idle(page, 240)
+    assert chosen in side.inner_text(), side.inner_text()[-300:]

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from ..flops import count_gflops
-from ..runtime import pick_device
+from ..runtime import pick_device, transformers_names
 
 __all__ = [
     "Prediction",
@@ -102,7 +102,7 @@ def check_windows(tok, max_length: int = 32, stride: int = 8) -> None:
 def load_tokenizer(path: str, **kwargs):
     """A fast tokenizer from ``path`` whose overflow windows cover a long context
     (:func:`check_windows`); slow tokenizers have no windows to check."""
-    from transformers import AutoTokenizer
+    (AutoTokenizer,) = transformers_names("AutoTokenizer")
 
     tok = AutoTokenizer.from_pretrained(path, **kwargs)
     if getattr(tok, "is_fast", False):
@@ -115,7 +115,7 @@ def load_pretrained(model_cls, path: str, device=None, dtype=None, **tokenizer_k
 
     A path that cannot be loaded raises :class:`ModelLoadError` with a one-line message.
     """
-    from transformers import AutoTokenizer
+    (AutoTokenizer,) = transformers_names("AutoTokenizer")
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()

@@ -31,6 +31,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data.records import QARecord
+from ..runtime import transformers_names
 from .base import LengthCost, Prediction, check_windows, load_pretrained
 
 __all__ = ["ExtractiveAgent"]
@@ -54,7 +55,7 @@ class ExtractiveAgent:
         null_answer: bool = False,
         null_threshold: float = 0.0,
     ):
-        from transformers import AutoModelForQuestionAnswering
+        (AutoModelForQuestionAnswering,) = transformers_names("AutoModelForQuestionAnswering")
 
         if batch_size < 1 or max_answer_tokens < 1:
             raise ValueError("batch_size and max_answer_tokens must be >= 1")

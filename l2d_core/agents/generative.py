@@ -36,6 +36,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data.records import QARecord
+from ..runtime import transformers_names
 from .base import LengthCost, Prediction, load_pretrained
 
 __all__ = ["GenerativeAgent", "FEW_SHOT", "build_prompt", "parse_output"]
@@ -101,7 +102,7 @@ class GenerativeAgent:
     FIT_UPTO = 2048  # lengths up to which counts are fixed by a few counted calls (LengthCost)
 
     def __init__(self, path: str, *, device=None, dtype=None, batch_size: int = 8, max_new_tokens: int = 32):
-        from transformers import AutoModelForCausalLM
+        (AutoModelForCausalLM,) = transformers_names("AutoModelForCausalLM")
 
         if batch_size < 1 or max_new_tokens < 1:
             raise ValueError("batch_size and max_new_tokens must be >= 1")
@@ -165,7 +166,7 @@ class GenerativeAgent:
 
     def predict(self, records: Sequence[QARecord], progress: bool = False) -> list[Prediction]:
         """Answer every record (see the module docstring for decoding, cost and latency)."""
-        from transformers import GenerationConfig
+        (GenerationConfig,) = transformers_names("GenerationConfig")
 
         records = list(records)
         if not records:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from ..paths import cache_dir
+from ..runtime import transformers_names
 from ..stores import open_disk_cache
 
 __all__ = ["ARCHITECTURE_TOKENS", "architecture_gflops", "agent_gflops", "per_query_gflops"]
@@ -28,7 +29,10 @@ def architecture_gflops(architecture: dict, tokens: int = ARCHITECTURE_TOKENS) -
     ) as meta:
         if key not in meta:
             import torch
-            from transformers import AutoConfig, AutoModelForQuestionAnswering
+
+            AutoConfig, AutoModelForQuestionAnswering = transformers_names(
+                "AutoConfig", "AutoModelForQuestionAnswering"
+            )
 
             from ..flops import forward_gflops
 

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 
 from ..data.records import QARecord
 from ..paths import default_encoder_path
-from ..runtime import cpu_has_fast_bf16, linear_schedule, pick_device, set_seed
+from ..runtime import cpu_has_fast_bf16, linear_schedule, pick_device, set_seed, transformers_names
 from .base import load_tokenizer
 
 __all__ = [
@@ -202,7 +202,7 @@ def time_training_step(
     ``forward_tokens`` tokens (``forward_s``, as the trained model answers; none when
     ``forward_batch`` is 0). Lists, one entry per timed step: an estimate takes their median. The
     windows carry some padding, as real batches do."""
-    from transformers import AutoModelForQuestionAnswering
+    (AutoModelForQuestionAnswering,) = transformers_names("AutoModelForQuestionAnswering")
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
@@ -278,7 +278,9 @@ def train_qa_model(
     """Fine-tune ``config.base`` on ``records`` and save it to ``out_dir``; returns the stats
     written to ``out_dir/l2d_training.json`` (config, windows, steps, seconds, final loss).
     ``on_step(done, total)`` hears of every step (and of step 0 before the first)."""
-    from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding
+    AutoModelForQuestionAnswering, DataCollatorWithPadding = transformers_names(
+        "AutoModelForQuestionAnswering", "DataCollatorWithPadding"
+    )
     from transformers.utils import logging as hf_logging
 
     if not records:

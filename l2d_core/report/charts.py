@@ -138,12 +138,12 @@ def plane_chart(
         title="agent or router",
         sort=_order(names),
         scale=color_scale(colors, names),
-        legend=alt.Legend(labelLimit=320),
+        legend=alt.Legend(labelLimit=170),  # longer names end in "…" (a plot beside must stay wide)
     )
     line = (
         alt.Chart(hull.assign(line="zero router (mixing single agents)"))
         .mark_line(strokeDash=[3, 3], color="gray")
-        .encode(x=x, y=y, opacity=alt.Opacity("line:N", legend=alt.Legend(title=None, labelLimit=320)))
+        .encode(x=x, y=y, opacity=alt.Opacity("line:N", legend=alt.Legend(title=None, labelLimit=170)))
     )
     dots = (
         alt.Chart(marks)

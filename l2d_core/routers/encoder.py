@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from ..flops import forward_gflops
 from ..paths import DEFAULT_ENCODER, cache_dir, resolve_encoder
-from ..runtime import half_precision, pick_device
+from ..runtime import half_precision, pick_device, transformers_names
 from ..stores import model_fingerprint, open_disk_cache
 
 __all__ = ["DEFAULT_ENCODER", "Encoder", "load_encoder", "encoder_spec", "embedding_key", "pool", "text_work"]
@@ -81,7 +81,7 @@ class Encoder:
     _model: torch.nn.Module | None = field(default=None, repr=False)
 
     def _load(self, what: str):
-        from transformers import AutoModel, AutoTokenizer
+        AutoModel, AutoTokenizer = transformers_names("AutoModel", "AutoTokenizer")
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # our own bars report progress; keep logs readable

@@ -64,11 +64,14 @@ def user_message(exc: BaseException, limit: int = 400) -> str:
 def select_pool(sidebar: bool = True) -> tuple[str, str]:
     """Dataset and pool pickers, shared by every page through session state."""
     where = st.sidebar if sidebar else st
-    for key in ("dataset", "pool"):  # keep the choice across pages (each page makes new widgets)
-        if key in st.session_state:
-            st.session_state[key] = st.session_state[key]
+    # persist_state: the choice outlives a page that does not draw the widget — or a cost move
+    # on the cost explorer, which re-runs its fragment only (the pool fell back to P2 after one)
     dataset = where.selectbox(
-        "Dataset", DATASET_CHOICES, key="dataset", format_func=lambda d: f"{d} — {DATASETS[d].description}"
+        "Dataset",
+        DATASET_CHOICES,
+        key="dataset",
+        format_func=lambda d: f"{d} — {DATASETS[d].description}",
+        persist_state="session",
     )
     pools = [p.name for p in list_pools(dataset)]
     if not pools:
@@ -81,6 +84,7 @@ def select_pool(sidebar: bool = True) -> tuple[str, str]:
         pools,
         key="pool",
         format_func=lambda p: f"{p}: {' → '.join(get_pool(p).agent_ids)}",
+        persist_state="session",
         help=pool_menu_help(dataset),
     )
     if description := get_pool(pool).description:

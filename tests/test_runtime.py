@@ -1,0 +1,31 @@
+"""The runtime helpers that pages, jobs and scripts share across threads."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_transformers_is_imported_safely_from_threads_at_once():
+    """The dashboard's pages run in threads: two of them importing from transformers for the first
+    time at once failed ("cannot import name 'AutoConfig' from 'transformers'", seen on the
+    cost explorer of PLLM; two plain threads fail so in about one fresh process of two). Under
+    the project's import lock, six threads in a fresh process all get what they asked for."""
+    code = """
+import threading
+from l2d_core.runtime import transformers_names
+asked = [("AutoConfig", "AutoModelForQuestionAnswering"), ("AutoModel", "AutoTokenizer"),
+         ("get_linear_schedule_with_warmup",)] * 2
+got, errors = [], []
+def run(names):
+    try:
+        got.append(all(callable(x) or hasattr(x, "__name__") for x in transformers_names(*names)))
+    except Exception as exc:
+        errors.append(repr(exc))
+threads = [threading.Thread(target=run, args=(n,)) for n in asked]
+[t.start() for t in threads]
+[t.join() for t in threads]
+assert not errors and got == [True] * 6, (errors, got)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
