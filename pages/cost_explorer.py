@@ -233,7 +233,8 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
 @st.fragment  # a cost move re-runs only this: the controls and what depends on the cost setting
 def results() -> None:
     costs, budget, rule, alpha = cost_controls()
-    st.session_state["costs"], st.session_state["costs_pool"] = costs, (dataset, pool)
+    st.session_state["costs"], st.session_state["budget"] = costs, budget
+    st.session_state["costs_pool"] = (dataset, pool)
     with shown_errors():
         train_for(routers.values(), costs)
         slots = {rid: f"{dataset}/{pool}/{rid}" for rid in chosen}

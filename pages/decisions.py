@@ -1,4 +1,5 @@
-"""Routing decisions: where every test question went under the current cost setting, and why."""
+"""Routing decisions: where every test question went under the cost explorer's cost setting or
+budget, and why."""
 
 import streamlit as st
 
@@ -13,12 +14,13 @@ from l2d_core.app_logic.decisions import (
     filter_decisions,
     option_labels,
 )
-from l2d_core.app_logic.explorer import router_view
+from l2d_core.app_logic.explorer import budget_words, router_view
 from l2d_core.app_logic.highlight import context_html, label_colors, legend_html, md_plain
 from l2d_core.report.charts import compared_chart
 from pages.ui.app import within_app
 from pages.ui.cache import benchmark, fitted_router
 from pages.ui.widgets import (
+    budget_from_state,
     cost_from_state,
     default_choice,
     finish_preparing,
@@ -36,17 +38,24 @@ with shown_errors():
     bench = benchmark(dataset, pool)
     choice, pending = default_choice(dataset, pool)
     costs = cost_from_state(dataset, pool, bench.price_costs(choice.price))
+    budget = budget_from_state(dataset, pool)
 router_id = select_routers("dec_router", choice.router_id, multiple=False, where=st, bench=bench)
 with shown_errors():
     router = fitted_router(dataset, pool, router_id)
     train_for([router], costs)
-    view = router_view(bench, router, costs)
+    view = router_view(bench, router, costs, budget)
     df = decisions_frame(bench, view)
 agents = list(bench.test.agent_ids)
 st.caption(
     f"Cost setting of the cost explorer: α = ({', '.join(f'{a:g}' for a in costs.alpha)}), "
     f"β = ({', '.join(f'{b:.4g}' for b in costs.beta)}) for experts {', '.join(agents[1:])}."
 )
+if view.budget is not None:
+    st.caption(budget_words(view.budget))
+elif budget is not None:
+    st.caption(
+        "This router has no error estimates to follow the cost explorer's budget with: shown at the costs."
+    )
 if note := f1_note(textless_agents(agents, bench.test.answers)):
     st.caption(note)
 

@@ -343,6 +343,13 @@ def test_decisions_follow_the_cost_setting(real_data):
     at.session_state["costs"] = CostConfig((1.0, 1.0), (5.0, 5.0))  # experts far too dear
     ran(at)
     assert set(at.dataframe[0].value["chosen"]) == {"match-lstm"}
+    at.session_state["budget"] = ("share", 0.3)  # the explorer's budget: 30% to an expert, however dear
+    ran(at)
+    asked = at.dataframe[0].value["deferred"].mean()
+    assert abs(asked - 0.3) <= 0.02 and any(
+        c.value.startswith("Budget 30.0% of questions") for c in at.caption
+    )
+    at.session_state["budget"] = None
     at.session_state["costs"] = CostConfig((1.0, 1.0), (0.0, 0.0))  # experts free: mostly deferred
     ran(at)
     chosen = at.dataframe[0].value["chosen"]

@@ -30,6 +30,7 @@ __all__ = [
     "default_price",
     "finish_preparing",
     "cost_from_state",
+    "budget_from_state",
     "previous_metrics",
     "remember_metrics",
     "metric_row",
@@ -214,6 +215,14 @@ def cost_from_state(dataset: str, pool: str, default: CostConfig) -> CostConfig:
     if isinstance(saved, CostConfig) and st.session_state.get("costs_pool") == (dataset, pool):
         return saved
     return default
+
+
+def budget_from_state(dataset: str, pool: str) -> tuple[str, float] | None:
+    """The budget ``(kind, target)`` set on the cost explorer for this pool (None: decided by the
+    cost setting, or nothing set for this pool)."""
+    if st.session_state.get("costs_pool") != (dataset, pool):
+        return None
+    return st.session_state.get("budget")
 
 
 def previous_metrics(slot: str, setting) -> dict | None:
