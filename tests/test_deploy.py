@@ -176,7 +176,7 @@ def staged(live_bench):
 
 def test_a_gflops_budget_of_the_two_stage_cascade_travels_with_its_price_grid(live_bench, staged, tmp_path):
     """Under a GFLOPs budget the artifact follows a price, as the benchmark did: routing the test
-    questions in order asks and keeps the same agents and spends the same GFLOPs."""
+    questions in order asks and keeps the same agents, spends the same GFLOPs and says why alike."""
     costs = live_bench.costs(0.05)
     target = float(live_bench.test.agent_gflops.mean())
     decision, result = budget_decision(staged, costs, "gflops", target)
@@ -189,6 +189,10 @@ def test_a_gflops_budget_of_the_two_stage_cascade_travels_with_its_price_grid(li
         [r["gflops"]["total"] for r in routed], decision.per_query["gflops"], rtol=1e-6
     )
     assert abs(result.test_gflops - target) <= 0.1 * target
+    # explained as the benchmark explains it: the threshold at the price in force, not "at these costs"
+    notes = [r["compared"]["note"] for r in routed]
+    assert notes == [decision.explain(i, disk.agent_ids)["note"] for i in range(len(routed))]
+    assert any("at the price λ in force" in n for n in notes)
 
 
 def test_saved_two_stage_cascade_reproduces_the_benchmark_decisions(live_bench, staged, tmp_path):

@@ -366,7 +366,7 @@ def budget_words(b: BudgetResult) -> str:
     ...                  (140.0, 160.0), (5.0, 150.0), "it spends at most 150.0 GFLOPs per query")
     >>> budget_words(b)[-42:]
     ' It spends at most 150.0 GFLOPs per query.'
-    >>> "from a threshold on the router's doubt" in budget_words(b)   # a threshold follower's start
+    >>> "from a threshold calibrated" in budget_words(b)   # a threshold follower's start
     True
     """
     if b.kind == "share":
@@ -376,10 +376,13 @@ def budget_words(b: BudgetResult) -> str:
         unit, what = "{:.1f} GFLOPs", "per question"
         train = b.training_gflops
     lo, hi = b.interval
-    if "log_price" in (b.follower or {}):  # a price follower (PriceFollower); else a threshold's
-        start = f"a price of λ = {b.start:.3g} errors per TFLOP"
-    else:
-        start = "a surcharge" if b.kind == "share" else "a threshold on the router's doubt in the main answer"
+    # a price follower's start is a price; a threshold follower's (a surcharge on calling an expert, a
+    # doubt or a confidence, by router) is a threshold
+    start = (
+        f"a price of λ = {b.start:.3g} errors per TFLOP"
+        if "log_price" in (b.follower or {})
+        else "a threshold"
+    )
     text = (
         f"Budget {unit.format(b.target)} {what}: {unit.format(b.realised)} on the test articles (95% "
         f"interval {unit.format(lo)} – {unit.format(hi)}), followed query by query from {start} "

@@ -65,9 +65,16 @@ def _paid(gflops: np.ndarray, overhead, ask: np.ndarray, final: np.ndarray, aske
     return overhead + ask * gflops[:, asked] + np.where(dear, gflops[np.arange(len(final)), final], 0.0)
 
 
-def staged_stages(asked: str, when: str = "at these costs", priced: str = "") -> tuple[Stage, Stage]:
-    """The two steps of a two-stage cascade that asks ``asked``, as explanations name them;
-    ``priced``: how the experts were priced where not by the cost setting."""
+def staged_stages(asked: str, follower=None) -> tuple[Stage, Stage]:
+    """The two steps of a two-stage cascade that asks ``asked``, as explanations name them, at the
+    costs or under a budget's ``follower`` (a threshold's, or a price's for GFLOPs)."""
+    when, priced = "at these costs", ""
+    if isinstance(follower, PriceFollower):
+        when = f"at the price λ in force, which follows the budget of {follower.target:g} GFLOPs per question"
+        priced = " (experts priced at the λ in force)"
+    elif follower is not None:
+        unit = "{:g} GFLOPs per question" if follower.spend else "{:.0%} of questions"
+        when = f"that follows the budget of {unit.format(follower.target)}"
     return (
         Stage(
             "first stage",
@@ -78,8 +85,7 @@ def staged_stages(asked: str, when: str = "at these costs", priced: str = "") ->
         Stage(
             "second stage",
             "expected cost",
-            f"{asked} has answered: every agent's expected cost, with {asked}'s price already paid"
-            + (f" ({priced})" if priced else ""),
+            f"{asked} has answered: every agent's expected cost, with {asked}'s price already paid{priced}",
         ),
     )
 
@@ -123,7 +129,7 @@ class StagedFrozen(Frozen):
             per_query={"share": cat["ask"].astype(float), "doubt": doubt, "threshold": cat["tau"]},
             extra={"asked": asked, "asked_answers": listed["answers"], "notes": listed["notes"]},
             stage=cat["stage"],
-            stages=staged_stages(asked),
+            stages=staged_stages(asked, self.follower),
         )
 
     def _spent(self, one: dict) -> float:
@@ -252,9 +258,9 @@ class StagedRouter(Router):
     def decide(self, costs: CostConfig) -> Decision:
         return self._decision(costs, self.threshold(costs))
 
-    def stages(self, costs_note: str = "at these costs") -> tuple[Stage, Stage]:
-        """How the two steps are named where a decision is explained."""
-        return staged_stages(self.bench_.test.agent_ids[self.asked_], costs_note)
+    def stages(self, follower=None) -> tuple[Stage, Stage]:
+        """How the two steps are named where a decision is explained (under a budget's follower)."""
+        return staged_stages(self.bench_.test.agent_ids[self.asked_], follower)
 
     def _decision(self, costs: CostConfig, threshold, stages=None, at=None, **extra) -> Decision:
         """The decision at ``costs`` asking where the doubt exceeds ``threshold`` (one number, or
@@ -301,7 +307,7 @@ class StagedRouter(Router):
         follower = Follower.start(doubt_cal, target, target, (-1.0, 3.0))  # doubt: [0, 2]
         start, state = follower.threshold, asdict(follower)
         _, threshold = follower.decide(main_doubt(first.p_err_))
-        stages = self.stages(f"that follows the budget of {target:.0%} of questions")
+        stages = self.stages(follower)
         d = self._decision(costs, threshold, stages=stages, budget=target)
         ask_cal = doubt_cal > start
         cal_final = np.where(ask_cal, second_stage_choice(p2_cal, costs, self.asked_), 0)
@@ -318,12 +324,8 @@ class StagedRouter(Router):
     def _grid_spend(self, settings, taus, doubt, p2, data, overhead) -> np.ndarray:
         """What each question would spend at each grid price, (grid, N)."""
         k, ask = self.asked_, doubt[None, :] > taus[:, None]
-        return np.stack(
-            [
-                _paid(data.gflops, overhead, ask[g], np.where(ask[g], second_stage_choice(p2, c, k), 0), k)
-                for g, c in enumerate(settings)
-            ]
-        )
+        kept = [np.where(ask[g], second_stage_choice(p2, c, k), 0) for g, c in enumerate(settings)]
+        return np.stack([_paid(data.gflops, overhead, ask[g], kept[g], k) for g in range(len(settings))])
 
     def _follow_price(self, costs: CostConfig, target: float) -> tuple[Decision, dict]:
         """A GFLOPs budget: compute priced at λ errors per TFLOP, both stages deciding at the
@@ -343,21 +345,18 @@ class StagedRouter(Router):
         doubt = main_doubt(first.p_err_)
         spend = self._grid_spend(settings, taus, doubt, second.p_err_, first.data_, first.overhead_)
         used = grid.follow(follower, spend)
-        note = f"at the price λ in force, which follows the budget of {target:g} GFLOPs per question"
-        stages = staged_stages(self.asked_expert(bench), note, "experts priced at the λ in force")
-        d = self._decision(costs, taus[used], stages=stages, at=(settings, used), budget=target)
-        d.per_query["price"] = grid.prices[used]
-        info = dict(
-            start=float(grid.prices[g0]),
-            end=follower.price,
-            training_share=float((doubt_cal > taus[g0]).mean()),
-            training_gflops=float(spend_cal[g0].mean()),
-            reachable=(least, most),
-            note=reach_note("gflops", target, least, most, PRICE_CEILING)
-            or pinned_note(target, float(d.per_query["gflops"].mean()), grid.prices[used]),
-            follower=state,
+        d = self._decision(
+            costs, taus[used], stages=self.stages(follower), at=(settings, used), budget=target
         )
-        return d, info
+        d.per_query["price"], spent = grid.prices[used], float(d.per_query["gflops"].mean())
+        note = reach_note("gflops", target, least, most, PRICE_CEILING) or pinned_note(
+            target, spent, grid.prices[used]
+        )
+        info = dict(start=float(grid.prices[g0]), end=follower.price, reachable=(least, most), follower=state)
+        calibrated = dict(
+            training_share=float((doubt_cal > taus[g0]).mean()), training_gflops=float(spend_cal[g0].mean())
+        )
+        return d, info | calibrated | dict(note=note)
 
     def oof_outcome(self, costs: CostConfig) -> tuple[np.ndarray, np.ndarray]:
         """(GFLOPs, EM) per training question at ``costs``: both stages' estimates out of fold,
