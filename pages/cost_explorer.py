@@ -124,8 +124,15 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
     )
     budget = None
     if decide_by == "share":
-        share = decide_col.slider(
-            "Share of questions sent to an expert", 0.0, 1.0, 0.2, 0.01, key="budget_share", format="%.2f"
+        share = decide_col.slider(  # kept for the session, as "Decide by" is: a visit elsewhere reset it
+            "Share of questions sent to an expert",
+            0.0,
+            1.0,
+            0.2,
+            0.01,
+            key="budget_share",
+            format="%.2f",
+            persist_state="session",
         )
         budget = ("share", share)
     elif decide_by == "gflops":
@@ -135,8 +142,9 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
             main_gflops,
             top,
             min(top, main_gflops + 0.2 * (top - main_gflops)),
-            key="budget_gflops",
+            key=f"budget_gflops|{dataset}|{pool}",  # its range is the pool's: one per pool
             format="%.1f",
+            persist_state="session",
         )
         budget = ("gflops", spend)
     alpha_col.markdown("**α** — weight of each expert's mistakes")

@@ -170,7 +170,8 @@ def test_the_chosen_pool_stays_chosen_after_a_cost_move(dashboard, browser):
     """A cost move re-runs only the cost explorer's results (a fragment); the pool chosen in the
     sidebar must survive the next page switch (it fell back to the default pool — seen in the
     browser, after choosing a budget on P3-albert and opening Routing decisions — once the
-    pool's routers were ranked on an earlier visit, as they are here)."""
+    pool's routers were ranked on an earlier visit, as they are here). Routing decisions follow
+    the explorer's budget, and the budget is as it was left on the way back (it was reset)."""
     default_router(prepare("squad11", "P3-albert", features_needed=embeddings_on_disk("squad11")))
     page = browser.new_page(viewport=bd.VIEWPORT)
     page.goto(dashboard, timeout=60_000)
@@ -192,7 +193,19 @@ def test_the_chosen_pool_stays_chosen_after_a_cost_move(dashboard, browser):
     share.click()
     main.get_by_text("Share of questions sent to an expert").first.wait_for(timeout=60_000)
     bd.wait_idle(page, 240)
+    thumb = bd.slider_thumb(page, "Share of questions sent to an expert")
+    thumb.focus()
+    for _ in range(5):
+        page.keyboard.press("ArrowRight")  # 0.20 → 0.25
+    budget = "Budget 25.0% of questions to an expert"
+    main.get_by_text(budget).first.wait_for(timeout=120_000)
+    bd.wait_idle(page, 240)
     nav.get_by_text("Routing decisions", exact=True).click()
     main.get_by_role("heading", name="Routing decisions").first.wait_for(timeout=240_000)
+    main.get_by_text(budget).first.wait_for(timeout=240_000)  # the explorer's budget decides here too
     bd.wait_idle(page, 240)
     assert chosen in side.inner_text(), side.inner_text()[-300:]
+    nav.get_by_text("Cost explorer", exact=True).click()  # and back: the budget is as it was left
+    main.get_by_text("Share of questions sent to an expert").first.wait_for(timeout=240_000)
+    bd.wait_idle(page, 240)
+    assert bd.slider_value(bd.slider_thumb(page, "Share of questions sent to an expert")) == 0.25
