@@ -46,7 +46,6 @@ __all__ = [
     "price_choice",
     "reach_note",
     "PRICE_CEILING",
-    "PRICE_RANGE",
     "pinned_note",
     "follower_from_state",
 ]
