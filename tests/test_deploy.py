@@ -195,6 +195,44 @@ def test_a_gflops_budget_of_the_two_stage_cascade_travels_with_its_price_grid(li
     assert any("at the price λ in force" in n for n in notes)
 
 
+def test_a_saved_price_grid_is_checked_at_load_and_routes_on_its_own_range(
+    live_bench, staged, tmp_path, monkeypatch
+):
+    """A damaged price grid is refused when the artifact is loaded, naming the field (before, it
+    failed on the first query); the saved grid carries its range, so a later change of the
+    module's price range does not move an exported router's decisions."""
+    import l2d_core.routers.budget as budget
+
+    costs, target = live_bench.costs(0.05), float(live_bench.test.agent_gflops.mean())
+    decision, _ = budget_decision(staged, costs, "gflops", target)
+    folder = deploy(staged, costs, ("gflops", target)).save(tmp_path / "artifact")
+    manifest = json.loads((folder / "router.json").read_text())
+    grid = manifest["config"]["price_grid"]
+    assert grid["range"] == list(budget.PRICE_RANGE)
+    damaged = [
+        ("threshold", grid["threshold"][:-1], "thresholds but"),
+        ("beta", [[float("nan")], *grid["beta"][1:]], "price_grid.beta"),
+        ("beta", [[0.1, 0.2]] * len(grid["beta"]), "a row of 2 values for the 1 expert"),
+        ("range", [1.0, 0.5], "does not run from a lower to a higher price"),
+    ]
+    for key, value, words in damaged:
+        bad = json.loads(json.dumps(manifest))
+        bad["config"]["price_grid"][key] = value
+        (folder / "router.json").write_text(json.dumps(bad))
+        with pytest.raises(ArtifactError, match=words):
+            load_router(folder)
+    bad = json.loads(json.dumps(manifest))
+    del bad["config"]["price_grid"]
+    (folder / "router.json").write_text(json.dumps(bad))
+    with pytest.raises(ArtifactError, match="config.price_grid: missing"):
+        load_router(folder)
+    (folder / "router.json").write_text(json.dumps(manifest))
+    monkeypatch.setattr(budget, "PRICE_RANGE", (1e-2, 1e2))  # a later version's range
+    recs = live_bench.test_records
+    routed = load_router(folder).route_batch([(r.question, r.context) for r in recs], [r.qid for r in recs])
+    assert [r["agent_index"] for r in routed] == decision.choice.tolist()
+
+
 def test_saved_two_stage_cascade_reproduces_the_benchmark_decisions(live_bench, staged, tmp_path):
     costs = CostConfig((1.0,), (0.1,))
     _, disk = saved(staged, costs, tmp_path)

@@ -24,6 +24,7 @@ __all__ = ["Manifest", "HeadConfig", "check_manifest", "check_head_configs", "fi
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=1)]
 Text = Annotated[str, Field(min_length=1)]
 
@@ -114,6 +115,24 @@ class Encoder(Strict):
     features: Text
 
 
+class PriceGridState(Strict):
+    """A two-stage cascade's grid of prices under a GFLOPs budget: at each price (log-spaced over
+    ``range``, errors per TFLOP) its doubt threshold and the experts' β."""
+
+    threshold: Annotated[list[Finite], Field(min_length=2)]
+    beta: Annotated[list[Annotated[list[Finite], Field(min_length=1)]], Field(min_length=2)]
+    # None: saved before the range was (on the price range of that version, 1e-4 to 1e4)
+    range: Annotated[list[Positive], Field(min_length=2, max_length=2)] | None = None
+
+    @model_validator(mode="after")
+    def _one_row_a_price(self) -> PriceGridState:
+        if len(self.beta) != len(self.threshold):
+            raise ValueError(f"{len(self.threshold)} thresholds but {len(self.beta)} rows of β")
+        if self.range is not None and self.range[0] >= self.range[1]:
+            raise ValueError(f"range {self.range} does not run from a lower to a higher price")
+        return self
+
+
 class FrozenConfig(Strict):
     """The frozen router's settings (each router reads its own subset)."""
 
@@ -128,6 +147,7 @@ class FrozenConfig(Strict):
     confidence: bool | None = None
     main_fingerprint: str | None = None
     encoder: Encoder | None = None
+    price_grid: PriceGridState | None = None
 
     @model_validator(mode="after")
     def _threshold_is_a_number(self) -> FrozenConfig:
@@ -234,6 +254,17 @@ def _inconsistency(m: Manifest, raw: dict) -> str | None:
                 return f"{field}.{name}: {got} values for the {j} expert(s) of pool {pool.name}"
     if m.config.agent is not None and m.config.agent >= len(ids):
         return f"config.agent: {m.config.agent} is not an agent of pool {pool.name} (0 to {len(ids) - 1})"
+    grid, follower = m.config.price_grid, m.config.follower
+    if (
+        m.config.asked is not None
+        and follower is not None
+        and follower.log_price is not None
+        and grid is None
+    ):
+        return "config.price_grid: missing; a two-stage cascade under a GFLOPs budget decides on it"
+    bad = [len(row) for row in grid.beta if len(row) != j] if grid is not None else []
+    if bad:
+        return f"config.price_grid.beta: a row of {bad[0]} values for the {j} expert(s) of pool {pool.name}"
     unknown = sorted(set(m.config.agent_gflops or {}) - set(m.agents))
     if unknown:
         return f"config.agent_gflops: {unknown[0]!r} is not described under agents"

@@ -267,13 +267,15 @@ class PriceGrid:
     """
 
     n: int = 65
+    lo: float = PRICE_RANGE[0]
+    hi: float = PRICE_RANGE[1]
 
     @property
     def prices(self) -> np.ndarray:
-        return np.geomspace(PRICE_RANGE[0], PRICE_RANGE[1], self.n)
+        return np.geomspace(self.lo, self.hi, self.n)
 
     def index(self, log_price: float) -> int:
-        lo, hi = math.log(PRICE_RANGE[0]), math.log(PRICE_RANGE[1])
+        lo, hi = math.log(self.lo), math.log(self.hi)
         return int(np.clip(round((log_price - lo) / (hi - lo) * (self.n - 1)), 0, self.n - 1))
 
     def start(self, spend: np.ndarray, target: float) -> tuple[int, float, float]:
@@ -284,15 +286,22 @@ class PriceGrid:
         under = np.flatnonzero(mean <= target + 1e-9)
         return (int(under[0]) if len(under) else self.n - 1), float(mean.min()), float(mean.max())
 
+    def saved(self, thresholds: np.ndarray, settings: list[CostConfig]) -> dict:
+        """What a frozen router keeps of the grid (read back by :meth:`in_force`): each price's
+        doubt threshold and experts' β, and the range of the prices."""
+        beta = [list(c.beta) for c in settings]
+        return {"threshold": np.asarray(thresholds).tolist(), "beta": beta, "range": [self.lo, self.hi]}
+
     @staticmethod
     def in_force(config: dict, follower) -> tuple[float, CostConfig | None]:
         """A frozen router's doubt threshold and cost setting for its next query: a threshold
         follower's threshold and the saved costs (None); under a price follower, the threshold and
-        costs saved in ``config["price_grid"]`` at the grid price nearest the price in force."""
+        costs saved in ``config["price_grid"]`` at the grid price nearest the price in force (on
+        the saved grid's range; one saved without it was on :data:`PRICE_RANGE`)."""
         if not isinstance(follower, PriceFollower):
             return follower.threshold, None
         grid = config["price_grid"]
-        g = PriceGrid(len(grid["threshold"])).index(follower.log_price)
+        g = PriceGrid(len(grid["threshold"]), *grid.get("range", PRICE_RANGE)).index(follower.log_price)
         return grid["threshold"][g], CostConfig(tuple(config["costs"]["alpha"]), tuple(grid["beta"][g]))
 
     def follow(self, follower: PriceFollower, spend: np.ndarray) -> np.ndarray:

@@ -395,5 +395,5 @@ class StagedRouter(Router):
         frozen.follower = follower_from_state(follower)
         if isinstance(frozen.follower, PriceFollower):  # a GFLOPs budget: the grid it follows on
             settings, taus = self.price_grid(costs)
-            config["price_grid"] = {"threshold": taus.tolist(), "beta": [list(c.beta) for c in settings]}
+            config["price_grid"] = PriceGrid().saved(taus, settings)
         return frozen
