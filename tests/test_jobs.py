@@ -266,3 +266,12 @@ def test_run_comparison_counts_the_routers_done(real_data):
     assert steps == [(1, 3, "zero"), (2, 3, "random"), (3, 3, "agent:bert-ens")]
     assert lines == [f"{r}: 1 seed(s)" for r in ids]  # the script's text progress, as before
     assert list(res["routers"]) == ids
+
+
+def test_time_left_is_not_extrapolated_from_items_read_back():
+    """A router fitted already is read back in a fraction of a second: the bar said "about 0 s
+    left" with half the routers still to fit (seen in the browser). Such items time nothing."""
+    assert jobs.left_words(0.3, 1, 2) == "timing the next"
+    assert jobs.left_words(0.0, 0, 3) == "timing the next"
+    assert jobs.left_words(20.0, 1, 2) == "about 20 s left"
+    assert jobs.left_words(240.0, 2, 3) == "about 2 min 0 s left"

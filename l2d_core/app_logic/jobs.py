@@ -42,6 +42,7 @@ __all__ = [
     "status",
     "describe",
     "duration",
+    "left_words",
     "timed",
     "record_duration",
     "expected_duration",
@@ -277,7 +278,6 @@ def run(key: str, target: str, kwargs: dict) -> int:
 
 def duration(seconds: float) -> str:
     """A time span in words (pure).
-
     >>> duration(42.4), duration(200), duration(3 * 3600 + 7 * 60)
     ('42 s', '3 min 20 s', '3 h 7 min')
     """
@@ -287,6 +287,16 @@ def duration(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60} min {s % 60} s" if s < 600 else f"{round(s / 60)} min"
     return f"{s // 3600} h {s % 3600 // 60} min"
+
+
+def left_words(elapsed_s: float, done: int, total: int) -> str:
+    """Time left once ``done`` of ``total`` items took ``elapsed_s`` (pure); items of under a
+    second each were read back, not computed, and say nothing of the next.
+    >>> left_words(30.0, 3, 4), left_words(0.2, 1, 2)
+    ('about 10 s left', 'timing the next')
+    """
+    slow = done > 0 and elapsed_s >= done  # a second or more each
+    return f"about {duration(elapsed_s / done * (total - done))} left" if slow else "timing the next"
 
 
 def describe(s: JobStatus) -> str:

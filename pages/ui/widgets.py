@@ -13,6 +13,7 @@ import streamlit as st
 from l2d_core.agents import get_pool, list_pools
 from l2d_core.agents.read_in import import_agents
 from l2d_core.app_logic.default_view import DefaultChoice
+from l2d_core.app_logic.jobs import left_words
 from l2d_core.data import DATASETS, DataFormatError
 from l2d_core.method.costs import CostConfig, InvalidCostError
 from l2d_core.routers.registry import router_ids, router_label
@@ -176,8 +177,8 @@ def _bar(where, what: str, unit: str):
     bar, start = where.progress(0.0, text=f"{what}…"), time.perf_counter()
 
     def step(k: int, n: int, name: str) -> None:
-        left = (time.perf_counter() - start) / k * (n - k)
-        bar.progress(k / n, text=f"{what}: {name} done ({k}/{n} {unit}); about {left:.0f} s left")
+        left = left_words(time.perf_counter() - start, k, n)
+        bar.progress(k / n, text=f"{what}: {name} done ({k}/{n} {unit}); {left}")
 
     return step
 
