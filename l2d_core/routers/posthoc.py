@@ -320,11 +320,11 @@ class PosthocRouter(ErrorEstimateRouter):
 @register
 class CascadeRouter(PosthocRouter):
     id = "l2d-cascade"
-    label = "L2D cascade (main answer + its confidence)"
+    label = "L2D cascade (main answer + its confidence if any)"
     description = (
         "The main agent always answers first; the router reads that answer and the main agent's own "
-        "confidence in it, and defers to an expert when that is worth its cost. Only the main agent "
-        "runs on every query, so it routes new text live."
+        "confidence in it when it gives one, and defers to an expert when that is worth its cost. Only "
+        "the main agent runs on every query, so it routes new text live."
     )
 
     def __init__(
