@@ -8,6 +8,7 @@ from l2d_core import report
 from l2d_core.app_logic.comparison import comparison_status, start_comparison
 from l2d_core.app_logic.jobs import duration
 from l2d_core.evaluation.results import list_results
+from l2d_core.routers.registry import router_label, routers
 from pages.ui.app import within_app
 from pages.ui.cache import comparison_results
 from pages.ui.progress import job_bar
@@ -32,15 +33,17 @@ def _running(dataset: str, pool: str) -> None:
 
 
 st.title("Router comparison")
+named = {}  # the registry's routers by family, as the comparison runs them
+for rid, cls in routers().items():
+    named.setdefault(cls.family, []).append(router_label(rid))
 st.caption(
-    "Every router on the test articles: the L2D rejectors (SDL, plug-in, post-hoc) over the β₁ sweep, "
-    "the baselines (Hybrid-LLM r-det / r-prob / r-trans, kNN and MLP quality routers, majority-vote "
-    "ensemble), random allocation, the zero router (random mixing of single agents), the oracle and "
-    "each agent alone. "
-    "AIQ: area under the router's non-decreasing convex hull of (GFLOPs, EM) over the agents' GFLOPs "
-    "range, divided by it (RouterBench; zero left of the router's cheapest point). APGR: mean "
-    "performance gap recovered over the share of calls to experts (RouteLLM; with J+1 agents: calls "
-    "to any expert, gap from the main agent to the best one)."
+    "Each router that can run on the pool, on the test articles (questions none of them trained on), at "
+    f"each cost setting of a sweep: the learned routers ({', '.join(named.get('l2d', []))}); the baselines "
+    f"({', '.join(named.get('baseline', []))}); for reference {', '.join(named.get('reference', []))}; and "
+    "each agent alone. AIQ: a router's mean EM (%) across the pool's range of GFLOPs per question, on the "
+    "upper envelope of its (GFLOPs, EM) points (0 below its cheapest point; higher is better). APGR: the "
+    "share of the EM gap between the main agent and the best agent that a router closes, averaged over "
+    "the share of questions sent to experts (1: all of it)."
 )
 dataset, pool = select_pool()
 
