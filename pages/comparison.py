@@ -38,12 +38,16 @@ for rid, cls in routers().items():
     named.setdefault(cls.family, []).append(router_label(rid))
 st.caption(
     "Each router that can run on the pool, on the test articles (questions none of them trained on), at "
-    f"each cost setting of a sweep: the learned routers ({', '.join(named.get('l2d', []))}); the baselines "
-    f"({', '.join(named.get('baseline', []))}); for reference {', '.join(named.get('reference', []))}; and "
-    "each agent alone. AIQ: a router's mean EM (%) across the pool's range of GFLOPs per question, on the "
-    "upper envelope of its (GFLOPs, EM) points (0 below its cheapest point; higher is better). APGR: the "
-    "share of the EM gap between the main agent and the best agent that a router closes, averaged over "
-    "the share of questions sent to experts (1: all of it)."
+    "each cost setting of a sweep. "
+    + " ".join(
+        f"**{title}:** {' · '.join(named[family])}."
+        for family, title in (("l2d", "Learned"), ("baseline", "Baselines"), ("reference", "For reference"))
+        if named.get(family)
+    )
+    + " And each agent alone. **AIQ**: a router's mean EM (%) across the pool's range of GFLOPs per "
+    "question, on the upper envelope of its (GFLOPs, EM) points (0 below its cheapest point; higher is "
+    "better). **APGR**: the share of the EM gap between the main agent and the best agent that a router "
+    "closes, averaged over the share of questions sent to experts (1: all of it)."
 )
 dataset, pool = select_pool()
 
