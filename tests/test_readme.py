@@ -130,3 +130,13 @@ def test_the_short_readme_commands_run_in_order(real_data, tmp_path):
             proc.wait(timeout=30)
     assert len(ran) >= 6 and any(c.startswith("curl") for c in ran), ran
     assert sys.executable  # the commands ran with the interpreter on PATH, as a user's would
+
+
+def test_the_readme_names_every_router_of_the_registry():
+    """The README's list of what ``--policy`` takes is typed: a router registered later (the
+    confidence threshold was missing from it) fails here until the README names it."""
+    from l2d_core.routers.registry import routers
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    missing = [rid for rid in routers() if f"`{rid}`" not in text]
+    assert not missing, f"the README does not name these routers: {missing}"
