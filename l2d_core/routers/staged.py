@@ -300,20 +300,23 @@ class StagedRouter(Router):
         A GFLOPs budget prices compute instead (:meth:`_follow_price`)."""
         if kind == "gflops":
             return self._follow_price(costs, target)
-        bench, first, second = self.bench_, self.first_, self.second_
-        data, overhead = first.accounting(bench.train)
-        doubt_cal = main_doubt(first.estimator_.predict_proba(first._features("train")))
-        p2_cal = second.estimator_.predict_proba(second._features("train"))
+        first, (data, overhead, doubt_cal, p2_cal) = self.first_, self._calibration()
         follower = Follower.start(doubt_cal, target, target, (-1.0, 3.0))  # doubt: [0, 2]
         start, state = follower.threshold, asdict(follower)
         _, threshold = follower.decide(main_doubt(first.p_err_))
-        stages = self.stages(follower)
-        d = self._decision(costs, threshold, stages=stages, budget=target)
+        d = self._decision(costs, threshold, stages=self.stages(follower), budget=target)
         ask_cal = doubt_cal > start
         cal_final = np.where(ask_cal, second_stage_choice(p2_cal, costs, self.asked_), 0)
         spent = float(_paid(data.gflops, overhead, ask_cal, cal_final, self.asked_).mean())
         info = dict(start=start, end=follower.threshold, reachable=(0.0, 1.0), follower=state)
         return d, info | dict(training_share=float(ask_cal.mean()), training_gflops=spent)
+
+    def _calibration(self) -> tuple:
+        """Where a budget starts: the training articles' accounting, doubt and second-stage estimates."""
+        first, second = self.first_, self.second_
+        doubt = main_doubt(first.estimator_.predict_proba(first._features("train")))
+        p2 = second.estimator_.predict_proba(second._features("train"))
+        return (*first.accounting(self.bench_.train), doubt, p2)
 
     def price_grid(self, costs: CostConfig) -> tuple[list[CostConfig], np.ndarray]:
         """Each price of :class:`~l2d_core.routers.budget.PriceGrid` as a cost setting (``costs``' α,
@@ -333,11 +336,9 @@ class StagedRouter(Router):
         :class:`~l2d_core.routers.budget.PriceFollower` moves after each question (on the grid
         of :meth:`price_grid`), starting where the spend on the training articles meets the
         target. The doubt threshold alone cannot: the dear expert's price decides the spend."""
-        bench, first, second, grid = self.bench_, self.first_, self.second_, PriceGrid()
+        first, second, grid = self.first_, self.second_, PriceGrid()
         settings, taus = self.price_grid(costs)
-        data, overhead = first.accounting(bench.train)
-        doubt_cal = main_doubt(first.estimator_.predict_proba(first._features("train")))
-        p2_cal = second.estimator_.predict_proba(second._features("train"))
+        data, overhead, doubt_cal, p2_cal = self._calibration()
         spend_cal = self._grid_spend(settings, taus, doubt_cal, p2_cal, data, overhead)
         g0, least, most = grid.start(spend_cal, target)
         follower = PriceFollower(math.log(grid.prices[g0]), target)
