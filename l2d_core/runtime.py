@@ -43,19 +43,22 @@ def transformers_names(*names: str) -> tuple:
         return tuple(getattr(transformers, name) for name in names)
 
 
-_THREADS_HELD = [0, 0]  # [contexts open, torch's thread count before the first]
+_THREADS_HELD: list = [0, 0, None]  # [contexts open, torch's thread count before the first, BLAS limit]
 
 
 @contextmanager
 def one_thread():
-    """Run torch on one CPU thread inside the block (restored after the last of overlapping
-    blocks in other threads). For small models, whose operations are too short to split: on a
-    2-core machine the router heads trained 2–4× faster on one thread than on two (post-hoc head
-    0.37 s vs 1.3 s, the SDL's linear head 4.4 s vs 7.4 s)."""
+    """Run torch and NumPy/SciPy's BLAS on one CPU thread inside the block (restored after the last
+    of overlapping blocks in other threads). For small models, whose operations are too short to
+    split: the router heads' L-BFGS steps call BLAS on vectors of a few thousand numbers, where a
+    second BLAS thread only spins (``scripts/bench_fit.py`` measures the fits)."""
+    from threadpoolctl import threadpool_limits
+
     with _THREADS_LOCK:
         if _THREADS_HELD[0] == 0:
             _THREADS_HELD[1] = torch.get_num_threads()
             torch.set_num_threads(1)
+            _THREADS_HELD[2] = threadpool_limits(limits=1, user_api="blas")
         _THREADS_HELD[0] += 1
     try:
         yield
@@ -64,6 +67,8 @@ def one_thread():
             _THREADS_HELD[0] -= 1
             if _THREADS_HELD[0] == 0:
                 torch.set_num_threads(_THREADS_HELD[1])
+                _THREADS_HELD[2].restore_original_limits()
+                _THREADS_HELD[2] = None
 
 
 def set_seed(seed: int) -> None:

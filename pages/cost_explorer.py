@@ -18,7 +18,7 @@ from l2d_core.method.costs import PRICE_STEP, PRICE_TOP, CostConfig, InvalidCost
 from l2d_core.report import charts
 from l2d_core.routers.registry import router_label
 from pages.ui.app import within_app
-from pages.ui.cache import benchmark, embeddings_ready, fitted_router, sweep, sweep_charts
+from pages.ui.cache import benchmark, embedding_ranking, embeddings_ready, fitted_router, sweep, sweep_charts
 from pages.ui.deploy_panel import deploy_panel
 from pages.ui.widgets import (
     default_caption,
@@ -57,10 +57,10 @@ st.caption(
 )
 
 dataset, pool = select_pool()
-preparing = st.empty()  # filled at the end: routers being compared, or waiting for agents' answers
+preparing = st.empty()  # filled at the end while the routers that read embeddings are ranked
 with shown_errors():
     bench = benchmark(dataset, pool)
-    choice, pending = default_choice(dataset, pool)
+    choice = default_choice(dataset, pool)
     best, ranking = choice.router_id, choice.ranking
 experts, gflops = bench.pool.experts, bench.expert_gflops
 main_gflops = float(bench.train.agent_gflops[0])
@@ -107,7 +107,7 @@ for j, b in enumerate(bench.costs(0.05).beta, start=1):
         st.session_state[f"beta_{j}"] = beta_max[j - 1]
 
 chosen = select_routers("routers", default=best, bench=bench)
-st.sidebar.caption(default_caption(choice, pending))
+st.sidebar.caption(default_caption(choice))
 if not chosen:
     st.info("Pick at least one router in the sidebar.")
     st.stop()
@@ -348,19 +348,9 @@ def results() -> None:
 
 results()
 with st.expander("How the routers rank on validation articles"):
-    if ranking is None:
-        st.caption("Not compared yet: the comparison is running (once per pool).")
-    else:
-        ranks = ranking_frame(ranking)
-        fmt = {c: "{:.2f}" for c in ranks.columns if c != "router"} | {"at λ (errors per TFLOP)": "{:g}"}
-        st.table(ranks.style.format(fmt).hide(axis="index"))  # a plain table: no data grid to load
-    if pending:
-        st.caption(f"Not ranked yet (being prepared): {', '.join(map(router_label, pending))}.")
-    if not embeddings_ready(dataset) and (unranked := needs_embeddings()):
-        st.caption(
-            f"Not ranked: {', '.join(map(router_label, unranked))} — read the question and context, whose "
-            "embeddings are not computed here yet (pick one in the sidebar to compute them: minutes, once)."
-        )
+    ranks = ranking_frame(ranking)
+    fmt = {c: "{:.2f}" for c in ranks.columns if c != "router"} | {"at λ (errors per TFLOP)": "{:g}"}
+    st.table(ranks.style.format(fmt).hide(axis="index"))  # a plain table: no data grid to load
     default_is = (
         "none pays for itself here, so the default above is the most accurate single agent"
         if choice.instead_of is not None
@@ -371,4 +361,25 @@ with st.expander("How the routers rank on validation articles"):
         "its EM above random mixing of single agents at the same compute, at the price λ where that is "
         f"largest ({default_is}), and AIQ, the mean EM of its cost–EM curve over the agents' compute range."
     )
-finish_preparing(dataset, pool, ranking, pending, preparing)
+    unranked = needs_embeddings()
+    read = embedding_ranking(dataset, pool, rank=False) if embeddings_ready(dataset) else None
+    if read:
+        st.markdown("**Routers that read the question and context** (ranked the same way)")
+        ranks = ranking_frame(read)
+        st.table(ranks.style.format(fmt).hide(axis="index"))
+    if unranked and read is None:
+        st.caption(
+            f"Not ranked yet: {', '.join(map(router_label, unranked))} — read the question and context, "
+            + (
+                "being ranked now."
+                if embeddings_ready(dataset)
+                else "whose embeddings are not computed here yet (pick one in the sidebar to compute them: "
+                "minutes, once)."
+            )
+        )
+    if unranked:
+        st.caption(
+            "The default is chosen among the routers that do not read the question and context, so it "
+            "never waits for their embeddings and never changes once they are computed."
+        )
+finish_preparing(dataset, pool, preparing)

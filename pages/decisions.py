@@ -33,10 +33,10 @@ from pages.ui.widgets import (
 within_app(__file__)
 st.title("Routing decisions")
 dataset, pool = select_pool()
-preparing = st.empty()  # filled at the end: routers being compared, or waiting for agents' answers
+preparing = st.empty()  # filled at the end while the routers that read embeddings are ranked
 with shown_errors():
     bench = benchmark(dataset, pool)
-    choice, pending = default_choice(dataset, pool)
+    choice = default_choice(dataset, pool)
     costs = cost_from_state(dataset, pool, bench.price_costs(choice.price))
     budget = budget_from_state(dataset, pool)
 router_id = select_routers("dec_router", choice.router_id, multiple=False, where=st, bench=bench)
@@ -159,4 +159,4 @@ if ex["signals"] and getattr(router, "confidence_", False):
     )
 if ex["context"]:
     st.caption(context_note(bench.pool.main, ex["context"]))
-finish_preparing(dataset, pool, choice.ranking, pending, preparing)
+finish_preparing(dataset, pool, preparing)

@@ -40,10 +40,10 @@ st.caption(
     "chance of a mistake plus its price β — at the costs set on the cost explorer."
 )
 dataset, pool = select_pool()
-preparing = st.empty()  # filled at the end while the routers are compared on validation articles
+preparing = st.empty()  # filled at the end while the routers that read embeddings are ranked
 with shown_errors():
     bench = benchmark(dataset, pool)
-    choice, _ = default_choice(dataset, pool)
+    choice = default_choice(dataset, pool)
 best, ranking = choice.router_id, choice.ranking
 costs = cost_from_state(dataset, pool, bench.price_costs(choice.price))
 st.sidebar.caption(
@@ -76,7 +76,7 @@ if source == "Your own text":  # only routers whose inputs all run on new text
             f"Not offered for your own text: {', '.join(left_out)} — each reads an agent that cannot answer "
             "new text here (a helper known only by its prediction file), or embeddings not computed yet."
         )
-ranked = [r.router_id for r in ranking or [] if r.router_id in menu]
+ranked = [r.router_id for r in ranking if r.router_id in menu]
 default = best if best in menu else (ranked[0] if ranked else menu[0])
 router_id = select_routers("sq_router", default, multiple=False, where=st, ids=menu)
 if choice.instead_of is not None:
@@ -86,7 +86,7 @@ if choice.instead_of is not None:
         f"every question to {router_label(best)}, the most accurate agent. This page shows how a router "
         "would route one query."
     )
-elif best not in ROUTABLE and ranking is not None:
+elif best not in ROUTABLE:
     st.caption(
         f"The best router of {pool} on validation articles, {router_label(best)}, routes the dataset's "
         "questions on the other pages; this page routes one query at a time with the routers above."
@@ -227,5 +227,4 @@ if expected and main["expected_answer"] and not main["expected_answer"]["in_cont
 st.dataframe(answers_frame(answers), hide_index=True)
 if note := f1_note([a["agent"] for a in answers if a["status"] == "cached" and a["answer"] is None]):
     st.caption(note)
-# the other pages read in the agents waiting routers need; this one only ranks what is ready
-finish_preparing(dataset, pool, ranking, {}, preparing)
+finish_preparing(dataset, pool, preparing)

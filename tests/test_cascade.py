@@ -176,14 +176,17 @@ def test_validation_ranking_is_kept_on_disk(slices, monkeypatch):
         rank_by_validation(b, ["l2d-cascade"])
 
 
-def test_a_first_view_need_not_wait_for_the_ranking(slices, fresh_cache, monkeypatch):
-    """``rank=False`` fits nothing: without a ranking on disk a router ready stands in and the
-    ranking is None; once ranked (the page does it after drawing), the same call reads the best."""
+def test_the_default_is_whole_before_it_is_shown_and_never_moves(slices, fresh_cache, monkeypatch):
+    """``rank=False`` fits nothing and gives None until the ranking is on disk (a page then ranks
+    before it shows a number); the default is chosen among the routers that read no embeddings —
+    also on a benchmark that has them — so it is the same before and after they are computed; once
+    ranked, the same call reads the same default back without fitting."""
     import l2d_core.evaluation.validation as V
-    from l2d_core.app_logic.default_view import default_router
+    from l2d_core.app_logic.default_view import default_candidates, default_router
+    from l2d_core.routers.registry import routers
 
     b = slices["informative"]
-    ids = ["l2d-cascade", "l2d-posthoc"]
+    assert b.has_embeddings
     real_score = V.validation_score
     scored = []
 
@@ -192,14 +195,14 @@ def test_a_first_view_need_not_wait_for_the_ranking(slices, fresh_cache, monkeyp
         return real_score(router)
 
     monkeypatch.setattr(V, "validation_score", counted)
-    assert rank_by_validation(b, ids, compute=False) is None and scored == []
-    stand_in = default_router(b, rank=False)  # the first router ready, scored alone
-    assert stand_in.ranking is None and stand_in.router_id == V.candidates(b)[0]
-    assert scored == [stand_in.router_id] and stand_in.price in V.PRICE_GRID
+    assert default_router(b, rank=False) is None and scored == []
+    ids = default_candidates(b)
+    assert ids and not any(routers()[r].reads_embeddings for r in ids)
+    assert any(routers()[r].reads_embeddings for r in V.candidates(b))  # left out of the default
     seen = []
     best = default_router(b, progress=lambda k, n, rid: seen.append((k, n, rid)))  # kept on disk
-    ready = V.candidates(b)
-    assert seen == [(k, len(ready), rid) for k, rid in enumerate(ready, start=1)]
+    assert seen == [(k, len(ids), rid) for k, rid in enumerate(ids, start=1)] and scored == ids
+    assert {r.router_id for r in best.ranking} == set(ids)
 
     def no_fit(router):
         raise AssertionError("fitted for a ranking that was not asked for")

@@ -17,7 +17,7 @@ import streamlit as st
 
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.registry import get_agent, get_pool
-from l2d_core.app_logic.default_view import DefaultChoice
+from l2d_core.app_logic.default_view import DefaultChoice, needs_embeddings
 from l2d_core.app_logic.default_view import default_router as pick_default
 from l2d_core.app_logic.explorer import sweep_frame
 from l2d_core.app_logic.jobs import embedding_key, expected_duration, record_duration, start_embedding, status
@@ -25,7 +25,7 @@ from l2d_core.app_logic.live import answer_with
 from l2d_core.app_logic.overview import agent_table
 from l2d_core.evaluation.benchmark import Benchmark, embeddings_on_disk, prepare
 from l2d_core.evaluation.results import load_results
-from l2d_core.evaluation.validation import waiting
+from l2d_core.evaluation.validation import Ranked, rank_by_validation, waiting
 from l2d_core.paths import cache_dir
 from l2d_core.report import charts
 from l2d_core.routers.registry import Router, make_router, router_class, router_label
@@ -35,6 +35,7 @@ __all__ = [
     "benchmark",
     "fitted_router",
     "default_router",
+    "embedding_ranking",
     "routers_waiting",
     "embeddings_ready",
     "ensure_embeddings",
@@ -153,27 +154,33 @@ fitted_router.clear = _clear_fitted
 
 
 @st.cache_data(show_spinner=False)
-def default_router(
-    dataset: str, pool: str, waiting_ids: tuple[str, ...] = (), rank: bool = True, _progress=None
-) -> DefaultChoice:
+def default_router(dataset: str, pool: str, rank: bool = True, _progress=None) -> DefaultChoice | None:
     """The default router and price (:func:`~l2d_core.app_logic.default_view.default_router`: the
-    furthest above random mixing on validation articles, else the most accurate single agent)
-    among those ready now: the embedding readers only when their embeddings are on disk already,
-    the others once every agent they read is read in, so that the first view never waits for the
-    encoder or for helper agents (``waiting_ids``: the routers still waiting, part of the key).
-    The routers it ranks are fitted through :func:`fitted_router`, so the default one is not
-    fitted a second time for the page.
-    ``rank=False``: no ranking is computed now (the first view does not wait for it); without
-    one on disk the ranking is None and a router ready stands in (clear this cache once ranked).
+    furthest above random mixing on validation articles among the routers that read no embeddings,
+    else the most accurate single agent). The routers it ranks are fitted through
+    :func:`fitted_router`, so the default one is not fitted a second time for the page.
+    ``rank=False``: None while the ranking is not on disk (clear this cache once ranked).
     ``_progress(k, n, router id)`` as each router is scored (not part of the key)."""
-    bench = benchmark(dataset, pool, embeddings_ready(dataset))
     return pick_default(
-        bench,
-        ready_only=True,
+        benchmark(dataset, pool),
         fitted=lambda rid: fitted_router(dataset, pool, rid),
         rank=rank,
         progress=_progress,
     )
+
+
+@st.cache_data(show_spinner=False)
+def embedding_ranking(dataset: str, pool: str, rank: bool = True, _progress=None) -> list[Ranked] | None:
+    """The routers that read the question/context embeddings, ranked on validation articles as the
+    default's candidates are (None with ``rank=False`` while not on disk); shown beside them,
+    never the default. Call only once the embeddings are computed."""
+    ids = needs_embeddings()
+    bench = benchmark(dataset, pool, True)
+    ids = [r for r in ids if router_class(r).unavailable(bench) is None]
+    if not ids:
+        return []
+    fit = lambda rid: fitted_router(dataset, pool, rid)  # noqa: E731
+    return rank_by_validation(bench, ids, fitted=fit, compute=rank, progress=_progress)
 
 
 @st.cache_data(show_spinner=False)

@@ -17,7 +17,7 @@ from l2d_core.app_logic.jobs import left_words
 from l2d_core.data import DATASETS, DataFormatError
 from l2d_core.method.costs import CostConfig, InvalidCostError
 from l2d_core.routers.registry import router_ids, router_label
-from pages.ui.cache import benchmark, default_router, routers_waiting
+from pages.ui.cache import benchmark, default_router, embedding_ranking, embeddings_ready, routers_waiting
 from pages.ui.defaults import DATASET_CHOICES, DEFAULT_POOL
 
 __all__ = [
@@ -102,72 +102,67 @@ def pool_menu_help(dataset: str) -> str:
     )
 
 
-def default_choice(dataset: str, pool: str) -> tuple[DefaultChoice, dict]:
-    """The default router and price (the furthest above random mixing on validation articles
-    among the routers ready now; a router ready stands in, scored alone, until they are all
-    compared) and the routers still waiting for agents' answers (id → agents). The page never
-    waits for the comparison or the agents: see :func:`finish_preparing`."""
-    pending = routers_waiting(dataset, pool)
-    return default_router(dataset, pool, tuple(sorted(pending)), rank=False), pending
+def default_choice(dataset: str, pool: str) -> DefaultChoice:
+    """The default router and price: the furthest above random mixing on validation articles among
+    the routers that read no embeddings (:func:`~l2d_core.app_logic.default_view.default_router`,
+    a pure function of the pool's data and the code). What the first view needs is computed before
+    anything is shown — the agents those routers read are read in, then the routers ranked, each
+    with a progress bar in place (once per pool: the ranking is kept on disk) — so the numbers
+    shown first are the numbers that stay."""
+    choice = default_router(dataset, pool, rank=False)
+    if choice is not None:
+        return choice
+    where = st.empty()
+    if pending := routers_waiting(dataset, pool):
+        agents = sorted({a for todo in pending.values() for a in todo})
+        names = " and ".join(router_label(r) for r in pending)
+        step = _bar(where, f"Reading in the answers of {len(agents)} agents that {names} reads", "agents")
+        with shown_errors():  # in two child processes: this server keeps serving other pages
+            import_agents(benchmark(dataset, pool).dataset, agents, processes=2, on_done=step)
+        routers_waiting.clear()
+    what = "Choosing the default router: each router ranked on validation articles (once per pool)"
+    with shown_errors():
+        choice = default_router(dataset, pool, rank=True, _progress=_bar(where, what, "routers"))
+    where.empty()
+    default_router.clear()  # the ranking is on disk now: the cached None of rank=False goes
+    return choice
 
 
-def default_caption(choice: DefaultChoice, pending: dict) -> str:
-    """What the sidebar says of the default router and cost setting, true at each stage."""
+def default_caption(choice: DefaultChoice) -> str:
+    """What the sidebar says of the default router and cost setting."""
     label, lam = router_label(choice.router_id), f"λ = {choice.price:g} errors per TFLOP"
     gain = "EM points above random mixing of agents on validation articles"
-    waiting = ", ".join(map(router_label, pending))
-    ready = f" of those ready now ({waiting}: being prepared)" if pending else ""
     lost = choice.instead_of
     if lost is not None:
-        head = (
-            f"No router{ready} pays for itself on this pool: the best, {router_label(lost.router_id)}, is"
-            if choice.ranking is not None
-            else f"For now (the other routers are being compared): {router_label(lost.router_id)} is"
-        )
         return (
-            f"{head} {lost.gain:+.2f} {gain} at best. Default: every question to {label}, the most "
+            f"No router pays for itself on this pool: the best, {router_label(lost.router_id)}, is "
+            f"{lost.gain:+.2f} {gain} at best. Default: every question to {label}, the most "
             f"accurate agent on the training articles, which random mixing cannot beat ({choice.gain:+.2f})."
         )
-    where = f"{choice.gain:+.2f} {gain}"
-    if choice.ranking is None:
-        return (
-            f"Default for now: {label} at {lam} ({where}). The other routers are being compared on "
-            "validation articles; the best one becomes the default."
-        )
-    return f"Default: {label} at {lam}, the best on validation articles{ready}: {where}."
+    return f"Default: {label} at {lam}, the best on validation articles: {choice.gain:+.2f} {gain}."
 
 
 def default_price(choice: DefaultChoice) -> None:
-    """Start the price slider (λ) at the default router's best price, and move it there when the
-    default changes while the slider still shows the previous default; a user's own λ is kept."""
+    """Start the price slider (λ) at the default router's best price; a user's own λ is kept."""
     before = st.session_state.get("_price_default")
     if "price" not in st.session_state or st.session_state["price"] == before:
         st.session_state["price"] = choice.price
     st.session_state["_price_default"] = choice.price
 
 
-def finish_preparing(dataset: str, pool: str, ranking, pending: dict, where) -> None:
-    """After the page is drawn (its first view waits for neither): compare the routers ready on
-    validation articles when that was not done yet, then read in the answers the waiting routers
-    need, with a progress bar (agents done, time left); rerun the page after each so that the
-    default and the ranking include them. Each agent is one transaction, so a page left midway
-    keeps what is done."""
-    if ranking is None:
-        what = "Comparing the routers ready on validation articles (once per pool)"
-        with shown_errors():
-            step = _bar(where, what, "routers")
-            default_router(dataset, pool, tuple(sorted(pending)), rank=True, _progress=step)
-        default_router.clear()  # the ranking is on disk now: the next run reads it
-        st.rerun()
-    if not pending:
+def finish_preparing(dataset: str, pool: str, where) -> None:
+    """After the page is drawn: where the embeddings are computed already and the routers that
+    read them are not ranked yet, rank them on validation articles (once per pool, a progress bar
+    in ``where``) and rerun the page, whose ranking table then shows them. They are ranked beside
+    the default's candidates, never instead of the default (a default that changed once the
+    embeddings came would contradict the numbers shown first)."""
+    if not embeddings_ready(dataset) or embedding_ranking(dataset, pool, rank=False) is not None:
         return
-    agents = sorted({a for todo in pending.values() for a in todo})
-    names = " and ".join(router_label(r) for r in pending)
-    step = _bar(where, f"Preparing {names}: reading the answers of {len(agents)} more agents", "agents")
-    with shown_errors():  # in two child processes: this server keeps serving the page drawn so far
-        import_agents(benchmark(dataset, pool).dataset, agents, processes=2, on_done=step)
+    what = "Ranking the routers that read the question and context (once per pool)"
+    with shown_errors():
+        embedding_ranking(dataset, pool, rank=True, _progress=_bar(where, what, "routers"))
     where.empty()
-    routers_waiting.clear()
+    embedding_ranking.clear()
     st.rerun()
 
 
