@@ -230,9 +230,10 @@ def test_the_run_starts_as_a_package_module_and_its_pid_is_watched(real_data, fr
 def test_single_query_page_draws_at_once_then_fills_in_the_time_and_shows_the_run(
     real_data, fresh_cache, timed, monkeypatch
 ):
-    """No pool answers new text: the page draws while the time is being measured (in a
-    background process, never waited for), then shows the measured time; the button starts the
-    run, whose progress the page then shows; a run that stopped says so."""
+    """No pool answers new text: opening the page starts no measurement (it says the time is not
+    measured yet); asked, the time is measured in a background process, never waited for, then
+    shown at the machine's load now; the button starts the run, whose progress the page then
+    shows; a run that stopped says so."""
 
     import pages.ui.live_agent as page_module
 
@@ -240,10 +241,19 @@ def test_single_query_page_draws_at_once_then_fills_in_the_time_and_shows_the_ru
         def poll(self):
             return None
 
+    monkeypatch.setattr(Q.os, "getloadavg", lambda: (0.5, 0.5, 0.5))  # idle, then as now
     spawned = []
     monkeypatch.setattr(Q, "_spawn", lambda args, log, **kw: spawned.append(args) or Pending())
     at = open_page("single_query")
     at.run()
+    assert not at.exception, at.exception
+    assert timed == [] and spawned == []  # opening the page measured nothing and started nothing
+    offer = next(i.value for i in at.info if "quick model" in i.value)
+    assert "not measured yet" in offer and "about" not in offer and "P3-quick" in offer
+    at.run()
+    assert spawned == []
+    measure = next(b for b in at.button if b.label.startswith("Measure this machine's time"))
+    measure.click().run()
     assert not at.exception, at.exception
     # the page drew without waiting: nothing was timed in its process, the measurement was handed to
     # a background process (still running: Pending) — how fast the page draws is measured by
@@ -251,7 +261,7 @@ def test_single_query_page_draws_at_once_then_fills_in_the_time_and_shows_the_ru
     assert timed == []
     assert spawned == [["-m", "l2d_core.app_logic.quick_agent", "squad11"]]
     offer = next(i.value for i in at.info if "quick model" in i.value)
-    assert "being measured now" in offer and "about" not in offer and "P3-quick" in offer
+    assert "being measured now" in offer and "about" not in offer
     assert any("Measuring the time" in c.value for c in at.caption)
     at.run()
     assert len(spawned) == 1  # one measurement at a time
@@ -272,8 +282,8 @@ def test_single_query_page_draws_at_once_then_fills_in_the_time_and_shows_the_ru
     assert not at.exception, at.exception
     quick = Q.expected_seconds("squad11")
     offer = next(i.value for i in at.info if "quick model" in i.value)
-    assert f"about {quick['total_s'] / 60:.0f} min on this machine now" in offer
-    assert "in all (being measured)" in offer
+    assert f"about {quick['total_s'] / 60:.0f} min on this machine at its load now (0.5)" in offer
+    assert "in all (being measured now)" in offer
     assert any("Measuring the time" in c.value for c in at.caption)
 
     monkeypatch.setattr(Q, "time_training_step", fake)
@@ -282,8 +292,9 @@ def test_single_query_page_draws_at_once_then_fills_in_the_time_and_shows_the_ru
     assert not at.exception, at.exception
     quick, full = Q.estimate(record, Q.QUICK), Q.estimate(record, PROFILES["full"])
     offer = next(i.value for i in at.info if "quick model" in i.value)
-    assert f"about {quick['total_s'] / 60:.0f} min on this machine now" in offer
+    assert f"about {quick['total_s'] / 60:.0f} min on this machine at its load now (0.5)" in offer
     assert f"about {page_module._minutes(full['total_s'])} on this machine now" in offer
+    assert "measured 0 s ago at load 0.5 on" in offer
     assert f"{quick['steps']:,} steps" in offer and "trains 3 models" in offer
     assert not any("Measuring the time" in c.value for c in at.caption)
 
@@ -335,3 +346,14 @@ def test_once_a_pool_answers_new_text_the_page_switches_to_it(real_data, fresh_c
     next(b for b in at.button if b.label == "Switch to P3-quick").click().run()
     assert not at.exception, at.exception
     assert at.selectbox(key="pool").value == "P3-quick"
+
+
+def test_a_measurement_taken_under_load_is_scaled_to_the_load_now():
+    """A time measured with the cores shared (load 3 on 2 cores: half a core's share each) is
+    about half as long on an idle machine, and as measured at the same load."""
+    record = {"load": 3.0}
+    assert Q.at_load_now(100.0, record, load_now=3.0) == pytest.approx(100.0)
+    cores = os.cpu_count()
+    idle = Q.at_load_now(100.0, record, load_now=0.0)
+    assert idle == pytest.approx(100.0 * min(1.0, cores / 4.0))
+    assert Q.at_load_now(100.0, {}, load_now=9.0) == 100.0  # an older record without its load

@@ -2,14 +2,15 @@
 --profile quick`` in a background process (it outlives a page's rerun and a closed tab), its
 progress read back from the JSON file the run writes, and this machine's expected time for it.
 
-The expected time is measured in a background process too (a page never waits for it): the
-run's own windows are counted and batched as the run batches them, the base model's training
+The expected time is measured in a background process too, when a user asks for it (opening a
+page starts nothing; a page never waits for it): the run's own windows are counted and batched as
+the run batches them, the base model's training
 steps (at each profile's own batch size and mean padded window length) and forward passes (at
 the answering's batch size) are timed here
 (:func:`~l2d_core.agents.qa_training.time_training_step`: the median of five after a warm-up),
 and a run's time is the per-token cost times its tokens plus the per-step optimizer time. The
-measurement is kept on disk for a day (re-taken sooner when torch's thread count changed): it
-says what the machine does *now*, under the load it had then.
+measurement is kept on disk for a day (re-taken sooner when torch's thread count changed) with the
+machine's load average while it was taken; :func:`at_load_now` scales it to the load now.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ __all__ = [
     "estimate",
     "expected_seconds",
     "measurement",
+    "cpu_share",
+    "at_load_now",
     "start_training",
     "training_status",
 ]
@@ -172,7 +175,13 @@ def measure(dataset: str, device: str | None = None) -> dict:
     windows = _windows(ds, cfg)
     work = {name: _work(ds, p, windows) for name, p in PROFILES.items()}
     q = work["quick"]
-    record = {"measured_at": time.time(), "threads": torch.get_num_threads(), "work": work, "train": {}}
+    record = {
+        "measured_at": time.time(),
+        "threads": torch.get_num_threads(),
+        "load": os.getloadavg()[0],
+        "work": work,
+        "train": {},
+    }
     by_batch = {QUICK.batch_size: "quick"} | {p.batch_size: n for n, p in PROFILES.items() if p != QUICK}
     for batch, name in by_batch.items():
         w = work[name]
@@ -250,7 +259,7 @@ def expected_seconds(dataset: str, profile: TrainingProfile = QUICK, device: str
 
 @dataclass(frozen=True)
 class Measurement:
-    state: str  # "ready" (every profile timed), "measuring" or "failed"
+    state: str  # "ready" (every profile timed), "measuring", "failed" or "none" (not asked for)
     record: dict | None = None  # a :func:`measure` record, perhaps partial while measuring
     message: str = ""  # why it failed
 
@@ -265,9 +274,32 @@ def _last_error(path: Path) -> str:
     return (errors[-1] if errors else lines[-1] if lines else "")[:300]
 
 
-def measurement(dataset: str) -> Measurement:
-    """The kept measurement when fresh; otherwise one is taken in a background process (started
-    here unless one is under way) and this says "measuring" at once — a page never waits for it."""
+def cpu_share(load: float, cores: int | None = None) -> float:
+    """The share of the CPUs a new CPU-bound run gets at a load average of ``load`` (1 when there
+    are cores to spare; ``cores / (load + 1)`` when the run has to share them).
+
+    >>> cpu_share(0.5, 2), cpu_share(3.0, 2)
+    (1.0, 0.5)
+    """
+    cores = cores or os.cpu_count() or 1
+    return min(1.0, cores / (load + 1.0))
+
+
+def at_load_now(seconds: float, record: dict, load_now: float | None = None) -> float:
+    """``seconds`` measured under the record's load, at the load average now: a measurement taken
+    on a busy machine is scaled down on an idle one, and up on a busier one. A record without
+    its load (an older one) is taken as it is."""
+    then = record.get("load")
+    if then is None:
+        return seconds
+    now = os.getloadavg()[0] if load_now is None else load_now
+    return seconds * cpu_share(then) / cpu_share(now)
+
+
+def measurement(dataset: str, start: bool = False) -> Measurement:
+    """The kept measurement when fresh; otherwise "measuring" while one is under way, else
+    "none" — one is taken in a background process only with ``start`` (a user's request: opening
+    a page starts nothing), and a page never waits for it."""
     record = stored_measurement(dataset)
     if _complete(record):
         return Measurement("ready", record)
@@ -275,8 +307,10 @@ def measurement(dataset: str) -> Measurement:
     if proc is not None and proc.poll() is None:
         return Measurement("measuring", record)
     log = cache_dir() / "models" / f"timing-{dataset}.log"
-    if proc is not None and proc.returncode != 0:  # not started again: it would fail again
+    if proc is not None and proc.returncode != 0 and not start:  # asked again: it is tried again
         return Measurement("failed", record, _last_error(log) or f"exit status {proc.returncode}")
+    if not start:
+        return Measurement("none", record)
     log.parent.mkdir(parents=True, exist_ok=True)
     _MEASURING[dataset] = _spawn(["-m", __name__, dataset], log)
     return Measurement("measuring", record)

@@ -1,9 +1,10 @@
 """The offer to train a model that answers your own text, shown where no pool can: its expected
-time on this machine (measured in the background: the page draws at once and fills it in), a
-button, then its progress (the run goes on in the background)."""
+time on this machine (measured in the background when asked: the page draws at once and fills it
+in), a button, then its progress (the run goes on in the background)."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import streamlit as st
@@ -11,6 +12,7 @@ import streamlit as st
 from l2d_core.app_logic.quick_agent import (
     PROFILES,
     QUICK,
+    at_load_now,
     estimate,
     measurement,
     quick_pool,
@@ -48,7 +50,7 @@ def _progress(dataset: str) -> None:
         record = stored_measurement(dataset)
         before = s.stage in ("fine-tuning", "calibrating")  # the answering is still to come
         if before and record and estimate(record):
-            eta = f"; about {_minutes(left + estimate(record)['answer_s'])} left in all"
+            eta = f"; about {_minutes(left + at_load_now(estimate(record)['answer_s'], record))} left in all"
         elif before:
             eta += f" of {s.stage}, then the answering"
     unit = "steps" if s.stage == "fine-tuning" else "questions"
@@ -60,18 +62,25 @@ def _names(ids) -> str:
     return ", ".join(ids[:-1]) + f" and {ids[-1]}" if len(ids) > 1 else ids[0]
 
 
-def _offer_text(dataset: str, quick: dict | None, full: dict | None) -> str:
+def _offer_text(dataset: str, m) -> str:
     pool, experts = quick_pool(dataset)
     work, full_work = workload(dataset, QUICK), workload(dataset, PROFILES["full"])
-    when = "its time on this machine is being measured now (in the background)"
+    quick, full = m.expected(QUICK), m.expected(PROFILES["full"])
+    measuring = m.state == "measuring"
+    pending = "being measured now" if measuring else "not measured yet"
+    when = f"its time on this machine is {pending}" + (" (in the background)" if measuring else "")
     if quick is not None:
+        then, now, cores = m.record.get("load"), os.getloadavg()[0], os.cpu_count()
+        load = f" at load {then:.1f} on {cores} cores" if then is not None else ""
         when = (
-            f"**about {_minutes(quick['total_s'])} on this machine now** (the median of "
-            f"{quick['timed_steps']} timed training steps and of {quick['timed_forwards']} forward "
-            f"passes here, measured {_ago(quick['measured_at'])}, times the run's {quick['steps']:,} "
-            f"steps over {quick['windows']:,} windows)"
+            f"**about {_minutes(at_load_now(quick['total_s'], m.record, now))} on this machine at its "
+            f"load now ({now:.1f})** (the median of {quick['timed_steps']} timed training steps and of "
+            f"{quick['timed_forwards']} forward passes here, measured {_ago(quick['measured_at'])}{load}, "
+            f"times the run's {quick['steps']:,} steps over {quick['windows']:,} windows)"
         )
-    full_when = f"about {_minutes(full['total_s'])} on this machine now" if full else "being measured"
+    full_when = (
+        f"about {_minutes(at_load_now(full['total_s'], m.record))} on this machine now" if full else pending
+    )
     return (
         "No pool here can answer your own text yet: that needs a question-answering model that runs "
         f"on this machine. The quick model is fine-tuned for {QUICK.epochs} pass over "
@@ -122,8 +131,15 @@ def offer_quick_agent(dataset: str) -> None:
         _progress(dataset)
         return
     m = measurement(dataset)
-    st.info(_offer_text(dataset, m.expected(QUICK), m.expected(PROFILES["full"])))
-    if m.state != "ready":
+    st.info(_offer_text(dataset, m))
+    if m.state == "failed":
+        st.warning(f"This machine's time for it could not be measured: {m.message}")
+    if m.state in ("none", "failed"):  # started in the callback: the rerun draws it as measuring
+        st.button(
+            "Measure this machine's time for it (a minute or two)",
+            on_click=lambda: measurement(dataset, start=True),
+        )
+    if m.state == "measuring":
         _await_estimate(dataset, sum(m.expected(p) is not None for p in PROFILES.values()))
     if status.state == "failed":
         st.error(f"The last training run stopped: {status.message}. Training again resumes it.")
