@@ -213,9 +213,9 @@ def wait_idle(page, timeout_s: float = CHANGE_TIMEOUT_S) -> None:
 
 
 def wait_final_default(page, timeout_s: float = FIRST_LOAD_TIMEOUT_S) -> str:
-    """Wait until the sidebar names the final default router (every router compared and
-    prepared: no "for now", no "being prepared"); returns that caption."""
-    final = re.compile(r"^(?!.*being prepared)(Default: |No router )")
+    """Wait until the sidebar names the default router (a page shows it only once every
+    candidate is ranked); returns that caption."""
+    final = re.compile(r"^(Default: |No router )")
     caption = page.get_by_test_id("stSidebar").get_by_text(final).first
     caption.wait_for(timeout=1000 * timeout_s)
     return caption.inner_text()

@@ -91,7 +91,7 @@ def test_cost_explorer_slider_moves_the_metrics(dashboard, browser, tmp_path):
     page = browser.new_page(viewport=bd.VIEWPORT)
     try:
         em = bd.open_cost_explorer(page, dashboard)
-        bd.wait_final_default(page)  # not a stand-in while routers are compared or prepared
+        bd.wait_final_default(page)
         gq = bd.metric_value(page, "GFLOPs/query")
         bd.wait_idle(page)
         assert gq.count() == 1 and bd.metric_value(page, "TDL").count() == 1
