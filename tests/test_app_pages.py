@@ -120,7 +120,8 @@ def test_default_caption_says_the_default_and_what_it_gains():
 
     ranking = [Ranked("l2d-staged", 3.0, 0.2, 80.0), Ranked("l2d-cascade", 2.0, 0.1, 79.0)]
     said = default_caption(DefaultChoice("l2d-staged", 0.2, 3.0, ranking))
-    assert said.startswith("Default: " + router_label("l2d-staged") + " at λ = 0.2 errors per TFLOP, the best")
+    start = "Default: " + router_label("l2d-staged") + " at λ = 0.2 errors per TFLOP, the best"
+    assert said.startswith(start)
     assert "+3.00 EM points above random mixing" in said and "for now" not in said.lower()
     lost = Ranked("l2d-staged", -0.4, 0.2, 80.0)
     none = default_caption(DefaultChoice("agent:b", 0.2, 0.0, [lost], instead_of=lost))
