@@ -7,6 +7,8 @@ the cheap helper agents a post-hoc router reads by default. Shared by
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -22,6 +24,7 @@ from ..method.costs import CostConfig
 from ..paths import cache_dir
 from ..qa.squad_eval import normalize_all
 from .features import POSTHOC_FEATURE_SETS, posthoc_matrix
+from .trained import memo_arrays
 
 __all__ = [
     "FEATURE_SETS",
@@ -54,6 +57,7 @@ CALIBRATION_FOLDS = 4
 # Part of the trained-head cache key: bump when the features change. 4: a two-stage cascade's
 # second stage describes the asked expert's answer; 5: extra_features reads question_overlap.
 FEATURE_FORMAT = 5
+FEATURES_KIND = "posthoc-features"  # their store beside the routers' scores (kept on disk)
 # Second dense sweep of posthoc_points: β of the dearest expert, every other expert's β in
 # proportion to its *marginal* GFLOPs (0 for an agent that already ran), so the policy trades
 # error against compute itself; the GFLOPs rule of SPEC §3 (β_j ∝ GFLOPs_j / 20 for j ≥ 2)
@@ -183,6 +187,26 @@ def _features(bench, helpers: tuple[str, ...], split: str, features: str, confid
         recorded = bench.split(split).confidence
         conf = recorded[:, 0] if recorded is not None else [None] * len(records)
     X = {"train": bench.X_train, "val": bench.X_val, "test": bench.X_test}[split]
-    out = posthoc_matrix(main, helper_answers, records, features, conf, X, asked)
+    emb = features.endswith("+emb")
+    # what the features are a pure function of, besides the benchmark's key and this code: the
+    # split's questions and every answer and confidence read (helpers' answers are not in the key)
+    read = json.dumps(
+        [[r.qid for r in records], list(main), helper_answers.tolist(), None if conf is None else list(conf)],
+        sort_keys=True,
+        default=str,
+    )
+    params = {
+        "helpers": list(helpers),
+        "split": split,
+        "features": features,
+        "asked": asked,
+        "format": FEATURE_FORMAT,
+        "read": hashlib.sha256(read.encode()).hexdigest(),
+    }
+
+    def compute() -> dict[str, np.ndarray]:
+        return {"X": posthoc_matrix(main, helper_answers, records, features, conf, X, asked)}
+
+    out = memo_arrays(FEATURES_KIND, bench, params, compute, emb)["X"]
     out.flags.writeable = False
     return out
