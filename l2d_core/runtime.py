@@ -1,4 +1,5 @@
-"""Seeds, devices and the learning-rate schedule: one place for each."""
+"""Seeds, devices and the learning-rate schedule: one place for each. torch is imported where it is
+used, so that a command's ``--help`` or a module that only reads the registry never loads it."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ import threading
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "set_seed",
@@ -22,6 +26,8 @@ __all__ = [
     "half_precision",
     "one_thread",
     "transformers_names",
+    "cpu_share",
+    "at_load_now",
 ]
 
 _THREADS_LOCK = threading.Lock()
@@ -52,6 +58,7 @@ def one_thread():
     of overlapping blocks in other threads). For small models, whose operations are too short to
     split: the router heads' L-BFGS steps call BLAS on vectors of a few thousand numbers, where a
     second BLAS thread only spins (``scripts/bench_fit.py`` measures the fits)."""
+    import torch
     from threadpoolctl import threadpool_limits
 
     with _THREADS_LOCK:
@@ -73,6 +80,8 @@ def one_thread():
 
 def set_seed(seed: int) -> None:
     """Seed Python, NumPy and torch (CPU and CUDA)."""
+    import torch
+
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
@@ -92,6 +101,8 @@ def cpu_has_fast_bf16() -> bool:
 def half_precision(device: torch.device) -> torch.dtype | None:
     """The reduced precision worth autocasting to on ``device``: fp16 on CUDA (bf16 on cards that
     have it is used for training elsewhere), bf16 on a CPU that has it natively, else None (fp32)."""
+    import torch
+
     if device.type == "cuda":
         return torch.float16
     return torch.bfloat16 if cpu_has_fast_bf16() else None
@@ -99,6 +110,8 @@ def half_precision(device: torch.device) -> torch.dtype | None:
 
 def pick_device(device: str | None = None) -> torch.device:
     """``device`` if given, else ``L2D_DEVICE``, else CUDA when present, else CPU."""
+    import torch
+
     name = device or os.environ.get("L2D_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
     dev = torch.device(name)
     if dev.type == "cuda" and not torch.cuda.is_available():
@@ -113,3 +126,25 @@ def linear_schedule(optimizer: torch.optim.Optimizer, total_steps: int, warmup_r
 
     warm = max(1, math.ceil(total_steps * warmup_ratio))
     return get_linear_schedule_with_warmup(optimizer, warm, total_steps)
+
+
+def cpu_share(load: float, cores: int | None = None) -> float:
+    """The share of the CPUs a new CPU-bound run gets at a load average of ``load`` (1 when there
+    are cores to spare; ``cores / (load + 1)`` when the run has to share them).
+
+    >>> cpu_share(0.5, 2), cpu_share(3.0, 2)
+    (1.0, 0.5)
+    """
+    cores = cores or os.cpu_count() or 1
+    return min(1.0, cores / (load + 1.0))
+
+
+def at_load_now(seconds: float, record: dict, load_now: float | None = None) -> float:
+    """``seconds`` measured under the record's load, at the load average now: a measurement taken
+    on a busy machine is scaled down on an idle one, and up on a busier one. A record without
+    its load (an older one) is taken as it is."""
+    then = record.get("load")
+    if then is None:
+        return seconds
+    now = os.getloadavg()[0] if load_now is None else load_now
+    return seconds * cpu_share(then) / cpu_share(now)

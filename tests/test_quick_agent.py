@@ -349,11 +349,13 @@ def test_once_a_pool_answers_new_text_the_page_switches_to_it(real_data, fresh_c
 
 
 def test_a_measurement_taken_under_load_is_scaled_to_the_load_now():
+    from l2d_core.runtime import at_load_now
+
     """A time measured with the cores shared (load 3 on 2 cores: half a core's share each) is
     about half as long on an idle machine, and as measured at the same load."""
     record = {"load": 3.0}
-    assert Q.at_load_now(100.0, record, load_now=3.0) == pytest.approx(100.0)
+    assert at_load_now(100.0, record, load_now=3.0) == pytest.approx(100.0)
     cores = os.cpu_count()
-    idle = Q.at_load_now(100.0, record, load_now=0.0)
+    idle = at_load_now(100.0, record, load_now=0.0)
     assert idle == pytest.approx(100.0 * min(1.0, cores / 4.0))
-    assert Q.at_load_now(100.0, {}, load_now=9.0) == 100.0  # an older record without its load
+    assert at_load_now(100.0, {}, load_now=9.0) == 100.0  # an older record without its load

@@ -2,11 +2,10 @@
 (reading them in on first use, in child processes too: :mod:`.read_in`).
 
 The runnable agents (``ExtractiveAgent``, ``GenerativeAgent``, ``PredictionFileAgent``,
-``load_agent``, ``run_into_cache``, … from :mod:`.runners`) are exported lazily, so that
-importing the registry does not import torch.
+``load_agent``, ``run_into_cache``, … from :mod:`.runners`), the prediction-file import and the
+uploads are exported lazily, so that importing the registry imports neither torch nor pandas.
 """
 
-from .prediction_file import ImportReport, import_predictions, read_prediction_file
 from .registry import (
     AGENT_KINDS,
     AgentSpec,
@@ -19,8 +18,14 @@ from .registry import (
     register_pool,
     user_registry_path,
 )
-from .uploads import add_agent_from_upload, add_upload
 
+_LAZY = {
+    "ImportReport": "prediction_file",
+    "import_predictions": "prediction_file",
+    "read_prediction_file": "prediction_file",
+    "add_agent_from_upload": "uploads",
+    "add_upload": "uploads",
+}
 _RUNNERS = (
     "Prediction",
     "ModelLoadError",
@@ -57,4 +62,8 @@ def __getattr__(name: str):
         from . import runners
 
         return getattr(runners, name)
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

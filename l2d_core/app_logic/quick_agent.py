@@ -10,7 +10,7 @@ the answering's batch size) are timed here
 (:func:`~l2d_core.agents.qa_training.time_training_step`: the median of five after a warm-up),
 and a run's time is the per-token cost times its tokens plus the per-step optimizer time. The
 measurement is kept on disk for a day (re-taken sooner when torch's thread count changed) with the
-machine's load average while it was taken; :func:`at_load_now` scales it to the load now.
+machine's load average while it was taken; ``runtime.at_load_now`` scales it to the load now.
 """
 
 from __future__ import annotations
@@ -52,8 +52,6 @@ __all__ = [
     "estimate",
     "expected_seconds",
     "measurement",
-    "cpu_share",
-    "at_load_now",
     "start_training",
     "training_status",
 ]
@@ -272,28 +270,6 @@ def _last_error(path: Path) -> str:
     lines = [x.strip() for x in re.split(r"[\r\n]+", text) if x.strip()]
     errors = [x for x in lines if x.startswith("error:") or "Error" in x.split(":", 1)[0]]
     return (errors[-1] if errors else lines[-1] if lines else "")[:300]
-
-
-def cpu_share(load: float, cores: int | None = None) -> float:
-    """The share of the CPUs a new CPU-bound run gets at a load average of ``load`` (1 when there
-    are cores to spare; ``cores / (load + 1)`` when the run has to share them).
-
-    >>> cpu_share(0.5, 2), cpu_share(3.0, 2)
-    (1.0, 0.5)
-    """
-    cores = cores or os.cpu_count() or 1
-    return min(1.0, cores / (load + 1.0))
-
-
-def at_load_now(seconds: float, record: dict, load_now: float | None = None) -> float:
-    """``seconds`` measured under the record's load, at the load average now: a measurement taken
-    on a busy machine is scaled down on an idle one, and up on a busier one. A record without
-    its load (an older one) is taken as it is."""
-    then = record.get("load")
-    if then is None:
-        return seconds
-    now = os.getloadavg()[0] if load_now is None else load_now
-    return seconds * cpu_share(then) / cpu_share(now)
 
 
 def measurement(dataset: str, start: bool = False) -> Measurement:

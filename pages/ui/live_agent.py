@@ -12,7 +12,6 @@ import streamlit as st
 from l2d_core.app_logic.quick_agent import (
     PROFILES,
     QUICK,
-    at_load_now,
     estimate,
     measurement,
     quick_pool,
@@ -22,6 +21,7 @@ from l2d_core.app_logic.quick_agent import (
     training_status,
     workload,
 )
+from l2d_core.runtime import at_load_now
 
 __all__ = ["offer_quick_agent", "switch_pool_button"]
 
