@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..method.costs import CostConfig
-from ..routers.base import Router
+from ..routers.base import Router, supports_budget
 from ..routers.budget import BudgetError, check_budget
 from ..routers.decision import Decision
 from . import metrics as M
@@ -61,7 +61,7 @@ def budget_decision(
     the decision and ``start, end, training share, training GFLOPs, reachable, note``), with what
     it spends on test and the 95% bootstrap intervals."""
     target = check_budget(kind, target)
-    if not getattr(router, "supports_budget", False):
+    if not supports_budget(router):
         raise BudgetError(f"router {router.id} has no error estimates to follow a budget with")
     d, info = router.calibrate_budget(costs, kind, target)
     test = d.on(router.bench_.test)

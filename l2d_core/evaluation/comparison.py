@@ -37,8 +37,8 @@ from dataclasses import asdict
 import numpy as np
 
 from ..method.costs import LATENCY_POINTS, CostConfig, cost_matrix, query_costs
-from ..routers.base import DENSE_BETAS, TARGET_SHARES, Router
-from ..routers.registry import make_router, router_ids
+from ..routers.base import DENSE_BETAS, TARGET_SHARES, Router, supports_budget
+from ..routers.registry import make_router, router_ids, router_role
 from . import metrics as M
 from .benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
 from .budget import BUDGET_POINTS, budget_decision, budget_rows
@@ -176,7 +176,7 @@ def _pareto_all(routers: dict) -> list[dict]:
     rows = [
         (rid, i, p["gflops"], p["em"])
         for rid, r in routers.items()
-        if rid != "oracle"
+        if router_role(rid) != "bound"
         for i, p in enumerate(r["points"])
     ]
     if not rows:
@@ -342,7 +342,7 @@ def run_comparison(
                 refs = ref_em if weak_j != strong_j else None
                 for metric, samples in seed_mean_samples(runs, weights, lo, hi, refs).items():
                     boot.setdefault(metric, {})[rid] = samples
-        if budgets and getattr(fitted[0], "supports_budget", False):
+        if budgets and supports_budget(fitted[0]):
             entry["budgets"] = budget_rows(fitted[0], bench, budgets, n_boot or N_BOOT)
         if reference is None:
             entry.update(_price_tdl(bench, points, price_q, weights))

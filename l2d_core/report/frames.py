@@ -16,16 +16,17 @@ import numpy as np
 import pandas as pd
 
 from ..evaluation import metrics as M
-from ..evaluation.paper import PAPER_BASELINES, PAPER_BETAS
+from ..evaluation.paper import PAPER_BETAS, paper_baselines
 from ..evaluation.points import beta_key
 from ..evaluation.results import beta_points, expert_share, num
-from ..routers.registry import AGENT_PREFIX, OURS_PREFIX, router_class, router_label
+from ..routers.registry import AGENT_PREFIX, OURS_PREFIX, router_family, router_label, router_role, with_role
 
 # fmt: off
 __all__ = [
-    "AGENT_PREFIX", "OURS_PREFIX", "PAPER_BETAS", "PAPER_BASELINES", "num", "fmt",
+    "AGENT_PREFIX", "OURS_PREFIX", "PAPER_BETAS", "paper_baselines", "num", "fmt",
     "interval", "fmt_ci", "beta_key", "routers_of", "points_of", "is_agent", "our_routers",
-    "beta_points", "beta_routers", "router_label", "router_kind", "router_colors", "agent_colors",
+    "beta_points", "beta_routers", "router_label", "router_role", "with_role", "NO_ALLOCATION",
+    "router_kind", "router_colors", "agent_colors",
     "agent_em", "agent_gflops", "share_of", "point_gflops_per_em", "tdl_below",
     "POINT_COLUMNS", "TDL_CURVES", "points_frame", "tdl_frame", "allocation_frame", "pgr_refs",
     "pgr_frame",
@@ -36,7 +37,9 @@ _PALETTE = (
     "#1f77b4 #d62728 #2ca02c #9467bd #8c564b #e377c2 #17becf #bcbd22 #ff7f0e #7f7f7f #393b79 #637939 "
     "#8c6d31 #843c39 #7b4173 #3182bd #e6550d #31a354"
 ).split()
-_FIXED_COLORS = {"oracle": "#000000", "zero": "#7f7f7f", "random": "#bdbdbd"}
+_ROLE_COLORS = {"bound": "#000000", "floor": "#7f7f7f", "chance": "#bdbdbd"}  # the references'
+# routers that draw no learned allocation: random allocation and the zero router
+NO_ALLOCATION = ("chance", "floor")
 _AGENT_PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2")
 
 
@@ -91,8 +94,8 @@ def is_agent(rid: str) -> bool:
 
 
 def our_routers(results: dict) -> list[str]:
-    """Ids of the project's own routers (``l2d-…``), the candidates of every target."""
-    return [rid for rid in routers_of(results) if rid.startswith(OURS_PREFIX)]
+    """Ids of the project's own routers (family ``l2d``), the candidates of every target."""
+    return [rid for rid in routers_of(results) if router_family(rid) == "l2d"]
 
 
 def router_kind(rid: str) -> str:
@@ -102,12 +105,7 @@ def router_kind(rid: str) -> str:
     >>> [router_kind(r) for r in ("agent:x", "l2d-sdl", "zero", "knn", "gone")]
     ['agent', 'ours', 'reference', 'baseline', 'baseline']
     """
-    if is_agent(rid):
-        return "agent"
-    try:
-        family = router_class(rid).family
-    except KeyError:
-        return "baseline"
+    family = router_family(rid) or "baseline"
     return {"l2d": "ours"}.get(family, family)
 
 
@@ -120,8 +118,8 @@ def router_colors(results: dict) -> dict[str, str]:
     """One colour per router id, the same in every figure (reference routers in greys/black)."""
     out, i = {}, 0
     for rid in routers_of(results):
-        if rid in _FIXED_COLORS:
-            out[rid] = _FIXED_COLORS[rid]
+        if router_role(rid) in _ROLE_COLORS:
+            out[rid] = _ROLE_COLORS[router_role(rid)]
         else:
             out[rid] = _PALETTE[i % len(_PALETTE)]
             i += 1
@@ -254,7 +252,7 @@ def allocation_frame(results: dict) -> pd.DataFrame:
     router, label, beta (the β₁ key), agent, share — at the sweep points whose shares sum to 1."""
     rows, agents = [], results.get("agents") or []
     for rid in beta_routers(results):
-        if rid in ("random", "zero"):
+        if router_role(rid) in NO_ALLOCATION:
             continue
         for p in filter(_stackable, beta_points(routers_of(results)[rid])):
             rows += [
@@ -286,7 +284,7 @@ def pgr_frame(results: dict) -> pd.DataFrame:
     if refs is None:
         return pd.DataFrame(rows, columns=columns).astype({"curve": bool})
     for rid, r in routers_of(results).items():
-        if is_agent(rid) or rid in ("zero", "random", "ensemble"):
+        if is_agent(rid) or router_role(rid) in (*NO_ALLOCATION, "all-agents"):
             continue
         sh = [(share_of(p, results), num(p.get("em"))) for p in points_of(r)]
         sh = [(s, e) for s, e in sh if s is not None and e is not None]

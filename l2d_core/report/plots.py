@@ -30,6 +30,7 @@ from .frames import (
     points_frame,
     router_colors,
     router_label,
+    router_role,
     tdl_frame,
 )
 from .requests import request_accuracy_figure
@@ -80,13 +81,14 @@ def cost_em_figure(results: dict, log_x: bool = True) -> alt.LayerChart:
     agents) dotted, and the agents' GFLOPs range shaded; a log GFLOPs axis by default."""
     pts = points_frame(results).dropna(subset=["gflops", "em"])
     agents = pts[pts["kind"] == "agent"].drop_duplicates("router")
-    zero = pts[pts["router"] == "zero"]
+    floor = pts["router"].map(router_role) == "floor"  # the zero router: the agents' hull
+    zero = pts[floor]
     hull = zero.assign(kind="hull")[["label", "kind", "gflops", "em"]]
     if len(zero):
         hx, hy = M.upper_hull(zero["gflops"].to_numpy(float), zero["em"].to_numpy(float))
         hull = pd.DataFrame({"label": zero["label"].iloc[0], "kind": "hull", "gflops": hx, "em": hy})
     marks = pd.concat([agents[["label", "kind", "gflops", "em"]], hull], ignore_index=True)
-    routed = pts[(pts["kind"] != "agent") & (pts["router"] != "zero")]
+    routed = pts[(pts["kind"] != "agent") & ~floor]
     curves = routed.rename(columns={"label": "name", "beta": "β₁"})[["name", "gflops", "em", "dense", "β₁"]]
     return plane_chart(
         marks.rename(columns={"label": "name"}),
@@ -103,7 +105,11 @@ def tdl_figure(results: dict) -> alt.LayerChart:
     by policy: the router's own, uniform random allocation (black) and, for the L2D routers,
     random allocation with the router's own shares — the paper's Fig. 2."""
     t = tdl_frame(results)
-    own = (t["curve"] == TDL_CURVES["router"]) & (t["kind"] != "agent") & (t["router"] != "random")
+    own = (
+        (t["curve"] == TDL_CURVES["router"])
+        & (t["kind"] != "agent")
+        & (t["router"].map(router_role) != "chance")
+    )
     keep = (
         own
         | (t["curve"] == TDL_CURVES["uniform"])

@@ -16,6 +16,7 @@ import pandas as pd
 from ..evaluation import metrics as M
 from .frames import (
     AGENT_PREFIX,
+    NO_ALLOCATION,
     PAPER_BETAS,
     agent_em,
     agent_gflops,
@@ -29,9 +30,11 @@ from .frames import (
     num,
     point_gflops_per_em,
     points_of,
+    router_role,
     routers_of,
     share_of,
     tdl_below,
+    with_role,
 )
 
 # fmt: off
@@ -60,8 +63,9 @@ def agents_table(results: dict) -> str:
         g = agent_gflops(results, a) if agent_gflops(results, a) is not None else num(p.get("gflops"))
         role = "main" if i == 0 else "expert"
         rows.append([a, role, fmt(em, 2), fmt(p.get("f1"), 2), fmt(g, 2), fmt(g / em if g and em else None)])
-    if "ensemble" in routers and points_of(routers["ensemble"]):
-        p = points_of(routers["ensemble"])[0]
+    ensemble = with_role(routers, "all-agents")
+    if ensemble and points_of(routers[ensemble]):
+        p = points_of(routers[ensemble])[0]
         rows.append(["ensemble (majority vote)", "all agents", fmt(p.get("em"), 2), fmt(p.get("f1"), 2)])
         rows[-1] += [fmt(p.get("gflops"), 2), fmt(point_gflops_per_em(p))]
     table = md_table(["agent", "role", "EM", "F1", "GFLOPs/query", "GFLOPs/EM"], rows)
@@ -242,7 +246,7 @@ def beta_table(results: dict) -> str:
     betas = [beta_key(b) for b in results.get("beta_points") or []]
     rows = []
     for rid in beta_routers(results):
-        if rid in ("random", "zero"):
+        if router_role(rid) in NO_ALLOCATION:
             continue
         by = {beta_key(p["beta1"]): p for p in beta_points(routers_of(results)[rid])}
         for label, f in (
@@ -286,13 +290,14 @@ def paper_table(results: dict) -> str:
     return "\n\n".join(out)
 
 
-def pareto_table(results: dict, exclude: Sequence[str] = ("oracle",)) -> str:
-    """Which routers own the non-dominated (GFLOPs, EM) points of all routers but ``exclude``
-    (the oracle, an upper bound that dominates nearly everything): per router, how many points
-    of the front and their GFLOPs and EM ranges (points only: mixing between them is not counted)."""
+def pareto_table(results: dict, exclude: Sequence[str] = ("bound",)) -> str:
+    """Which routers own the non-dominated (GFLOPs, EM) points of all routers but those whose role
+    is in ``exclude`` (the oracle, an upper bound that dominates nearly everything): per router,
+    how many points of the front and their GFLOPs and EM ranges (points only: mixing between them
+    is not counted)."""
     rows = []
     for rid, r in routers_of(results).items():
-        if rid not in exclude:
+        if router_role(rid) not in exclude:
             rows += [
                 (rid, p)
                 for p in points_of(r)

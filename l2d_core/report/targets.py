@@ -31,6 +31,7 @@ from .frames import (
     routers_of,
     share_of,
     tdl_below,
+    with_role,
 )
 from .tables import md_table
 from .target_common import make_target, missing, source_of
@@ -110,7 +111,8 @@ def _target_aiq(results: dict, siblings: dict | None, t: dict) -> dict:
     if res is None:
         return _missing(t, text, results)
     routers = routers_of(res)
-    zero, oracle = num(routers.get("zero", {}).get("aiq")), num(routers.get("oracle", {}).get("aiq"))
+    zero_id, oracle_id = with_role(routers, "floor"), with_role(routers, "bound")
+    zero, oracle = num(routers.get(zero_id, {}).get("aiq")), num(routers.get(oracle_id, {}).get("aiq"))
     if zero is None or oracle is None or oracle <= zero:
         return _target(t["id"], text, "n/a", f"zero / oracle AIQ missing or oracle ≤ zero in {src}")
     vals = {rid: num(routers[rid].get("aiq")) for rid in our_routers(res)}

@@ -20,7 +20,7 @@ BENCHMARK.md, issue 25) — evaluators registered into :mod:`~l2d_core.report.ta
 
 from __future__ import annotations
 
-from .frames import fmt_ci, interval, num, our_routers, points_of, routers_of
+from .frames import fmt_ci, interval, num, our_routers, points_of, router_role, routers_of
 from .target_common import make_target, missing, source_of, target_key
 
 __all__ = ["LLM_TARGET_TYPES", "LLM_TARGETS"]
@@ -120,7 +120,7 @@ def _em_at_share(results: dict, siblings: dict | None, t: dict) -> dict:
     if a not in (res.get("agents") or []):
         return make_target(t["id"], text, "n/a", f"{a} is not in pool {res.get('pool')}")
     best = _best_at_share(res, our_routers(res), a, cap)
-    others = [r for r in routers_of(res) if r not in our_routers(res) and r not in ("oracle",)]
+    others = [r for r in routers_of(res) if r not in our_routers(res) and router_role(r) != "bound"]
     ref = _best_at_share(res, others, a, cap)
     ref_txt = f"; best baseline there: {ref[1]} EM {ref[0]:.2f}" if ref else ""
     if best is None:

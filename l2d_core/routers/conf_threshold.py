@@ -19,10 +19,12 @@ convention of :mod:`~l2d_core.routers.budget`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import numpy as np
+from pydantic import Field, model_validator
 
 from ..agents.confidence import confidence_score
 from ..method.costs import CostConfig, cost_matrix, query_costs
@@ -31,8 +33,16 @@ from .budget import Follower, follower_from_state, reach_note
 from .decision import Decision, Stage
 from .posthoc_inputs import posthoc_gflops
 from .registry import register
+from .saved import NonNegative, SavedConfig
 
-__all__ = ["QUANTILES", "ConfThresholdFrozen", "ConfThresholdRouter", "thresholds", "threshold_decision"]
+__all__ = [
+    "QUANTILES",
+    "ConfThresholdConfig",
+    "ConfThresholdFrozen",
+    "ConfThresholdRouter",
+    "thresholds",
+    "threshold_decision",
+]
 
 QUANTILES = 41  # levels of the main agent's confidence on the training articles the sweep tries
 
@@ -76,9 +86,31 @@ def _doubt(confidence) -> np.ndarray:
     return -np.array([confidence_score(c) for c in confidence], dtype=float)
 
 
+class ConfThresholdConfig(SavedConfig):
+    """What a frozen ``conf-threshold`` saves: the expert it defers to (``agent``, its index in
+    the pool), the threshold on the doubt (±inf: ask everybody / nobody), every agent's GFLOPs."""
+
+    threshold: float
+    agent: Annotated[int, Field(ge=0)]
+    agent_gflops: dict[str, NonNegative]
+
+    @model_validator(mode="after")
+    def _threshold_is_a_number(self) -> ConfThresholdConfig:
+        if math.isnan(self.threshold):
+            raise ValueError("threshold is not a number")
+        return self
+
+    def problem(self, pool, agents) -> str | None:
+        ids = pool.agent_ids
+        if self.agent >= len(ids):
+            return f"config.agent: {self.agent} is not an agent of pool {pool.name} (0 to {len(ids) - 1})"
+        return super().problem(pool, agents)
+
+
 class ConfThresholdFrozen(Frozen):
     """The threshold router at one setting: reads the main agent's confidence only."""
 
+    config_model = ConfThresholdConfig
     follower = None
 
     def decide(self, signals) -> Decision:
@@ -115,8 +147,6 @@ class ConfThresholdRouter(Router):
     )
     family = "baseline"
     reads_answers = True
-    supports_budget = True
-    exportable = True
     frozen: ClassVar[type[Frozen]] = ConfThresholdFrozen
 
     @classmethod

@@ -45,6 +45,8 @@ from .decision import Decision, Stage
 from .encoder import encoder_spec
 from .head import AgentHead
 from .registry import register
+from .saved import Costs, NonNegative, SavedConfig
+from .saved import Encoder as EncoderSpec
 
 __all__ = [
     "VALIDATION_FOLDS",
@@ -52,6 +54,8 @@ __all__ = [
     "article_folds",
     "PluginRejector",
     "ErrorEstimateRouter",
+    "ErrorEstimateConfig",
+    "PluginConfig",
     "ErrorEstimateFrozen",
     "PluginRouter",
 ]
@@ -118,9 +122,25 @@ def plugin_decision(
     )  # fmt: skip
 
 
+class ErrorEstimateConfig(SavedConfig):
+    """What a frozen router of error estimates saves besides its head: the cost setting, a
+    budget's follower, every agent's GFLOPs (and what its head reads: the subclasses' fields)."""
+
+    costs: Costs
+    agent_gflops: dict[str, NonNegative]
+
+
+class PluginConfig(ErrorEstimateConfig):
+    """``l2d-plugin``'s: the encoder whose embeddings its head reads."""
+
+    encoder: EncoderSpec
+
+
 class ErrorEstimateFrozen(Frozen):
     """A router of error estimates at one cost setting or budget: its head, and its budget's
     follower (each process follows the budget on its own stream of queries)."""
+
+    config_model = PluginConfig
 
     estimator = None
     follower = None
@@ -159,9 +179,7 @@ class ErrorEstimateFrozen(Frozen):
 class ErrorEstimateRouter(Router):
     """A router whose decision at any cost setting is the plug-in rule on error estimates p̂."""
 
-    supports_budget: ClassVar[bool] = True
     validated: ClassVar[bool] = True
-    exportable: ClassVar[bool] = True
     kind: ClassVar[str] = ""  # names its stored heads
     frozen = ErrorEstimateFrozen
 
