@@ -211,11 +211,11 @@ class Router:
 
     # Capabilities are methods a router has (scikit-learn's way: ``hasattr(est, "predict_proba")``):
     #
-    # def calibrate_budget(self, costs, kind, target) -> tuple[Decision, dict]:
+    # def calibrate_budget(self, costs, kind, target) -> tuple[Decision, BudgetStart]:
     #     ``(decision on test, what the budget did)`` under a budget (``kind`` ``share`` or
     #     ``gflops``) followed on the test articles from a start calibrated on the training
-    #     articles (:func:`~l2d_core.evaluation.budget.budget_decision` reads it: start, end,
-    #     training share, training GFLOPs, reachable, note, follower);
+    #     articles (:class:`~l2d_core.routers.decision.BudgetStart`;
+    #     :func:`~l2d_core.evaluation.budget.budget_decision` reads it);
     # def freeze(self, costs, follower=None) -> Frozen:
     #     this fitted router at ``costs`` (and a budget's ``follower`` starting state) as a
     #     :class:`Frozen` router that routes one query on its own (:class:`NotExportable` when

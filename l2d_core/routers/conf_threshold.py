@@ -30,7 +30,7 @@ from ..agents.confidence import confidence_score
 from ..method.costs import CostConfig, cost_matrix, query_costs
 from .base import Frozen, Needs, OperatingPoint, Router
 from .budget import Follower, follower_from_state, reach_note
-from .decision import Decision, Stage
+from .decision import BudgetStart, Decision, Stage
 from .posthoc_inputs import posthoc_gflops
 from .registry import register
 from .saved import NonNegative, SavedConfig
@@ -210,7 +210,7 @@ class ConfThresholdRouter(Router):
         c = self._train_costs(costs)[:, :-1]  # the last threshold defers none on training
         return 1 + int(c.min(axis=1).argmin()) if c.size else 1
 
-    def calibrate_budget(self, costs: CostConfig, kind: str, target: float) -> tuple[Decision, dict]:
+    def calibrate_budget(self, costs: CostConfig, kind: str, target: float) -> tuple[Decision, BudgetStart]:
         bench = self.bench_
         j = self._budget_expert(costs)
         cal, overhead = posthoc_gflops(bench.train, ())
@@ -233,7 +233,7 @@ class ConfThresholdRouter(Router):
             self.doubt_test_, used, j, bench.test.n_agents, self.overhead_, self.data_, budget=target
         )
         over_cal = d > start
-        info = dict(
+        info = BudgetStart(
             start=start,
             end=follower.threshold,
             training_share=float(over_cal.mean()),

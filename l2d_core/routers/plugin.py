@@ -41,7 +41,7 @@ from .budget import (
     reach_note,
     surcharge_choice,
 )
-from .decision import Decision, Stage
+from .decision import BudgetStart, Decision, Stage
 from .encoder import encoder_spec
 from .head import AgentHead
 from .registry import register
@@ -240,7 +240,7 @@ class ErrorEstimateRouter(Router):
         free = CostConfig(costs.alpha, (0.0,) * costs.n_experts)  # compute is priced by the budget
         return expected_costs(p, free), g - g[:, :1], overhead + g[:, 0]
 
-    def calibrate_budget(self, costs: CostConfig, kind: str, target: float) -> tuple[Decision, dict]:
+    def calibrate_budget(self, costs: CostConfig, kind: str, target: float) -> tuple[Decision, BudgetStart]:
         """The decision on the test articles under a budget followed query by query, starting
         from a surcharge (``share``) or a price (``gflops``) calibrated on the training articles
         as scored by the head that routes."""
@@ -274,7 +274,7 @@ class ErrorEstimateRouter(Router):
             training_gflops=float(cal_gflops.mean()),
             follower=state,
         )
-        return d, info
+        return d, BudgetStart(**info)
 
     def oof_outcome(self, costs: CostConfig) -> tuple[np.ndarray, np.ndarray]:
         data, overhead = self.accounting(self.bench_.train)

@@ -22,7 +22,7 @@ from ..budget import (
     pinned_note,
     reach_note,
 )
-from ..decision import Decision, Stage
+from ..decision import BudgetStart, Decision, Stage
 from ..plugin import VALIDATION_FOLDS, article_folds
 from ..posthoc import PosthocRouter
 from ..posthoc_inputs import (
@@ -147,7 +147,7 @@ class StagedRouter(Router):
             stages=stages or self.stages(),
         )
 
-    def calibrate_budget(self, costs: CostConfig, kind: str, target: float) -> tuple[Decision, dict]:
+    def calibrate_budget(self, costs: CostConfig, kind: str, target: float) -> tuple[Decision, BudgetStart]:
         """A share of expert calls: the doubt threshold follows it instead of being chosen for
         least TDL (:class:`~l2d_core.routers.budget.Follower`), starting where it holds on the
         training articles as scored by the heads that route; the second stage picks at ``costs``.
@@ -163,7 +163,7 @@ class StagedRouter(Router):
         cal_final = np.where(ask_cal, second_stage_choice(p2_cal, costs, self.asked_), 0)
         spent = float(staged_paid(data.gflops, overhead, ask_cal, cal_final, self.asked_).mean())
         info = dict(start=start, end=follower.threshold, reachable=(0.0, 1.0), follower=state)
-        return d, info | dict(training_share=float(ask_cal.mean()), training_gflops=spent)
+        return d, BudgetStart(**info, training_share=float(ask_cal.mean()), training_gflops=spent)
 
     def _calibration(self) -> tuple:
         """Where a budget starts: the training articles' accounting, doubt and second-stage estimates."""
@@ -186,7 +186,7 @@ class StagedRouter(Router):
             [staged_paid(data.gflops, overhead, ask[g], kept[g], k) for g in range(len(settings))]
         )
 
-    def _follow_price(self, costs: CostConfig, target: float) -> tuple[Decision, dict]:
+    def _follow_price(self, costs: CostConfig, target: float) -> tuple[Decision, BudgetStart]:
         """A GFLOPs budget: compute priced at λ errors per TFLOP, both stages deciding at the
         price in force — the threshold of least TDL there and the experts' β — which a
         :class:`~l2d_core.routers.budget.PriceFollower` moves after each question (on the grid
@@ -213,7 +213,7 @@ class StagedRouter(Router):
         calibrated = dict(
             training_share=float((doubt_cal > taus[g0]).mean()), training_gflops=float(spend_cal[g0].mean())
         )
-        return d, info | calibrated | dict(note=note)
+        return d, BudgetStart(**info, **calibrated, note=note)
 
     def oof_outcome(self, costs: CostConfig) -> tuple[np.ndarray, np.ndarray]:
         """(GFLOPs, EM) per training question at ``costs``: both stages' estimates out of fold,
