@@ -268,7 +268,8 @@ def main(argv=None) -> int:
             f"[{time.perf_counter() - t_start:6.1f}s] {len(bench.train)} training / {len(bench.test)} test "
             f"questions; seeds {args.seeds}"
         )
-        results = C.run_comparison(bench, args.seeds, routers, progress, **kw)
+        plan = C.ComparisonPlan(args.seeds, routers, **kw)
+        results = C.run_comparison(bench, plan, C.ComparisonProgress(started=progress))
         if last["rid"] is not None:
             timings[f"router:{last['rid']}"] = time.perf_counter() - last["t"]
         t0 = time.perf_counter()

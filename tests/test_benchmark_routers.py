@@ -203,15 +203,14 @@ def test_prices_flag_sets_the_price_points(reduced_run):
 
 
 def test_router_params_reach_the_router(real_data):
-    """``run_comparison(params=…)`` builds each router with its own parameters."""
+    """``ComparisonPlan(params=…)`` builds each router with its own parameters."""
     from _slices import slice_bench
 
-    from l2d_core.evaluation.comparison import run_comparison
+    from l2d_core.evaluation.comparison import ComparisonPlan, run_comparison
 
+    plan = ComparisonPlan([0], ["l2d-sdl"], n_boot=0, params={"l2d-sdl": {"no_such_setting": 1}})
     with pytest.raises(TypeError, match="no_such_setting"):
-        run_comparison(
-            slice_bench("P2"), [0], ["l2d-sdl"], n_boot=0, params={"l2d-sdl": {"no_such_setting": 1}}
-        )
+        run_comparison(slice_bench("P2"), plan)
 
 
 def test_matched_share_mixes_the_two_nearest_points():
