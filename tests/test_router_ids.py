@@ -116,16 +116,20 @@ def test_the_scan_sees_a_branch_on_a_literal_id(tmp_path):
 
 def test_capabilities_are_the_methods_a_router_has():
     """No flag repeats a method: ``exportable`` is having ``freeze``, ``supports_budget`` having
-    ``calibrate_budget`` (the base class has neither)."""
-    assert not hasattr(base.Router, "exportable") and not hasattr(base.Router, "supports_budget")
-    assert not hasattr(base.Router, "freeze") and not hasattr(base.Router, "calibrate_budget")
+    ``calibrate_budget``, ``validated`` having ``oof_outcome`` (the base class has none)."""
+    for flag, method in (("exportable", "freeze"), ("supports_budget", "calibrate_budget")):
+        assert not hasattr(base.Router, flag) and not hasattr(base.Router, method)
+    assert not hasattr(base.Router, "validated") and not hasattr(base.Router, "oof_outcome")
     for rid, cls in registry.routers().items():
         assert registry.exportable(cls) == callable(getattr(cls, "freeze", None)), rid
         assert registry.supports_budget(cls) == callable(getattr(cls, "calibrate_budget", None)), rid
+        assert registry.validated(cls) == callable(getattr(cls, "oof_outcome", None)), rid
     assert registry.exportable(registry.router_class("l2d-sdl"))
     assert not registry.exportable(registry.router_class("l2d-sdl-full"))
     assert registry.supports_budget(registry.router_class("l2d-plugin"))
     assert not registry.supports_budget(registry.router_class("knn"))
+    ranked = [r for r, c in registry.routers().items() if registry.validated(c)]
+    assert {"l2d-plugin", "l2d-staged"} <= set(ranked) and "knn" not in ranked
 
 
 def test_full_mode_is_a_registered_router_run_only_where_named():

@@ -12,7 +12,7 @@ import pandas as pd
 from ..evaluation.benchmark import Benchmark
 from ..evaluation.validation import Ranked, candidates, rank_by_validation, single_agent_score
 from ..routers.base import Router
-from ..routers.registry import router_label, routers
+from ..routers.registry import router_label, routers, validated
 
 __all__ = ["PAYS", "DefaultChoice", "default_router", "ranking_frame", "needs_embeddings"]
 
@@ -82,4 +82,4 @@ def ranking_frame(ranking: list[Ranked]) -> pd.DataFrame:
 def needs_embeddings() -> list[str]:
     """The routers ranked on validation that read the question and context embeddings (ranked
     only once those are computed)."""
-    return [r for r, c in routers().items() if c.validated and c.reads_embeddings]
+    return [r for r, c in routers().items() if validated(c) and c.reads_embeddings]

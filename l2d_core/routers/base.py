@@ -36,6 +36,7 @@ __all__ = [
     "best_single_tdl",
     "exportable",
     "supports_budget",
+    "validated",
 ]
 
 # Dense sweeps of the instant routers: β₁ on a grid, and target shares of expert calls.
@@ -128,7 +129,6 @@ class Router:
     reads_answers: ClassVar[bool] = False  # reads the main agent's answer (a cascade) before deciding
     instant: ClassVar[bool] = True  # a new cost setting needs no training
     on_request: ClassVar[bool] = False  # hours of training: run only where named, in no default list
-    validated: ClassVar[bool] = False  # ranked on the training articles (``oof_outcome``)
     frozen: ClassVar[type[Frozen]] = Frozen  # what ``freeze`` returns, and what loads it back
 
     def __init__(self, **params):
@@ -163,11 +163,6 @@ class Router:
 
     def decide(self, costs: CostConfig) -> Decision:
         raise NotImplementedError
-
-    def oof_outcome(self, costs: CostConfig) -> tuple[np.ndarray, np.ndarray]:
-        """(GFLOPs, EM) per training question at ``costs``, each routed by what never saw its
-        article (out-of-fold): what the validation ranking reads (routers with ``validated``)."""
-        raise NotImplementedError(f"{self.id} is not ranked on validation")
 
     def needs_training(self, costs: CostConfig) -> bool:
         """Whether :meth:`decide` at ``costs`` will train something (seconds) first."""
@@ -219,12 +214,21 @@ class Router:
     # def freeze(self, costs, follower=None) -> Frozen:
     #     this fitted router at ``costs`` (and a budget's ``follower`` starting state) as a
     #     :class:`Frozen` router that routes one query on its own (:class:`NotExportable` when
-    #     this instance cannot).
+    #     this instance cannot);
+    # def oof_outcome(self, costs) -> tuple[np.ndarray, np.ndarray]:
+    #     (GFLOPs, EM) per training question at ``costs``, each routed by what never saw its
+    #     article (out-of-fold): what the validation ranking reads.
 
 
 def exportable(router) -> bool:
     """Whether a router (class or instance) freezes into an artifact: it has ``freeze``."""
     return callable(getattr(router, "freeze", None))
+
+
+def validated(router) -> bool:
+    """Whether a router (class or instance) is ranked on the training articles: it has
+    ``oof_outcome``."""
+    return callable(getattr(router, "oof_outcome", None))
 
 
 def supports_budget(router) -> bool:

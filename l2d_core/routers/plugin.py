@@ -179,7 +179,6 @@ class ErrorEstimateFrozen(Frozen):
 class ErrorEstimateRouter(Router):
     """A router whose decision at any cost setting is the plug-in rule on error estimates p̂."""
 
-    validated: ClassVar[bool] = True
     kind: ClassVar[str] = ""  # names its stored heads
     frozen = ErrorEstimateFrozen
 

@@ -24,12 +24,13 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from .base import Router, exportable, supports_budget
+from .base import Router, exportable, supports_budget, validated
 
 __all__ = [
     "Router",
     "exportable",
     "supports_budget",
+    "validated",
     "AGENT_PREFIX",
     "OURS_PREFIX",
     "BUILTIN_MODULES",

@@ -57,7 +57,6 @@ class StagedRouter(Router):
         "It pays the main agent on every query and the cheapest expert only where it asked it."
     )
     family = "l2d"
-    validated = True
     reads_answers = True
     frozen = StagedFrozen
 
