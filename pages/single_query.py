@@ -16,7 +16,7 @@ from l2d_core.app_logic.live import (
 )
 from l2d_core.deploy import deploy
 from l2d_core.report.charts import compared_chart
-from l2d_core.routers.registry import router_class, router_ids, router_label, routers
+from l2d_core.routers.registry import exportable, router_class, router_ids, router_label, routers
 from pages.ui.app import within_app
 from pages.ui.cache import benchmark, embeddings_ready, fitted_router, pool_answers
 from pages.ui.live_agent import offer_quick_agent, switch_pool_button
@@ -30,8 +30,8 @@ from pages.ui.widgets import (
 )
 
 within_app(__file__)
-# the routers that route one query on their own (each says so: ``exportable``)
-ROUTABLE = tuple(r for r, cls in routers().items() if cls.exportable)
+# the routers that route one query on their own (each has ``freeze``)
+ROUTABLE = tuple(r for r, cls in routers().items() if exportable(cls))
 
 st.title("Single query")
 st.caption(

@@ -23,6 +23,7 @@ from l2d_core.agents import get_pool, list_pools
 from l2d_core.cli import budget_gflops, budget_share
 from l2d_core.evaluation.benchmark import embeddings_on_disk, prepare
 from l2d_core.evaluation.budget import budget_decision
+from l2d_core.routers.base import supports_budget
 from l2d_core.routers.registry import make_router, routers
 
 SHARE_TOLERANCE = 0.02  # the realised share within this of the target
@@ -64,7 +65,7 @@ def rows_for(pool: str, args) -> list[dict]:
     spends = args.gflops or [float(g[0] + f * (g.max() - g[0])) for f in (0.25, 0.5)]
     rows = []
     for rid, cls in routers().items():
-        if not cls.supports_budget or (cls.reads_embeddings and not embeddings) or cls.unavailable(bench):
+        if not supports_budget(cls) or (cls.reads_embeddings and not embeddings) or cls.unavailable(bench):
             continue
         router = make_router(rid).fit(bench)
         for kind, targets in (("share", args.shares), ("gflops", spends)):

@@ -42,7 +42,6 @@ from l2d_core.evaluation import comparison as C
 from l2d_core.evaluation import results as store
 from l2d_core.evaluation.benchmark import QUESTION_SETS, prepare
 from l2d_core.evaluation.paper import paper_table
-from l2d_core.method.training import PAPER_CONFIG
 from l2d_core.routers.registry import AGENT_PREFIX, router_class, router_ids
 
 QUICK_SEEDS = (0,)
@@ -65,17 +64,10 @@ def parse_args(argv):
     p.add_argument(
         "--routers",
         nargs="+",
-        help="router ids to run (default: every registered router and agent:<id>; --quick: "
+        help="router ids to run (default: every registered router but those run only where named, "
+        "such as l2d-sdl-full, the paper's rejector with its encoder fine-tuned; and agent:<id>; --quick: "
         + ", ".join(QUICK_ROUTERS)
         + " and the agents)",
-    )
-    p.add_argument(
-        "--mode",
-        choices=["fast", "full"],
-        default="fast",
-        help="the paper's rejector (l2d-sdl): a head on frozen embeddings (fast) or the encoder "
-        "fine-tuned at the paper's budget, 6 epochs at 384 tokens (full: hours on a CPU; on one H200 GPU "
-        "about 40 s per cost setting on P2)",
     )
     p.add_argument(
         "--prices",
@@ -126,7 +118,7 @@ def check_inputs(args) -> None:
         raise UsageError(exc.args[0]) from None
     if pool.dataset != args.dataset:
         raise UsageError(f"pool {pool.name} is for dataset {pool.dataset}, not {args.dataset}")
-    known = [*router_ids(), *(AGENT_PREFIX + a for a in (pool.main, *pool.experts))]
+    known = [*router_ids(on_request=True), *(AGENT_PREFIX + a for a in (pool.main, *pool.experts))]
     bad = [r for r in args.routers or () if r not in known]
     if bad:
         raise UsageError(
@@ -263,8 +255,6 @@ def main(argv=None) -> int:
         kw = {} if args.n_boot is None else {"n_boot": args.n_boot}
         if args.prices is not None:
             kw["prices"] = args.prices
-        if args.mode == "full":  # the paper's budget (training.PAPER_CONFIG), encoder fine-tuned
-            kw["params"] = {"l2d-sdl": {"mode": "full", "config": PAPER_CONFIG}}
         last = {"t": time.perf_counter(), "rid": None}
 
         def progress(line: str) -> None:
@@ -278,12 +268,12 @@ def main(argv=None) -> int:
             f"[{time.perf_counter() - t_start:6.1f}s] {len(bench.train)} training / {len(bench.test)} test "
             f"questions; seeds {args.seeds}"
         )
-        results = C.run_comparison(bench, args.seeds, routers, progress, **kw)
+        plan = C.ComparisonPlan(args.seeds, routers, **kw)
+        results = C.run_comparison(bench, plan, C.ComparisonProgress(started=progress))
         if last["rid"] is not None:
             timings[f"router:{last['rid']}"] = time.perf_counter() - last["t"]
         t0 = time.perf_counter()
-        if args.mode == "fast":  # full mode: the extra β₁ of the paper's table is one more fine-tune
-            results["paper_table"] = paper_table(bench, results, args.seeds, log)
+        results["paper_table"] = paper_table(bench, results, args.seeds, log)
         timings["paper_table"] = time.perf_counter() - t0
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -299,7 +289,6 @@ def main(argv=None) -> int:
         "command": "python scripts/benchmark_routers.py "
         + shlex.join(sys.argv[1:] if argv is None else argv),
         "reduced": ", ".join(reduced) or None,
-        "sdl_mode": args.mode,
         "n_train": len(bench.train),
         "timings_s": timings,
         "compute_s": time.perf_counter() - t_start,  # data, routers and the paper table

@@ -6,6 +6,8 @@
 
 --policy takes any router id of the registry (``l2d-sdl``, ``l2d-plugin``, ``l2d-posthoc``,
 ``oracle``, ``random``, ``r-prob``, ``knn``, …, or ``agent:<id>``); ``l2d-`` may be left out.
+``l2d-sdl-full`` is the paper's rejector with its encoder fine-tuned at the paper's budget (CUDA
+when present, hours on a CPU).
 Costs: α_j (one value for every expert, or one per expert) and β_j from β₁ by the GFLOPs
 rule of SPEC §3, or every β given with --beta. Prints a table, or JSON with --json.
 """
@@ -24,7 +26,6 @@ from l2d_core.cli import add_cost_arguments, checked_budget, costs_from_argument
 from l2d_core.data import DATASETS
 from l2d_core.evaluation.benchmark import BETA_POINTS, PRICE_POINTS, prepare
 from l2d_core.evaluation.comparison import evaluate_router
-from l2d_core.method.training import PAPER_CONFIG
 from l2d_core.routers.registry import make_router, router_ids
 
 
@@ -65,20 +66,13 @@ def parse_args(argv):
     p.add_argument(
         "--policy",
         default="sdl",
-        help="router id: " + ", ".join(router_ids()) + ", agent:<id> (default: sdl)",
+        help="router id: " + ", ".join(router_ids(on_request=True)) + ", agent:<id> (default: sdl)",
     )
     add_cost_arguments(p)
     p.add_argument("--sweep", action="store_true", help="run the BENCHMARK.md points of the cost rule")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--features", default="separate", choices=["separate", "pair"])
     p.add_argument("--encoder", default="minilm", help="HF encoder id or path (default: packaged MiniLM)")
-    p.add_argument(
-        "--mode",
-        default="fast",
-        choices=["fast", "full"],
-        help="l2d-sdl only: fast = head on frozen embeddings; full = fine-tune the encoder "
-        "(paper hyper-parameters; CUDA when present, slow on a CPU)",
-    )
     p.add_argument(
         "--val-fraction",
         type=float,
@@ -136,10 +130,6 @@ def main(argv=None) -> int:
         if budget is not None and args.sweep:
             raise ValueError("a budget is one operating point: leave out --sweep")
         router = make_router(args.policy)
-        if args.mode == "full":
-            if router.id != "l2d-sdl":
-                raise ValueError(f"--mode full applies to l2d-sdl only, not {router.id}")
-            router = make_router(router.id, mode="full", config=PAPER_CONFIG)
         bench = prepare(
             args.dataset,
             args.pool,

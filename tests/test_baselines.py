@@ -266,7 +266,7 @@ OURS = ["r-det", "r-prob", "r-trans", "knn", "mlp", "ensemble", "random", "zero"
 @pytest.fixture(scope="module")
 def p3_results(p3_slice):
     ids = OURS + [i for i in router_ids(p3_slice) if i.startswith("agent:")]
-    return C.run_comparison(p3_slice, seeds=(0, 1), routers=ids, n_boot=200)
+    return C.run_comparison(p3_slice, C.ComparisonPlan(seeds=(0, 1), routers=ids, n_boot=200))
 
 
 def test_the_stable_ids_are_registered(p3_slice):
@@ -338,7 +338,9 @@ def _uniform_tdl(b: Benchmark, beta1: float) -> float:
 
 
 def test_two_agent_slice_zero_and_single_agents(p2_slice):
-    res = C.run_comparison(p2_slice, seeds=(0,), routers=["zero", "ensemble", "agent:bert-ens"], n_boot=100)
+    res = C.run_comparison(
+        p2_slice, C.ComparisonPlan(seeds=(0,), routers=["zero", "ensemble", "agent:bert-ens"], n_boot=100)
+    )
     rs = res["routers"]
     assert rs["zero"]["apgr"] == pytest.approx(0.5)  # random mixing of the two agents
     assert rs["zero"]["apgr_ci"] == pytest.approx([0.5, 0.5])

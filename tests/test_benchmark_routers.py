@@ -181,7 +181,7 @@ def test_bad_inputs_exit_2(bench_cli, tmp_path, capsys):
         (["--seeds"], None),  # argparse: nargs="+" needs one
         (["--prices", "-1"], "--prices must be finite and >= 0"),
         (["--prices", "nan"], "--prices must be finite and >= 0"),
-        (["--mode", "huge"], None),
+        (["--routers", "l2d-sdl-full", "nope"], "unknown router(s) nope for pool"),  # named: known
     ]
     for argv, msg in cases:
         try:
@@ -198,19 +198,19 @@ def test_bad_inputs_exit_2(bench_cli, tmp_path, capsys):
 def test_prices_flag_sets_the_price_points(reduced_run):
     _, _, results, _ = reduced_run
     assert results["price_points"] == [0.05, 0.5]
-    assert results["run"]["sdl_mode"] == "fast"
     prices = [p["price"] for p in results["routers"]["l2d-plugin"]["points"] if "price" in p]
     assert prices == [0.05, 0.5]
 
 
 def test_router_params_reach_the_router(real_data):
-    """``run_comparison(params=…)`` builds each router with its own parameters (full mode)."""
+    """``ComparisonPlan(params=…)`` builds each router with its own parameters."""
     from _slices import slice_bench
 
-    from l2d_core.evaluation.comparison import run_comparison
+    from l2d_core.evaluation.comparison import ComparisonPlan, run_comparison
 
-    with pytest.raises(ValueError, match="mode must be 'fast' or 'full'"):
-        run_comparison(slice_bench("P2"), [0], ["l2d-sdl"], n_boot=0, params={"l2d-sdl": {"mode": "huge"}})
+    plan = ComparisonPlan([0], ["l2d-sdl"], n_boot=0, params={"l2d-sdl": {"no_such_setting": 1}})
+    with pytest.raises(TypeError, match="no_such_setting"):
+        run_comparison(slice_bench("P2"), plan)
 
 
 def test_matched_share_mixes_the_two_nearest_points():

@@ -12,7 +12,7 @@ from _slices import slice_bench
 
 from l2d_core.evaluation import metrics as M
 from l2d_core.evaluation.budget import budget_decision
-from l2d_core.evaluation.comparison import evaluate_router, run_comparison
+from l2d_core.evaluation.comparison import ComparisonPlan, evaluate_router, run_comparison
 from l2d_core.evaluation.validation import (
     NO_DEFERRAL_PRICE,
     rank_by_validation,
@@ -69,7 +69,7 @@ def test_the_cascade_reads_the_main_agents_confidence(slices):
         r = make_router("l2d-cascade").fit(b)
         assert r.confidence_ and r.helpers_ == ()
         assert r.overhead_ == pytest.approx(float(b.test.agent_gflops[0]))  # the main agent, always
-        res = run_comparison(b, seeds=(0,), routers=["l2d-cascade"], n_boot=0, prices=(0.1,))
+        res = run_comparison(b, ComparisonPlan(seeds=(0,), routers=["l2d-cascade"], n_boot=0, prices=(0.1,)))
         apgr[name] = res["routers"]["l2d-cascade"]["apgr"]
         p_err = r.p_err_[:, 0, 0]  # P̂[main wrong on the start]
         right = b.test.correct[:, 0]
@@ -125,7 +125,9 @@ def test_price_rule_makes_every_expert_pay_for_its_compute(slices):
         assert costs.beta == pytest.approx(tuple(lam * (g - g0) / 1000))
     m = evaluate_router(b, "l2d-cascade", b.price_costs(0.1))
     assert m["overhead_gflops"] == pytest.approx(g0) and 0 <= m["em"] <= 100
-    res = run_comparison(b, seeds=(0,), routers=["l2d-cascade", "zero"], n_boot=100, prices=(0.0, 0.5))
+    res = run_comparison(
+        b, ComparisonPlan(seeds=(0,), routers=["l2d-cascade", "zero"], n_boot=100, prices=(0.0, 0.5))
+    )
     entry = res["routers"]["l2d-cascade"]
     assert res["price_points"] == [0.0, 0.5] and set(entry["tdl_price"]) == {"0", "0.5"}
     assert set(entry["tdl_price_below_matched_95"]) == {"0", "0.5"}

@@ -12,6 +12,7 @@ from l2d_core.evaluation.benchmark import prepare
 from l2d_core.evaluation.budget import budget_decision
 from l2d_core.evaluation.points import router_points
 from l2d_core.method.costs import cost_matrix, query_costs
+from l2d_core.routers.base import exportable, supports_budget
 from l2d_core.routers.conf_threshold import ConfThresholdFrozen, thresholds
 from l2d_core.routers.registry import make_router, router_class, router_ids
 
@@ -29,7 +30,7 @@ def router(pllm):
 def test_it_is_a_registry_router_offered_only_where_the_main_agent_has_confidence(pllm, real_data):
     assert "conf-threshold" in router_ids() and "conf-threshold" in router_ids(pllm)
     cls = router_class("conf-threshold")
-    assert cls.exportable and cls.supports_budget and cls.reads_answers
+    assert exportable(cls) and supports_budget(cls) and cls.reads_answers
     assert make_router("conf-threshold").needs(pllm).answers == ("bert-tiny",)
     p2 = prepare("squad11", "P2", features_needed=False)
     assert "conf-threshold" not in router_ids(p2) and "l2d-cascade" in router_ids(p2)

@@ -25,6 +25,7 @@ from l2d_core.deploy import deploy, export_problem
 from l2d_core.evaluation.benchmark import prepare
 from l2d_core.evaluation.points import decision_metrics
 from l2d_core.report.charts import compared_chart
+from l2d_core.routers.base import supports_budget
 from l2d_core.routers.registry import make_router, router_ids
 
 PRICES = (0.0, 0.1, 1.0)
@@ -34,7 +35,7 @@ def settings(bench, router):
     """(costs, budget) pairs: three prices of the per-TFLOP rule, one β₁ of the GFLOPs rule, and a
     share and a GFLOPs budget for a router that follows budgets."""
     out = [(bench.price_costs(lam), None) for lam in PRICES] + [(bench.costs(0.05), None)]
-    if router.supports_budget:
+    if supports_budget(router):
         g = bench.test.agent_gflops
         out += [
             (bench.price_costs(0.1), ("share", 0.2)),

@@ -251,18 +251,12 @@ def test_the_fit_bar_counts_down_from_the_time_measured_before(monkeypatch):
 def test_run_comparison_counts_the_routers_done(real_data):
     from _slices import slice_bench
 
-    from l2d_core.evaluation.comparison import run_comparison
+    from l2d_core.evaluation.comparison import ComparisonPlan, ComparisonProgress, run_comparison
 
     lines, steps = [], []
     ids = ["zero", "random", "agent:bert-ens"]
-    res = run_comparison(
-        slice_bench("P2"),
-        seeds=(0,),
-        routers=ids,
-        progress=lines.append,
-        step=lambda *a: steps.append(a),
-        n_boot=0,
-    )
+    heard = ComparisonProgress(started=lines.append, done=lambda *a: steps.append(a))
+    res = run_comparison(slice_bench("P2"), ComparisonPlan(seeds=(0,), routers=ids, n_boot=0), heard)
     assert steps == [(1, 3, "zero"), (2, 3, "random"), (3, 3, "agent:bert-ens")]
     assert lines == [f"{r}: 1 seed(s)" for r in ids]  # the script's text progress, as before
     assert list(res["routers"]) == ids

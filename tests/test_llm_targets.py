@@ -9,7 +9,7 @@ import pytest
 
 from l2d_core.evaluation import metrics as M
 from l2d_core.evaluation.benchmark import QUESTION_SETS, answerable_mask, prepare
-from l2d_core.evaluation.comparison import run_comparison
+from l2d_core.evaluation.comparison import ComparisonPlan, run_comparison
 from l2d_core.evaluation.paired import paired_differences
 from l2d_core.evaluation.results import run_key
 from l2d_core.report import TARGETS, evaluate_targets, figures, report_markdown
@@ -138,14 +138,14 @@ def test_every_l2d_budget_router_must_land_within_the_tolerance(realised, status
     res = {
         "pool": "PLLM",
         "routers": {
-            "l2d-a": {"budgets": rows(0.2)},
-            "l2d-b": {"budgets": rows(realised)},
+            "l2d-cascade": {"budgets": rows(0.2)},
+            "l2d-staged": {"budgets": rows(realised)},
             "conf-threshold": {},
         },
     }
     row = _one(res, "budget-PLLM")
-    assert row["status"] == status and row["router"] == "l2d-b"
-    assert _one({"pool": "PLLM", "routers": {"l2d-a": {}}}, "budget-PLLM")["status"] == "n/a"
+    assert row["status"] == status and row["router"] == "l2d-staged"
+    assert _one({"pool": "PLLM", "routers": {"l2d-cascade": {}}}, "budget-PLLM")["status"] == "n/a"
 
 
 def test_every_new_target_type_is_registered_and_says_na_without_its_pool():
@@ -160,16 +160,16 @@ def test_every_new_target_type_is_registered_and_says_na_without_its_pool():
 def test_paired_intervals_follow_the_shared_resamples():
     rng = np.random.default_rng(0)
     base = rng.normal(30.0, 1.0, 500)  # both routers move with the resample
-    s = {"l2d-a": base + 0.3, "conf-threshold": base, "zero": base - 1.0, "oracle": base + 2.0}
+    s = {"l2d-cascade": base + 0.3, "conf-threshold": base, "zero": base - 1.0, "oracle": base + 2.0}
     routers = {k: {"aiq": float(v.mean())} for k, v in s.items()}
     out = paired_differences(routers, {"aiq": s})
-    assert set(out) == {"l2d-a"}  # only L2D routers get differences
-    lo, hi = out["l2d-a"]["aiq_diff_ci"]["conf-threshold"]
+    assert set(out) == {"l2d-cascade"}  # only L2D routers get differences
+    lo, hi = out["l2d-cascade"]["aiq_diff_ci"]["conf-threshold"]
     assert lo == pytest.approx(0.3) and hi == pytest.approx(0.3)  # paired: the common noise cancels
-    alone = M.percentile_interval(s["l2d-a"])
+    alone = M.percentile_interval(s["l2d-cascade"])
     assert alone[1] - alone[0] > 3.0  # each router alone is wide (±2σ of the shared noise)
-    assert out["l2d-a"]["aiq_gain_ci"] == pytest.approx([1.3 / 3.0, 1.3 / 3.0])
-    assert out["l2d-a"]["aiq_diff"]["zero"] == pytest.approx(1.3)
+    assert out["l2d-cascade"]["aiq_gain_ci"] == pytest.approx([1.3 / 3.0, 1.3 / 3.0])
+    assert out["l2d-cascade"]["aiq_diff"]["zero"] == pytest.approx(1.3)
 
 
 # --- the real PLLM pool --------------------------------------------------------------------------
@@ -179,7 +179,7 @@ def test_paired_intervals_follow_the_shared_resamples():
 def pllm_results(real_data):
     bench = prepare("squad20", "PLLM", features_needed=False)
     routers = ["l2d-cascade", "conf-threshold", "zero", "oracle", "agent:bert-tiny", "agent:gpt3-davinci"]
-    return bench, run_comparison(bench, (0,), routers, n_boot=200)
+    return bench, run_comparison(bench, ComparisonPlan((0,), routers, n_boot=200))
 
 
 def test_a_real_pllm_run_carries_what_the_targets_read(pllm_results):

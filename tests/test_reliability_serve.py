@@ -52,7 +52,9 @@ EDITS = [
     ("pool-without-fields", lambda m: m.update(pool={"name": "P3"}), "pool.dataset"),
     ("two-costs-one-expert", lambda m: m.update(costs=TWO_COSTS), "costs.alpha"),
     ("overhead-not-a-number", lambda m: m.update(overhead_gflops="abc"), "overhead_gflops"),
-    ("threshold-not-a-number", lambda m: m["config"].update(threshold="abc"), "config.threshold"),
+    # the cascade's own config model (l2d_core.routers.posthoc.PosthocConfig) checks its fields
+    ("confidence-not-a-bool", lambda m: m["config"].update(confidence="yes"), "config.confidence"),
+    ("helpers-not-a-list", lambda m: m["config"].update(helpers="bert-ens"), "config.helpers"),
     ("config-costs-empty", lambda m: m["config"].update(costs=NO_COSTS), "config.costs.alpha"),
     ("follower-not-a-number", lambda m: m["config"].update(follower={"threshold": "x", "target": 0.2}),
      "config.follower.threshold"),

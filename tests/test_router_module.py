@@ -1,12 +1,14 @@
 """Adding a router is adding one module: a router written in a file of its own, named in
-``$L2D_ROUTERS``, is seen by the command line (``evaluate.py --policy``), the benchmark
-(``benchmark_routers.py --routers``), every page's router menu, export (``export_router.py``) and
-the routing API (``serve.py``) — with no other change anywhere."""
+``$L2D_ROUTERS``, with a saved setting of its own in its own pydantic config model, is seen by the
+command line (``evaluate.py --policy``), the benchmark (``benchmark_routers.py --routers``), every
+page's router menu, export (``export_router.py``: the setting saved, and checked by its model when
+the artifact is loaded) and the routing API (``serve.py``) — with no other change anywhere."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,24 +20,40 @@ from pathlib import Path
 import pytest
 from _pages import open_page
 
+from l2d_core.deploy import ArtifactError, load_router
 from l2d_core.routers import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 ROUTER_ID, LABEL = "test-long-questions", "test: long questions to the expert"
-MODULE = f'''"""A rule, no learning: questions of more than ten words go to the pool's dearest expert."""
+MODULE = f'''"""A rule, no learning: questions of more than ``words`` words go to the dearest expert."""
+
+from typing import Annotated
 
 import numpy as np
+from pydantic import Field
 
 from l2d_core.routers.base import Frozen, Router
 from l2d_core.routers.decision import Decision
 from l2d_core.routers.registry import register
+from l2d_core.routers.saved import SavedConfig
+
+WORDS = 10
 
 
 def long_questions(records, words):
     return np.array([len(r.question.split()) > words for r in records])
 
 
+class LengthConfig(SavedConfig):
+    """What it saves: a setting of its own, checked when the artifact is loaded."""
+
+    words: Annotated[int, Field(ge=1)]
+    expert: Annotated[int, Field(ge=1)]
+
+
 class LengthFrozen(Frozen):
+    config_model = LengthConfig
+
     def decide(self, signals):
         long = long_questions(signals.records, self.config["words"])
         return Decision(np.where(long, self.config["expert"], 0))
@@ -46,15 +64,14 @@ class LongQuestions(Router):
     id = "{ROUTER_ID}"
     label = "{LABEL}"
     description = "Questions of more than ten words go to the dearest expert, the others to the main agent."
-    exportable = True
     frozen = LengthFrozen
 
     def decide(self, costs):
         expert = self.bench_.test.n_agents - 1
-        return Decision(np.where(long_questions(self.bench_.test_records, 10), expert, 0))
+        return Decision(np.where(long_questions(self.bench_.test_records, WORDS), expert, 0))
 
     def freeze(self, costs, follower=None):
-        return LengthFrozen(self.id, {{"words": 10, "expert": self.bench_.test.n_agents - 1}})
+        return LengthFrozen(self.id, {{"words": WORDS, "expert": self.bench_.test.n_agents - 1}})
 '''
 LONG_Q = "Which writer of the nineteenth century wrote the novel about the white whale and its captain?"
 CONTEXT = "Moby-Dick is an 1851 novel by American writer Herman Melville about the whale."
@@ -125,6 +142,17 @@ def test_a_router_module_is_seen_by_every_surface(real_data, module, tmp_path):
         "export_router.py", "--pool", "P2", "--router", ROUTER_ID, "--out", str(art), cwd=tmp_path
     )
     assert exported.returncode == 0 and (art / "router.json").is_file(), exported.stderr[-2000:]
+    manifest = json.loads((art / "router.json").read_text(encoding="utf-8"))
+    assert manifest["config"] == {"words": 10, "expert": 1}  # P2: match-lstm, then bert-ens
+    for bad, why in (("ten", "config.words: Input should be a valid integer"), (0, "config.words")):
+        edited = tmp_path / f"edited-{bad}"
+        shutil.copytree(art, edited)
+        (edited / "router.json").write_text(
+            json.dumps({**manifest, "config": {**manifest["config"], "words": bad}}), encoding="utf-8"
+        )
+        with pytest.raises(ArtifactError, match=why):  # its own model checks its own field
+            load_router(edited)
+    assert load_router(art).route("Who wrote it?", CONTEXT)["agent"] == "match-lstm"
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     server = subprocess.Popen(

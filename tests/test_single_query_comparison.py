@@ -29,7 +29,7 @@ from l2d_core.data import QARecord
 from l2d_core.deploy import deploy
 from l2d_core.evaluation import metrics as M
 from l2d_core.evaluation.benchmark import BETA_POINTS, PRICE_POINTS
-from l2d_core.evaluation.comparison import run_comparison
+from l2d_core.evaluation.comparison import ComparisonPlan, run_comparison
 from l2d_core.evaluation.results import list_results, load_results, save_results
 from l2d_core.method.costs import CostConfig
 from l2d_core.method.policies import expected_costs, plugin_policy
@@ -63,7 +63,7 @@ def p2(real_data):
 @pytest.fixture(scope="module")
 def p2_results(p2):
     with one_thread():
-        return run_comparison(p2, seeds=(0,), n_boot=200)
+        return run_comparison(p2, ComparisonPlan(seeds=(0,), n_boot=200))
 
 
 # --- routing one query -----------------------------------------------------------------------

@@ -15,8 +15,8 @@ from l2d_core.evaluation.budget import budget_decision
 from l2d_core.evaluation.points import router_points
 from l2d_core.evaluation.validation import rank_by_validation
 from l2d_core.method.costs import CostConfig
-from l2d_core.method.staged import ask_threshold, staged_choice, staged_query_costs
 from l2d_core.routers.registry import make_router
+from l2d_core.routers.staged import ask_threshold, staged_choice, staged_query_costs
 
 
 def _total(th, score, errors, p2, costs):

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..evaluation.benchmark import Benchmark, prepare
-from ..evaluation.comparison import run_comparison
+from ..evaluation.comparison import ComparisonPlan, ComparisonProgress, run_comparison
 from ..evaluation.results import reports_dir, save_results
 from ..routers.registry import router_ids
 from . import jobs
@@ -34,7 +34,7 @@ def run_and_save(
     """Every router of the registry on ``bench`` with one seed (interactive; the benchmark script
     runs five), saved as ``<reports>/<dataset>-<pool>/results.json``; returns its path.
     ``step(k, n, router id)`` as each router is done."""
-    results = run_comparison(bench, seeds=(0,), progress=progress, step=step)
+    results = run_comparison(bench, ComparisonPlan(seeds=(0,)), ComparisonProgress(progress, step))
     return save_results(results, reports_dir() / f"{bench.dataset.name}-{bench.pool.name}")
 
 

@@ -13,7 +13,7 @@ from ..agents.read_in import import_agents
 from ..evaluation.benchmark import Benchmark
 from ..evaluation.validation import Ranked, candidates, rank_by_validation, single_agent_score, waiting
 from ..routers.base import Router
-from ..routers.registry import router_label, routers
+from ..routers.registry import router_label, routers, validated
 
 __all__ = [
     "PAYS",
@@ -99,4 +99,4 @@ def ranking_frame(ranking: list[Ranked]) -> pd.DataFrame:
 def needs_embeddings() -> list[str]:
     """The routers ranked on validation that read the question and context embeddings: ranked
     apart, once those are computed, and never the default (:func:`default_candidates`)."""
-    return [r for r, c in routers().items() if c.validated and c.reads_embeddings]
+    return [r for r, c in routers().items() if validated(c) and c.reads_embeddings]

@@ -18,7 +18,7 @@ from ..evaluation.gain import gain_over_mixing
 from ..evaluation.points import decision_metrics
 from ..method.costs import LATENCY_POINTS, CostConfig, cost_matrix
 from ..method.policies import oracle_policy, random_policy
-from ..routers.base import Router
+from ..routers.base import Router, supports_budget
 from ..routers.decision import Decision
 from ..routers.registry import router_label
 
@@ -168,7 +168,7 @@ def router_view(
     """A fitted router's decision at ``costs`` — or under ``budget`` = (kind, target) when the
     router can calibrate one (:mod:`~l2d_core.evaluation.budget`) — and every SPEC §7 metric."""
     result = None
-    if budget is not None and getattr(router, "supports_budget", False):
+    if budget is not None and supports_budget(router):
         d, result = budget_decision(router, costs, *budget)
     else:
         d = router.decide(costs)

@@ -12,10 +12,12 @@ text, never faked.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from pydantic import ValidationError
 from safetensors import SafetensorError
 
 from ..agents.measured import agent_gflops
@@ -23,7 +25,7 @@ from ..agents.registry import AgentSpec, PoolSpec, get_agent
 from ..data import load_dataset
 from ..evaluation.budget import budget_decision
 from ..method.costs import CostConfig
-from ..routers.base import Needs, NotExportable, Router
+from ..routers.base import Needs, NotExportable, Router, supports_budget
 from ..routers.features import answer_context, reads_answer_context
 from ..routers.registry import make_router, router_label
 from .artifact import (
@@ -35,7 +37,7 @@ from .artifact import (
     versions,
     write_manifest,
 )
-from .schema import check_head_configs, check_manifest
+from .schema import check_config, check_head_configs, check_manifest, first_problem
 from .signals import QueryError, QuerySignals, answer_chosen, check_models, check_query, runs
 
 __all__ = ["DeployedRouter", "deploy", "load_router", "export_problem", "new_text_problem"]
@@ -43,13 +45,7 @@ __all__ = ["DeployedRouter", "deploy", "load_router", "export_problem", "new_tex
 
 def export_problem(router: Router) -> str | None:
     """Why ``router`` cannot be saved as an artifact, said before trying (``None``: it can)."""
-    if not router.exportable:
-        return f"{router.id} cannot route a new query on its own"
-    if getattr(router, "mode", "fast") != "fast":
-        return f"{router.id} in full mode fine-tunes its own encoder: only the fast mode (a head) is exported"
-    if str(getattr(router, "features", "")).endswith("+emb") and router.reads_answers:
-        return f"{router.id} with features {router.features!r} reads embeddings besides the answer"
-    return None
+    return router.export_problem()
 
 
 def new_text_problem(router: Router) -> str | None:
@@ -77,7 +73,7 @@ def deploy(router: Router, costs: CostConfig, budget: tuple[str, float] | None =
         raise ValueError(f"costs have {costs.n_experts} experts, pool {bench.pool.name} has {len(ids) - 1}")
     budget_info, follower = None, None
     if budget is not None:
-        if not router.supports_budget:
+        if not supports_budget(router):
             raise ValueError(f"{router.id} has no error estimates: a budget needs l2d-plugin or a cascade")
         _, result = budget_decision(router, costs, *budget)
         budget_info, follower = asdict(result), result.follower
@@ -97,11 +93,15 @@ def deploy(router: Router, costs: CostConfig, budget: tuple[str, float] | None =
         "agents": {a: asdict(s) for a, s in specs.items()},
         "costs": {"alpha": list(costs.alpha), "beta": list(costs.beta)},
         "budget": budget_info,
-        "needs": asdict(frozen.needs),
+        "needs": frozen.needs.model_dump(mode="json"),
         "config": frozen.config,
         "overhead_gflops": frozen.overhead_gflops,
         "trained_on": {"benchmark": bench.cache_key(router.reads_embeddings), "questions": len(bench.train)},
     }
+    try:  # what load_router will check: the router's own config model reads back what it froze
+        frozen.config_model.model_validate(json.loads(json.dumps(frozen.config)))
+    except ValidationError as exc:
+        raise ValueError(f"{router.id} froze a config its own model refuses: {first_problem(exc)}") from None
     return DeployedRouter(manifest, frozen)
 
 
@@ -110,15 +110,16 @@ def load_router(folder: str | Path) -> DeployedRouter:
     missing estimator file is named."""
     folder = Path(folder).expanduser()
     manifest = read_manifest(folder)
-    checked = check_manifest(manifest, str(folder / MANIFEST))
-    rid = checked.router.id
-    needs = Needs(checked.needs.embeddings, tuple(checked.needs.answers), checked.needs.ask)
+    where = str(folder / MANIFEST)
+    checked = check_manifest(manifest, where)
+    rid, needs = checked.router.id, checked.needs
     try:
         frozen_cls = make_router(rid).frozen
     except (KeyError, TypeError, ValueError) as exc:
         raise ArtifactError(
             f"{folder}/router.json names no router of this registry ({str(exc)[:120]})"
         ) from None
+    check_config(manifest, frozen_cls.config_model, where)
     check_head_configs(folder, len(checked.pool.experts) + 1)
     est_dir = folder / ESTIMATOR_DIR
     try:

@@ -1,7 +1,10 @@
-"""What a router artifact's files must hold, checked when it is loaded: ``router.json``
-(:class:`Manifest`) and each trained head's ``config.json`` (:class:`HeadConfig`). A hand-edited
-or damaged file is refused with one line naming the field (:func:`check_manifest`,
-:func:`check_head_configs`), never a traceback at load time or on the first query.
+"""What a router artifact's files must hold, checked when it is loaded: ``router.json``'s envelope
+(:class:`Manifest`: versions, pool, agents, costs, budget, :class:`~l2d_core.routers.base.Needs`),
+its ``config`` by the router's own model (:func:`check_config`; each router declares it in its
+module, from :mod:`~l2d_core.routers.saved`), and each trained head's ``config.json``
+(:class:`HeadConfig`). A hand-edited or damaged file is refused with one line naming the field
+(:func:`check_manifest`, :func:`check_config`, :func:`check_head_configs`), never a traceback at
+load time or on the first query.
 
 Numbers are strict (``"0.5"`` is not a number here) and finite where a routing cost is meant;
 fields this code does not read are left alone (a newer export may add some).
@@ -10,29 +13,18 @@ fields this code does not read are left alone (a newer export may add some).
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError
 
 from ..agents.registry import AgentSpec, PoolSpec
 from ..data import safe_json
+from ..routers.base import Needs
+from ..routers.saved import Costs, Count, Finite, FollowerState, NonNegative, SavedConfig, Strict, Text
 from .artifact import ESTIMATOR_DIR, EXPORT_HINT, MANIFEST, ArtifactError
 
-__all__ = ["Manifest", "HeadConfig", "check_manifest", "check_head_configs", "first_problem"]
-
-Finite = Annotated[float, Field(allow_inf_nan=False)]
-NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-Count = Annotated[int, Field(ge=1)]
-Text = Annotated[str, Field(min_length=1)]
-
-
-class Strict(BaseModel):
-    """Strict types; fields it does not name are allowed (and left as they are)."""
-
-    model_config = ConfigDict(strict=True, extra="allow")
+__all__ = ["Manifest", "HeadConfig", "check_manifest", "check_config", "check_head_configs", "first_problem"]
 
 
 class Versions(Strict):
@@ -68,92 +60,10 @@ class Agent(Strict):
     options: dict = {}
 
 
-class Costs(Strict):
-    alpha: Annotated[list[NonNegative], Field(min_length=1)]
-    beta: Annotated[list[Finite], Field(min_length=1)]
-
-
-class Needs(Strict):
-    model_config = ConfigDict(strict=True, extra="forbid")
-    embeddings: bool = False
-    answers: list[Text] = []
-    ask: Text | None = None
-
-
-class FollowerState(Strict):
-    """A budget's follower: a threshold on a score, or a price (``log_price``)."""
-
-    model_config = ConfigDict(strict=True, extra="forbid")
-    threshold: Finite | None = None
-    log_price: Finite | None = None
-    target: Finite
-    step: Finite | None = None
-    lo: Finite | None = None
-    hi: Finite | None = None
-    spend: bool | None = None
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> FollowerState:
-        if (self.threshold is None) == (self.log_price is None):
-            raise ValueError("give either threshold or log_price")
-        if self.threshold is not None and None in (self.step, self.lo, self.hi):
-            raise ValueError("a threshold follower needs step, lo and hi")
-        return self
-
-
 class Budget(Strict):
     kind: Literal["share", "gflops"]
     target: Finite
     follower: FollowerState | None = None
-
-
-class Encoder(Strict):
-    name: Text
-    fingerprint: str
-    pooling: Text
-    max_length: Count
-    features: Text
-
-
-class PriceGridState(Strict):
-    """A two-stage cascade's grid of prices under a GFLOPs budget: at each price (log-spaced over
-    ``range``, errors per TFLOP) its doubt threshold and the experts' β."""
-
-    threshold: Annotated[list[Finite], Field(min_length=2)]
-    beta: Annotated[list[Annotated[list[Finite], Field(min_length=1)]], Field(min_length=2)]
-    # None: saved before the range was (on the price range of that version, 1e-4 to 1e4)
-    range: Annotated[list[Positive], Field(min_length=2, max_length=2)] | None = None
-
-    @model_validator(mode="after")
-    def _one_row_a_price(self) -> PriceGridState:
-        if len(self.beta) != len(self.threshold):
-            raise ValueError(f"{len(self.threshold)} thresholds but {len(self.beta)} rows of β")
-        if self.range is not None and self.range[0] >= self.range[1]:
-            raise ValueError(f"range {self.range} does not run from a lower to a higher price")
-        return self
-
-
-class FrozenConfig(Strict):
-    """The frozen router's settings (each router reads its own subset)."""
-
-    costs: Costs | None = None
-    follower: FollowerState | None = None
-    agent_gflops: dict[str, NonNegative] | None = None
-    threshold: float | None = None  # ±inf: ask everybody / nobody
-    agent: Annotated[int, Field(ge=0)] | None = None
-    asked: Text | None = None
-    set: Text | None = None
-    helpers: list[Text] | None = None
-    confidence: bool | None = None
-    main_fingerprint: str | None = None
-    encoder: Encoder | None = None
-    price_grid: PriceGridState | None = None
-
-    @model_validator(mode="after")
-    def _threshold_is_a_number(self) -> FrozenConfig:
-        if self.threshold is not None and math.isnan(self.threshold):
-            raise ValueError("threshold is not a number")
-        return self
 
 
 class Manifest(Strict):
@@ -167,7 +77,7 @@ class Manifest(Strict):
     costs: Costs
     budget: Budget | None = None
     needs: Needs
-    config: FrozenConfig
+    config: dict  # the router's own settings: checked by its config model (:func:`check_config`)
     overhead_gflops: NonNegative
 
 
@@ -247,28 +157,25 @@ def _inconsistency(m: Manifest, raw: dict) -> str | None:
     if m.needs.ask is not None and m.needs.ask not in m.agents:
         return f"needs.ask: agent {m.needs.ask!r} is not described under agents"
     j = len(pool.experts)
-    for field, costs in (("costs", m.costs), ("config.costs", m.config.costs)):
-        for name in ("alpha", "beta"):
-            got = len(getattr(costs, name)) if costs is not None else j
-            if got != j:
-                return f"{field}.{name}: {got} values for the {j} expert(s) of pool {pool.name}"
-    if m.config.agent is not None and m.config.agent >= len(ids):
-        return f"config.agent: {m.config.agent} is not an agent of pool {pool.name} (0 to {len(ids) - 1})"
-    grid, follower = m.config.price_grid, m.config.follower
-    if (
-        m.config.asked is not None
-        and follower is not None
-        and follower.log_price is not None
-        and grid is None
-    ):
-        return "config.price_grid: missing; a two-stage cascade under a GFLOPs budget decides on it"
-    bad = [len(row) for row in grid.beta if len(row) != j] if grid is not None else []
-    if bad:
-        return f"config.price_grid.beta: a row of {bad[0]} values for the {j} expert(s) of pool {pool.name}"
-    unknown = sorted(set(m.config.agent_gflops or {}) - set(m.agents))
-    if unknown:
-        return f"config.agent_gflops: {unknown[0]!r} is not described under agents"
+    for name in ("alpha", "beta"):
+        got = len(getattr(m.costs, name))
+        if got != j:
+            return f"costs.{name}: {got} values for the {j} expert(s) of pool {pool.name}"
     return None
+
+
+def check_config(manifest: dict, model: type[SavedConfig], where: str = MANIFEST) -> SavedConfig:
+    """``manifest["config"]`` validated by the router's own config ``model`` and consistent with
+    the artifact's pool and agents (``manifest`` already passed :func:`check_manifest`);
+    :class:`ArtifactError` naming the field otherwise."""
+    try:
+        config = model.model_validate(manifest["config"])
+    except ValidationError as exc:
+        raise _refuse(where, "config." + first_problem(exc)) from None
+    problem = config.problem(PoolSpec(**manifest["pool"]), manifest["agents"])
+    if problem:
+        raise _refuse(where, problem)
+    return config
 
 
 def check_head_configs(folder: Path, n_agents: int) -> None:

@@ -5,12 +5,12 @@ How a budget is followed — a price moved query by query — is :mod:`l2d_core.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from ..method.costs import CostConfig
-from ..routers.base import Router
+from ..routers.base import Router, supports_budget
 from ..routers.budget import BudgetError, check_budget
 from ..routers.decision import Decision
 from . import metrics as M
@@ -58,10 +58,10 @@ def budget_decision(
     router: Router, costs: CostConfig, kind: str, target: float, n_boot: int = 1000
 ) -> tuple[Decision, BudgetResult]:
     """The router's decision on the test articles under a budget (its ``calibrate_budget``:
-    the decision and ``start, end, training share, training GFLOPs, reachable, note``), with what
-    it spends on test and the 95% bootstrap intervals."""
+    the decision and its :class:`~l2d_core.routers.decision.BudgetStart`), with what it spends on
+    test and the 95% bootstrap intervals."""
     target = check_budget(kind, target)
-    if not getattr(router, "supports_budget", False):
+    if not supports_budget(router):
         raise BudgetError(f"router {router.id} has no error estimates to follow a budget with")
     d, info = router.calibrate_budget(costs, kind, target)
     test = d.on(router.bench_.test)
@@ -77,7 +77,7 @@ def budget_decision(
         test_share_ci=M.percentile_interval(M.resample_means(shares, weights)),
         test_gflops=float(gflops.mean()),
         test_gflops_ci=M.percentile_interval(M.resample_means(gflops, weights)),
-        **info,
+        **asdict(info),
     )
     return d, result
 

@@ -31,14 +31,14 @@ GFLOPs range ``[lo, hi]`` of the pool's agents, are computed per seed and report
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from ..method.costs import LATENCY_POINTS, CostConfig, cost_matrix, query_costs
-from ..routers.base import DENSE_BETAS, TARGET_SHARES, Router
-from ..routers.registry import make_router, router_ids
+from ..routers.base import DENSE_BETAS, TARGET_SHARES, Router, supports_budget
+from ..routers.registry import make_router, router_ids, router_role
 from . import metrics as M
 from .benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
 from .budget import BUDGET_POINTS, budget_decision, budget_rows
@@ -46,7 +46,15 @@ from .paired import paired_differences, point_em_intervals, seed_mean_samples
 from .points import beta_key, decision_metrics, router_points
 from .results import SCHEMA_VERSION, Point, Results, expert_share
 
-__all__ = ["BENCHMARK_SEEDS", "N_BOOT", "evaluate_router", "run_router", "run_comparison"]
+__all__ = [
+    "BENCHMARK_SEEDS",
+    "N_BOOT",
+    "evaluate_router",
+    "run_router",
+    "ComparisonPlan",
+    "ComparisonProgress",
+    "run_comparison",
+]
 
 BENCHMARK_SEEDS: tuple[int, ...] = (0, 1, 2, 3, 4)  # BENCHMARK.md: 5 training seeds
 N_BOOT = 1000  # bootstrap resamples of the test questions
@@ -176,7 +184,7 @@ def _pareto_all(routers: dict) -> list[dict]:
     rows = [
         (rid, i, p["gflops"], p["em"])
         for rid, r in routers.items()
-        if rid != "oracle"
+        if router_role(rid) != "bound"
         for i, p in enumerate(r["points"])
     ]
     if not rows:
@@ -214,34 +222,48 @@ def _price_tdl(
     return out
 
 
-def run_comparison(
-    bench: Benchmark,
-    seeds: Sequence[int] = BENCHMARK_SEEDS,
-    routers: Sequence[str] | None = None,
-    progress: Callable[[str], None] | None = None,
-    n_boot: int = N_BOOT,
-    boot_seed: int = 0,
-    prices: Sequence[float] = PRICE_POINTS,
-    params: dict[str, dict] | None = None,
-    step: Callable[[int, int, str], None] | None = None,
-    latencies: Sequence[float] | None = None,
-    budgets: Sequence[tuple[str, float]] = BUDGET_POINTS,
-) -> Results:
-    """Every router (default: :func:`router_ids`) on ``bench``: summaries per seed, then mean and
-    std over ``seeds``; points averaged over seeds; paired bootstrap intervals over the test
-    questions (``n_boot`` resamples; 0 skips them). Besides the BENCHMARK.md β₁ points (the
-    paper's GFLOPs rule), every router is also evaluated at the per-TFLOP prices ``prices``.
+@dataclass(frozen=True)
+class ComparisonPlan:
+    """What a comparison runs: every router of ``routers`` (default: :func:`router_ids`) fitted
+    with each of ``seeds`` (constructor ``params`` per router id); ``n_boot`` bootstrap resamples
+    of the test questions (0: none; drawn from ``boot_seed``); besides the BENCHMARK.md β₁ points,
+    the per-TFLOP ``prices`` and the latency prices λ_s ``latencies`` (errors per second; default:
+    LATENCY_POINTS when every agent's latency is logged); the (kind, target) ``budgets`` each
+    router that follows budgets is put under (its first seed, at ``BUDGET_PRICE``)."""
 
-    ``progress`` gets one line per router as it starts (the benchmark script prints it);
-    ``step(k, n, router id)`` is called as each router is done, ``k`` of ``n`` (the dashboard's
-    progress bar); ``params`` maps a router id to its constructor parameters (e.g. the
-    rejector's full mode). ``latencies``: latency prices λ_s (errors per second) evaluated too
-    (default: LATENCY_POINTS when every agent's latency is logged; points with ``latency_price``).
-    ``budgets``: (kind, target) budgets each router that follows budgets is put under (its first
-    seed, at the per-TFLOP price ``BUDGET_PRICE``), stored under ``budgets``. Besides each
-    router's own intervals, the L2D routers get paired differences to every other router
-    (:mod:`~l2d_core.evaluation.paired`).
+    seeds: Sequence[int] = BENCHMARK_SEEDS
+    routers: Sequence[str] | None = None
+    n_boot: int = N_BOOT
+    boot_seed: int = 0
+    prices: Sequence[float] = PRICE_POINTS
+    params: Mapping[str, dict] = field(default_factory=dict)
+    latencies: Sequence[float] | None = None
+    budgets: Sequence[tuple[str, float]] = BUDGET_POINTS
+
+
+@dataclass(frozen=True)
+class ComparisonProgress:
+    """Who hears how a comparison goes: ``started(line)`` once per router as it starts (the
+    benchmark script prints it), ``done(k, n, router id)`` as each is done, ``k`` of ``n`` (a
+    progress bar)."""
+
+    started: Callable[[str], None] | None = None
+    done: Callable[[int, int, str], None] | None = None
+
+
+def run_comparison(
+    bench: Benchmark, plan: ComparisonPlan | None = None, progress: ComparisonProgress | None = None
+) -> Results:
+    """Every router of ``plan`` (:class:`ComparisonPlan`) on ``bench``: summaries per seed, then
+    mean and std over the seeds; points averaged over seeds; paired bootstrap intervals over the
+    test questions. Besides each router's own intervals, the L2D routers get paired differences
+    to every other router (:mod:`~l2d_core.evaluation.paired`); ``progress`` hears of each router
+    (:class:`ComparisonProgress`).
     """
+    plan, progress = plan or ComparisonPlan(), progress or ComparisonProgress()
+    routers, n_boot, boot_seed, prices = plan.routers, plan.n_boot, plan.boot_seed, plan.prices
+    params, latencies, budgets = plan.params, plan.latencies, plan.budgets
+    seeds = plan.seeds
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError("run_comparison needs at least one seed")
@@ -301,9 +323,9 @@ def run_comparison(
     results["questions"] = bench.questions
     boot: dict[str, dict[str, np.ndarray]] = {}
     for done, rid in enumerate(ids, 1):
-        if progress:
-            progress(f"{rid}: {len(seeds)} seed(s)")
-        fitted = [make_router(rid, **(params or {}).get(rid, {})).fit(bench, s) for s in seeds]
+        if progress.started:
+            progress.started(f"{rid}: {len(seeds)} seed(s)")
+        fitted = [make_router(rid, **params.get(rid, {})).fit(bench, s) for s in seeds]
         runs = [router_points(r, prices=prices, latencies=latencies) for r in fitted]
         per_seed = [_curve_summary(bench, pts, lo, hi) for pts in runs]
         points = _mean_points(runs)
@@ -342,7 +364,7 @@ def run_comparison(
                 refs = ref_em if weak_j != strong_j else None
                 for metric, samples in seed_mean_samples(runs, weights, lo, hi, refs).items():
                     boot.setdefault(metric, {})[rid] = samples
-        if budgets and getattr(fitted[0], "supports_budget", False):
+        if budgets and supports_budget(fitted[0]):
             entry["budgets"] = budget_rows(fitted[0], bench, budgets, n_boot or N_BOOT)
         if reference is None:
             entry.update(_price_tdl(bench, points, price_q, weights))
@@ -354,8 +376,8 @@ def run_comparison(
         for p in points:
             p.pop("_q", None)
         results["routers"][rid] = entry
-        if step:
-            step(done, len(ids), rid)
+        if progress.done:
+            progress.done(done, len(ids), rid)
     for rid, add in paired_differences(results["routers"], boot).items():
         results["routers"][rid].update(add)
     results["pareto_front"] = _pareto_all(results["routers"])

@@ -3,28 +3,28 @@ and APGR are drawn on the same test-question resamples (one weight array for eve
 the difference of two routers' figures has its own percentile interval — narrower than either
 router's interval whenever their errors move together.
 
-:func:`paired_differences` adds to each L2D router (ids ``l2d-…``), for every other router of the
+:func:`paired_differences` adds to each L2D router (family ``l2d``), for every other router of the
 run, ``aiq_diff`` / ``aiq_diff_ci`` and ``apgr_diff`` / ``apgr_diff_ci`` (this router minus the
 other: the point figure is the difference of the seed means; the interval is that of the paired
 resamples of the seed-mean figure, :func:`seed_mean_samples`, which at the full sample is the
 reported seed mean), and ``aiq_gain_ci``: the interval of
-(AIQ − AIQ(zero)) / (AIQ(oracle) − AIQ(zero)) over the same resamples.
+(AIQ − AIQ(zero)) / (AIQ(oracle) − AIQ(zero)) over the same resamples (the zero router and the
+oracle: the routers whose role is ``floor`` and ``bound``).
 
->>> s = {"l2d-a": np.array([2.0, 3.0, 4.0]), "b": np.array([1.0, 1.5, 2.5])}
->>> routers = {"l2d-a": {"aiq": 3.0}, "b": {"aiq": 1.5}}
->>> paired_differences(routers, {"aiq": s}, level=1.0)["l2d-a"]["aiq_diff_ci"]
-{'b': [1.0, 1.5]}
+>>> s = {"l2d-plugin": np.array([2.0, 3.0, 4.0]), "knn": np.array([1.0, 1.5, 2.5])}
+>>> routers = {"l2d-plugin": {"aiq": 3.0}, "knn": {"aiq": 1.5}}
+>>> paired_differences(routers, {"aiq": s}, level=1.0)["l2d-plugin"]["aiq_diff_ci"]
+{'knn': [1.0, 1.5]}
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..routers.registry import router_family, with_role
 from . import metrics as M
 
-__all__ = ["L2D_PREFIX", "seed_mean_samples", "paired_differences", "point_em_intervals"]
-
-L2D_PREFIX = "l2d-"
+__all__ = ["seed_mean_samples", "paired_differences", "point_em_intervals"]
 
 
 def seed_mean_samples(
@@ -73,7 +73,7 @@ def paired_differences(routers: dict, samples: dict[str, dict[str, np.ndarray]],
     results' router entries (their seed-mean figures). Returns router id → the fields to add."""
     out: dict[str, dict] = {}
     for rid in routers:
-        if not rid.startswith(L2D_PREFIX):
+        if router_family(rid) != "l2d":
             continue
         add: dict = {}
         for metric, by_router in samples.items():
@@ -89,8 +89,9 @@ def paired_differences(routers: dict, samples: dict[str, dict[str, np.ndarray]],
                 ci[other] = list(M.percentile_interval(mine - theirs, level))
             add[f"{metric}_diff"], add[f"{metric}_diff_ci"] = diff, ci
         aiq = samples.get("aiq", {})
-        if rid in aiq and "zero" in aiq and "oracle" in aiq:
-            add["aiq_gain_ci"] = _gain_interval(aiq[rid], aiq["zero"], aiq["oracle"], level)
+        zero, oracle = with_role(aiq, "floor"), with_role(aiq, "bound")
+        if rid in aiq and zero and oracle:
+            add["aiq_gain_ci"] = _gain_interval(aiq[rid], aiq[zero], aiq[oracle], level)
         out[rid] = add
     return out
 

@@ -5,7 +5,9 @@ routers r_prob / r_deter / r_trans at β₁ ∈ {0, 0.25, 0.5}.
 (those points stay out of the curves, AIQ and figures). The r_* baselines appear twice: at
 each β₁ by their own cost rule (threshold 1 − β of the expert), and at the *matched share* —
 their two operating points nearest in share of expert calls, mixed at random so that the
-share equals ``l2d-sdl``'s at that β₁ (an equal-budget comparison that uses no test labels).
+share equals the paper's rejector's at that β₁ (an equal-budget comparison that uses no test
+labels). Which routers these are is the routers' own say: the ``l2d`` family, the class whose
+``role`` is ``paper`` (the reference column) and those whose role is ``paper-baseline``.
 """
 
 from __future__ import annotations
@@ -15,17 +17,15 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..routers.registry import OURS_PREFIX
+from ..routers.registry import router_class, router_family, router_role, with_role
 from .benchmark import Benchmark
 from .comparison import run_router
 from .points import beta_key
 from .results import beta_points, num
 
-__all__ = ["PAPER_BETAS", "PAPER_BASELINES", "REFERENCE", "matched_share", "seed_mean", "paper_table"]
+__all__ = ["PAPER_BETAS", "paper_baselines", "matched_share", "seed_mean", "paper_table"]
 
 PAPER_BETAS: tuple[float, ...] = (0.0, 0.25, 0.5)  # β₁ of the paper's Tables 1–2
-PAPER_BASELINES = ("r-prob", "r-det", "r-trans")  # the paper's r_prob, r_deter, r_trans
-REFERENCE = "l2d-sdl"  # the paper's "Our" column; r_* matched to its share of expert calls
 _MEAN_FIELDS = (
     "em",
     "f1",
@@ -86,13 +86,22 @@ def matched_share(points: list[dict], share: float | None) -> dict | None:
     return out
 
 
+def paper_baselines(router_ids) -> list[str]:
+    """The paper's r_* baselines among ``router_ids`` (role ``paper-baseline``), in the paper's
+    column order (their classes' ``paper_column``: r_prob, r_deter, r_trans)."""
+    found = [r for r in router_ids if router_role(r) == "paper-baseline"]
+    return sorted(found, key=lambda r: getattr(router_class(r), "paper_column", 0))
+
+
 def paper_table(
     bench: Benchmark, results: dict, seeds: Sequence[int], log: Callable[[str], None] = lambda m: None
 ) -> dict:
     """Rows of the paper's Tables 1–2 from a comparison's ``results`` (points where they exist,
     else the router run at the missing β₁ for every seed), and each r_* at the matched share."""
     routers = results["routers"]
-    cols = [r for r in routers if r.startswith(OURS_PREFIX)] + [r for r in PAPER_BASELINES if r in routers]
+    ours = [r for r in routers if router_family(r) == "l2d"]
+    baselines = paper_baselines(routers)
+    cols = ours + baselines
     have = {beta_key(b) for b in results.get("beta_points") or ()}
     missing = [b for b in PAPER_BETAS if beta_key(b) not in have]
     wanted = {beta_key(b) for b in PAPER_BETAS}
@@ -103,6 +112,9 @@ def paper_table(
             if beta_key(p["beta1"]) in wanted:
                 rows[c][beta_key(p["beta1"])] = {k: v for k, v in p.items() if k != "_q"}
         if not missing:
+            continue
+        if router_class(c).on_request:  # hours of training per β₁: the table says n/a instead
+            notes.append(f"{c} is run only where named: n/a at β₁ {', '.join(f'{b:g}' for b in missing)}")
             continue
         t0 = time.perf_counter()
         try:
@@ -118,10 +130,9 @@ def paper_table(
                 notes.append(f"{c} has no point at β₁ = {b:g}: n/a")
         at = ", ".join(f"{b:g}" for b in missing)
         log(f"  paper table: {c} at β₁ {at} ({time.perf_counter() - t0:.1f} s)")
-    ours = [c for c in cols if c.startswith(OURS_PREFIX)]
-    ref_id = REFERENCE if REFERENCE in rows else (ours[0] if ours else None)
+    ref_id = with_role(rows, "paper") or (ours[0] if ours else None)
     ref = rows.get(ref_id, {})
-    for c in [c for c in PAPER_BASELINES if c in routers and ref_id]:
+    for c in [c for c in baselines if ref_id]:
         rows[f"{c} @ {ref_id} share"] = {
             k: matched_share(routers[c]["points"], num(rp.get("share_strong"))) for k, rp in ref.items()
         }

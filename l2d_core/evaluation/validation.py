@@ -21,7 +21,7 @@ import numpy as np
 from ..routers import trained
 from ..routers.base import Router
 from ..routers.posthoc_inputs import FEATURE_FORMAT
-from ..routers.registry import AGENT_PREFIX, make_router, routers
+from ..routers.registry import AGENT_PREFIX, make_router, routers, validated
 from . import metrics as M
 from .benchmark import Benchmark
 from .gain import gain_vector
@@ -95,13 +95,13 @@ def validation_score(router: Router) -> tuple[float, float, float]:
 
 
 def candidates(bench: Benchmark, ready_only: bool = False) -> list[str]:
-    """The registry's routers ranked on validation (``validated``: the plug-in routers and the
+    """The registry's routers ranked on validation (those with ``oof_outcome``: the plug-in routers and the
     two-stage cascade) that can run on ``bench``'s pool (ex-ante ones need embeddings);
     ``ready_only``: only those whose inputs are read in already (see :func:`waiting`)."""
     return [
         rid
         for rid, cls in routers().items()
-        if cls.validated
+        if validated(cls)
         and (bench.has_embeddings or not cls.reads_embeddings)
         and cls.unavailable(bench) is None
         and not (ready_only and make_router(rid).agents_to_import(bench))

@@ -23,10 +23,7 @@ __all__ = [
     "expected_costs",
     "oracle_policy",
     "random_policy",
-    "POLICIES",
 ]
-
-POLICIES = ("sdl", "plugin", "oracle", "random")
 
 
 def learned_policy(scores: np.ndarray) -> np.ndarray:

@@ -33,7 +33,6 @@ from .charts import (
 from .frames import (
     AGENT_PREFIX,
     OURS_PREFIX,
-    PAPER_BASELINES,
     PAPER_BETAS,
     POINT_COLUMNS,
     TDL_CURVES,
@@ -50,6 +49,7 @@ from .frames import (
     is_agent,
     num,
     our_routers,
+    paper_baselines,
     pgr_frame,
     pgr_refs,
     point_gflops_per_em,
@@ -95,7 +95,7 @@ __all__ = [
     # frames
     "AGENT_PREFIX",
     "OURS_PREFIX",
-    "PAPER_BASELINES",
+    "paper_baselines",
     "PAPER_BETAS",
     "POINT_COLUMNS",
     "TDL_CURVES",

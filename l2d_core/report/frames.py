@@ -16,16 +16,17 @@ import numpy as np
 import pandas as pd
 
 from ..evaluation import metrics as M
-from ..evaluation.paper import PAPER_BASELINES, PAPER_BETAS
+from ..evaluation.paper import PAPER_BETAS, paper_baselines
 from ..evaluation.points import beta_key
-from ..evaluation.results import beta_points, expert_share, num
-from ..routers.registry import AGENT_PREFIX, OURS_PREFIX, router_class, router_label
+from ..evaluation.results import Point, Results, RouterEntry, beta_points, expert_share, num
+from ..routers.registry import AGENT_PREFIX, OURS_PREFIX, router_family, router_label, router_role, with_role
 
 # fmt: off
 __all__ = [
-    "AGENT_PREFIX", "OURS_PREFIX", "PAPER_BETAS", "PAPER_BASELINES", "num", "fmt",
+    "AGENT_PREFIX", "OURS_PREFIX", "PAPER_BETAS", "paper_baselines", "num", "fmt",
     "interval", "fmt_ci", "beta_key", "routers_of", "points_of", "is_agent", "our_routers",
-    "beta_points", "beta_routers", "router_label", "router_kind", "router_colors", "agent_colors",
+    "beta_points", "beta_routers", "router_label", "router_role", "with_role", "NO_ALLOCATION",
+    "router_kind", "router_colors", "agent_colors",
     "agent_em", "agent_gflops", "share_of", "point_gflops_per_em", "tdl_below",
     "POINT_COLUMNS", "TDL_CURVES", "points_frame", "tdl_frame", "allocation_frame", "pgr_refs",
     "pgr_frame",
@@ -36,7 +37,9 @@ _PALETTE = (
     "#1f77b4 #d62728 #2ca02c #9467bd #8c564b #e377c2 #17becf #bcbd22 #ff7f0e #7f7f7f #393b79 #637939 "
     "#8c6d31 #843c39 #7b4173 #3182bd #e6550d #31a354"
 ).split()
-_FIXED_COLORS = {"oracle": "#000000", "zero": "#7f7f7f", "random": "#bdbdbd"}
+_ROLE_COLORS = {"bound": "#000000", "floor": "#7f7f7f", "chance": "#bdbdbd"}  # the references'
+# routers that draw no learned allocation: random allocation and the zero router
+NO_ALLOCATION = ("chance", "floor")
 _AGENT_PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2")
 
 
@@ -73,13 +76,13 @@ def fmt_ci(x, nd: int = 3) -> str:
 # --- routers and points ------------------------------------------------------------------------
 
 
-def routers_of(results: dict) -> dict[str, dict]:
+def routers_of(results: Results) -> dict[str, RouterEntry]:
     """The results' routers (entries that are not dicts left out)."""
     r = results.get("routers")
     return {k: v for k, v in r.items() if isinstance(v, dict)} if isinstance(r, dict) else {}
 
 
-def points_of(r: dict) -> list[dict]:
+def points_of(r: RouterEntry) -> list[Point]:
     """A router's points (entries that are not dicts left out)."""
     pts = r.get("points")
     return [p for p in pts if isinstance(p, dict)] if isinstance(pts, list) else []
@@ -90,9 +93,9 @@ def is_agent(rid: str) -> bool:
     return rid.startswith(AGENT_PREFIX)
 
 
-def our_routers(results: dict) -> list[str]:
-    """Ids of the project's own routers (``l2d-…``), the candidates of every target."""
-    return [rid for rid in routers_of(results) if rid.startswith(OURS_PREFIX)]
+def our_routers(results: Results) -> list[str]:
+    """Ids of the project's own routers (family ``l2d``), the candidates of every target."""
+    return [rid for rid in routers_of(results) if router_family(rid) == "l2d"]
 
 
 def router_kind(rid: str) -> str:
@@ -102,48 +105,43 @@ def router_kind(rid: str) -> str:
     >>> [router_kind(r) for r in ("agent:x", "l2d-sdl", "zero", "knn", "gone")]
     ['agent', 'ours', 'reference', 'baseline', 'baseline']
     """
-    if is_agent(rid):
-        return "agent"
-    try:
-        family = router_class(rid).family
-    except KeyError:
-        return "baseline"
+    family = router_family(rid) or "baseline"
     return {"l2d": "ours"}.get(family, family)
 
 
-def beta_routers(results: dict) -> list[str]:
+def beta_routers(results: Results) -> list[str]:
     """Routers whose allocation can change with β₁ (single agents excluded)."""
     return [rid for rid, r in routers_of(results).items() if not is_agent(rid) and beta_points(r)]
 
 
-def router_colors(results: dict) -> dict[str, str]:
+def router_colors(results: Results) -> dict[str, str]:
     """One colour per router id, the same in every figure (reference routers in greys/black)."""
     out, i = {}, 0
     for rid in routers_of(results):
-        if rid in _FIXED_COLORS:
-            out[rid] = _FIXED_COLORS[rid]
+        if router_role(rid) in _ROLE_COLORS:
+            out[rid] = _ROLE_COLORS[router_role(rid)]
         else:
             out[rid] = _PALETTE[i % len(_PALETTE)]
             i += 1
     return out
 
 
-def agent_colors(results: dict) -> dict[str, str]:
+def agent_colors(results: Results) -> dict[str, str]:
     """One colour per agent of the pool (allocation bars)."""
     return dict(zip(results.get("agents") or [], _AGENT_PALETTE * 4))
 
 
-def agent_em(results: dict, agent: str) -> float | None:
+def agent_em(results: Results, agent: str) -> float | None:
     """An agent's EM % alone on the test questions, or None."""
     return num((results.get("agent_em") or {}).get(agent))
 
 
-def agent_gflops(results: dict, agent: str) -> float | None:
+def agent_gflops(results: Results, agent: str) -> float | None:
     """An agent's mean GFLOPs per query, or None."""
     return num((results.get("agent_gflops") or {}).get(agent))
 
 
-def share_of(p: dict, results: dict) -> float | None:
+def share_of(p: Point, results: Results) -> float | None:
     """Share of queries a point sends to a non-main agent (the results' main agent first).
 
     >>> share_of({"allocation": {"a": 0.75, "b": 0.25}}, {"agents": ["a", "b"]})
@@ -153,7 +151,7 @@ def share_of(p: dict, results: dict) -> float | None:
     return expert_share(p, agents[0] if agents else None)
 
 
-def point_gflops_per_em(p: dict) -> float | None:
+def point_gflops_per_em(p: Point) -> float | None:
     """GFLOPs/EM of a point (stored, or computed from its GFLOPs and EM).
 
     >>> point_gflops_per_em({"gflops": 30.0, "em": 60.0}), point_gflops_per_em({"em": 60.0})
@@ -166,7 +164,7 @@ def point_gflops_per_em(p: dict) -> float | None:
     return g / em if g is not None and em else None
 
 
-def tdl_below(r: dict, k: str) -> bool | None:
+def tdl_below(r: RouterEntry, k: str) -> bool | None:
     """Whether a router's TDL at β₁ key ``k`` is below uniform random with 95% confidence (the
     upper end of ``tdl_diff_ci`` < 0, else ``tdl_below_random_95``); None when unknown."""
     ci = interval((r.get("tdl_diff_ci") or {}).get(k))
@@ -184,7 +182,7 @@ POINT_COLUMNS = (
 )
 
 
-def points_frame(results: dict) -> pd.DataFrame:
+def points_frame(results: Results) -> pd.DataFrame:
     """Every point of every router, one row each (:data:`POINT_COLUMNS`): ``beta`` is the β₁
     key (None without β₁), ``sweep`` marks the points of the β₁ sweep (not ``dense``).
 
@@ -212,7 +210,7 @@ def points_frame(results: dict) -> pd.DataFrame:
 TDL_CURVES = {"router": "this router", "matched": "random (same shares)", "uniform": "random (uniform)"}
 
 
-def tdl_frame(results: dict) -> pd.DataFrame:
+def tdl_frame(results: Results) -> pd.DataFrame:
     """TDL per β₁ (``beta``: the key, in the order of ``beta_points``), long: columns router,
     label, kind, beta, curve, tdl. ``curve`` is one of :data:`TDL_CURVES`' values: the router's own TDL
     (``tdl`` of the results, not of its points: the zero router's is the best agent's), random
@@ -243,18 +241,18 @@ def tdl_frame(results: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["router", "label", "kind", "beta", "curve", "tdl"])
 
 
-def _stackable(p: dict) -> bool:
+def _stackable(p: Point) -> bool:
     """Shares of one agent per query (not the ensemble's "every agent")."""
     a = p.get("allocation")
     return isinstance(a, dict) and abs(sum(num(v) or 0.0 for v in a.values()) - 1.0) < 1e-6
 
 
-def allocation_frame(results: dict) -> pd.DataFrame:
+def allocation_frame(results: Results) -> pd.DataFrame:
     """Allocation over β₁ of the routers that learn it (not random / zero / single agents), long:
     router, label, beta (the β₁ key), agent, share — at the sweep points whose shares sum to 1."""
     rows, agents = [], results.get("agents") or []
     for rid in beta_routers(results):
-        if rid in ("random", "zero"):
+        if router_role(rid) in NO_ALLOCATION:
             continue
         for p in filter(_stackable, beta_points(routers_of(results)[rid])):
             rows += [
@@ -265,7 +263,7 @@ def allocation_frame(results: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["router", "label", "beta", "agent", "share"])
 
 
-def pgr_refs(results: dict) -> tuple[str, str, float, float] | None:
+def pgr_refs(results: Results) -> tuple[str, str, float, float] | None:
     """(weak agent, strong agent, weak EM, strong EM) of PGR, or None without two distinct EMs."""
     agents = results.get("agents") or []
     weak = results.get("pgr_weak") or (agents[0] if agents else None)
@@ -276,7 +274,7 @@ def pgr_refs(results: dict) -> tuple[str, str, float, float] | None:
     return weak, strong, em_w, em_s
 
 
-def pgr_frame(results: dict) -> pd.DataFrame:
+def pgr_frame(results: Results) -> pd.DataFrame:
     """PGR against the share of expert calls per router (not agents, zero, random or the
     ensemble, which calls every agent), long: router, label, share, pgr, curve — True for the
     vertices of the curve APGR averages (:func:`~l2d_core.evaluation.metrics.pgr_curve`), False
@@ -286,19 +284,20 @@ def pgr_frame(results: dict) -> pd.DataFrame:
     if refs is None:
         return pd.DataFrame(rows, columns=columns).astype({"curve": bool})
     for rid, r in routers_of(results).items():
-        if is_agent(rid) or rid in ("zero", "random", "ensemble"):
+        if is_agent(rid) or router_role(rid) in (*NO_ALLOCATION, "all-agents"):
             continue
-        sh = [(share_of(p, results), num(p.get("em"))) for p in points_of(r)]
-        sh = [(s, e) for s, e in sh if s is not None and e is not None]
-        if not sh:
+        share_em = [(share_of(p, results), num(p.get("em"))) for p in points_of(r)]
+        share_em = [(share, em) for share, em in share_em if share is not None and em is not None]
+        if not share_em:
             continue
-        s, e = np.array(sh).T
+        shares, ems = np.array(share_em).T
+        weak_em, strong_em = refs[2], refs[3]
         try:
-            gx, gy = M.pgr_curve(s, e, refs[2], refs[3])
+            curve_share, curve_pgr = M.pgr_curve(shares, ems, weak_em, strong_em)
         except ValueError:
             continue
         head = {"router": rid, "label": router_label(rid)}
-        rows += [head | {"share": x, "pgr": y, "curve": True} for x, y in zip(gx, gy)]
-        pgr = (e - refs[2]) / (refs[3] - refs[2])
-        rows += [head | {"share": x, "pgr": y, "curve": False} for x, y in zip(s, pgr)]
+        rows += [head | {"share": x, "pgr": y, "curve": True} for x, y in zip(curve_share, curve_pgr)]
+        pgr = (ems - weak_em) / (strong_em - weak_em)
+        rows += [head | {"share": x, "pgr": y, "curve": False} for x, y in zip(shares, pgr)]
     return pd.DataFrame(rows, columns=columns).astype({"curve": bool})

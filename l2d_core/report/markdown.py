@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..evaluation.results import Results
 from .frames import fmt, fmt_ci
 from .requests import has_latency, latency_tables
 from .tables import (
@@ -26,7 +27,7 @@ __all__ = ["report_markdown"]
 
 
 def report_markdown(
-    results: dict,
+    results: Results,
     siblings: dict | None = None,
     plots: Sequence[str] = (),
     title: str | None = None,

@@ -19,6 +19,7 @@ import altair as alt
 import pandas as pd
 
 from ..evaluation import metrics as M
+from ..evaluation.results import Results
 from .charts import charts_html, color_scale, plane_chart, sweep_charts
 from .frames import (
     TDL_CURVES,
@@ -30,6 +31,7 @@ from .frames import (
     points_frame,
     router_colors,
     router_label,
+    router_role,
     tdl_frame,
 )
 from .requests import request_accuracy_figure
@@ -48,7 +50,7 @@ _BETA_TITLE = "β₁ (β_j by the GFLOPs rule)"
 _TDL_DASHES = {TDL_CURVES["router"]: [1, 0], TDL_CURVES["matched"]: [2, 2], TDL_CURVES["uniform"]: [6, 4]}
 
 
-def _title(text: str, results: dict) -> alt.Title:
+def _title(text: str, results: Results) -> alt.Title:
     sub = (
         f"{results.get('dataset', '?')} {results.get('pool', '?')}, "
         f"{results.get('n_test', '?')} test questions, seeds {results.get('seeds', '?')}"
@@ -56,7 +58,7 @@ def _title(text: str, results: dict) -> alt.Title:
     return alt.Title(text, subtitle=sub, anchor="start")
 
 
-def _label_colors(results: dict) -> dict[str, str]:
+def _label_colors(results: Results) -> dict[str, str]:
     return {router_label(rid): c for rid, c in router_colors(results).items()}
 
 
@@ -74,19 +76,20 @@ def _dummy(text: str, title: alt.Title) -> alt.Chart:
 # --- the report's figures (from a results dict) -------------------------------------------------
 
 
-def cost_em_figure(results: dict, log_x: bool = True) -> alt.LayerChart:
+def cost_em_figure(results: Results, log_x: bool = True) -> alt.LayerChart:
     """The cost–EM plane (:func:`~.charts.plane_chart`): every router's points and non-decreasing
     upper hull (what AIQ integrates), the agents, the zero router's hull (random mixing of the
     agents) dotted, and the agents' GFLOPs range shaded; a log GFLOPs axis by default."""
     pts = points_frame(results).dropna(subset=["gflops", "em"])
     agents = pts[pts["kind"] == "agent"].drop_duplicates("router")
-    zero = pts[pts["router"] == "zero"]
+    floor = pts["router"].map(router_role, na_action="ignore") == "floor"  # the zero router: the agents' hull
+    zero = pts[floor]
     hull = zero.assign(kind="hull")[["label", "kind", "gflops", "em"]]
     if len(zero):
         hx, hy = M.upper_hull(zero["gflops"].to_numpy(float), zero["em"].to_numpy(float))
         hull = pd.DataFrame({"label": zero["label"].iloc[0], "kind": "hull", "gflops": hx, "em": hy})
     marks = pd.concat([agents[["label", "kind", "gflops", "em"]], hull], ignore_index=True)
-    routed = pts[(pts["kind"] != "agent") & (pts["router"] != "zero")]
+    routed = pts[(pts["kind"] != "agent") & ~floor]
     curves = routed.rename(columns={"label": "name", "beta": "β₁"})[["name", "gflops", "em", "dense", "β₁"]]
     return plane_chart(
         marks.rename(columns={"label": "name"}),
@@ -98,12 +101,16 @@ def cost_em_figure(results: dict, log_x: bool = True) -> alt.LayerChart:
     ).properties(width=_WIDTH, height=_HEIGHT)
 
 
-def tdl_figure(results: dict) -> alt.LayerChart:
+def tdl_figure(results: Results) -> alt.LayerChart:
     """TDL over β₁ per router (the zero router: the best single agent's), colour by router, dash
     by policy: the router's own, uniform random allocation (black) and, for the L2D routers,
     random allocation with the router's own shares — the paper's Fig. 2."""
     t = tdl_frame(results)
-    own = (t["curve"] == TDL_CURVES["router"]) & (t["kind"] != "agent") & (t["router"] != "random")
+    own = (
+        (t["curve"] == TDL_CURVES["router"])
+        & (t["kind"] != "agent")
+        & (t["router"].map(router_role, na_action="ignore") != "chance")
+    )
     keep = (
         own
         | (t["curve"] == TDL_CURVES["uniform"])
@@ -136,7 +143,7 @@ def tdl_figure(results: dict) -> alt.LayerChart:
     return chart.properties(title=title, width=_WIDTH, height=_HEIGHT)
 
 
-def em_beta_figure(results: dict) -> alt.HConcatChart | alt.Chart:
+def em_beta_figure(results: Results) -> alt.HConcatChart | alt.Chart:
     """EM (± std over seeds) and GFLOPs/EM (log) over β₁ per router (the paper's Fig. 3): the
     dashboard's sweep charts (:func:`~.charts.sweep_charts`), the agents alone as labelled
     horizontal reference lines."""
@@ -187,7 +194,7 @@ def _agent_levels(agents: pd.DataFrame, field: str) -> alt.LayerChart:
     return alt.layer(rule, text)
 
 
-def allocation_figure(results: dict) -> alt.FacetChart | alt.Chart:
+def allocation_figure(results: Results) -> alt.FacetChart | alt.Chart:
     """Allocation over β₁, stacked per agent, one panel per learned router (and the oracle)."""
     alloc = allocation_frame(results)
     title = _title("Allocation over β₁ (x: β₁, one panel per router)", results)
@@ -224,7 +231,7 @@ def allocation_figure(results: dict) -> alt.FacetChart | alt.Chart:
     return bars.facet(facet=facet, columns=min(4, len(panels)), title=title)
 
 
-def pgr_figure(results: dict) -> alt.LayerChart | None:
+def pgr_figure(results: Results) -> alt.LayerChart | None:
     """PGR against the share of calls to a non-main agent, per router (the curve APGR averages,
     points as markers), with random mixing (the diagonal); None without two distinct agent EMs."""
     refs = pgr_refs(results)
@@ -258,7 +265,7 @@ def pgr_figure(results: dict) -> alt.LayerChart | None:
     return alt.layer(*layers).properties(title=title, width=_WIDTH, height=_HEIGHT)
 
 
-def figures(results: dict) -> dict[str, alt.TopLevelMixin]:
+def figures(results: Results) -> dict[str, alt.TopLevelMixin]:
     """Every figure of the report by file stem (PGR only when it is defined; the request–accuracy
     plot when the pool has a remote agent)."""
     out = {

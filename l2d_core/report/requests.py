@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..evaluation import metrics as M
+from ..evaluation.results import Results
 from .charts import color_scale
 from .frames import (
     beta_key,
@@ -39,13 +40,13 @@ __all__ = ["remote_agent", "requests_frame", "request_accuracy_figure", "has_lat
 _WIDTH, _HEIGHT = 760, 420
 
 
-def remote_agent(results: dict) -> str | None:
+def remote_agent(results: Results) -> str | None:
     """The remote agent: the pool's dearest (most GFLOPs per query)."""
     g = {a: num(v) for a, v in (results.get("agent_gflops") or {}).items() if num(v) is not None}
     return max(g, key=g.get) if g else None
 
 
-def requests_frame(results: dict) -> pd.DataFrame:
+def requests_frame(results: Results) -> pd.DataFrame:
     """Every router's points as (router, label, share of calls to the remote agent, EM, front):
     ``front`` marks the router's non-dominated points (fewer remote calls, higher EM)."""
     remote, rows = remote_agent(results), []
@@ -68,7 +69,7 @@ def requests_frame(results: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["router", "label", "share", "em", "front"])
 
 
-def request_accuracy_figure(results: dict) -> alt.LayerChart | None:
+def request_accuracy_figure(results: Results) -> alt.LayerChart | None:
     """Accuracy (EM) against the share of questions sent to the remote agent, per router: each
     router's non-dominated points joined (what an operator can pick), every point as a marker,
     the single agents as labelled stars. None when the pool has no remote agent."""
@@ -108,7 +109,7 @@ def request_accuracy_figure(results: dict) -> alt.LayerChart | None:
     return alt.layer(*layers).properties(title=title, width=_WIDTH, height=_HEIGHT)
 
 
-def has_latency(results: dict) -> bool:
+def has_latency(results: Results) -> bool:
     """Whether the results carry latency (the pool logs it): latency price points were run."""
     return bool(results.get("latency_points"))
 
@@ -120,7 +121,7 @@ def _cell(p: dict | None, remote: str | None) -> str:
     return f"{fmt(p.get('em'), 2)} / {fmt(p.get('latency_s'), 3)} s / {fmt(share, 3)}"
 
 
-def latency_tables(results: dict) -> str:
+def latency_tables(results: Results) -> str:
     """Per router: EM, mean realised latency per query and share of remote calls at each latency
     price λ_s (errors per second; the latency rule), then the same at each β₁ of the GFLOPs rule,
     and each agent's mean latency alone."""

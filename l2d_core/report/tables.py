@@ -14,8 +14,10 @@ import numpy as np
 import pandas as pd
 
 from ..evaluation import metrics as M
+from ..evaluation.results import Results
 from .frames import (
     AGENT_PREFIX,
+    NO_ALLOCATION,
     PAPER_BETAS,
     agent_em,
     agent_gflops,
@@ -29,9 +31,11 @@ from .frames import (
     num,
     point_gflops_per_em,
     points_of,
+    router_role,
     routers_of,
     share_of,
     tdl_below,
+    with_role,
 )
 
 # fmt: off
@@ -51,7 +55,7 @@ def md_table(header: Sequence[str], rows: Iterable[Sequence]) -> str:
     return "\n".join(lines)
 
 
-def agents_table(results: dict) -> str:
+def agents_table(results: Results) -> str:
     """Agents alone (and the majority-vote ensemble): EM, F1, GFLOPs/query, GFLOPs/EM."""
     routers, rows = routers_of(results), []
     for i, a in enumerate(results.get("agents") or []):
@@ -60,8 +64,9 @@ def agents_table(results: dict) -> str:
         g = agent_gflops(results, a) if agent_gflops(results, a) is not None else num(p.get("gflops"))
         role = "main" if i == 0 else "expert"
         rows.append([a, role, fmt(em, 2), fmt(p.get("f1"), 2), fmt(g, 2), fmt(g / em if g and em else None)])
-    if "ensemble" in routers and points_of(routers["ensemble"]):
-        p = points_of(routers["ensemble"])[0]
+    ensemble = with_role(routers, "all-agents")
+    if ensemble and points_of(routers[ensemble]):
+        p = points_of(routers[ensemble])[0]
         rows.append(["ensemble (majority vote)", "all agents", fmt(p.get("em"), 2), fmt(p.get("f1"), 2)])
         rows[-1] += [fmt(p.get("gflops"), 2), fmt(point_gflops_per_em(p))]
     table = md_table(["agent", "role", "EM", "F1", "GFLOPs/query", "GFLOPs/EM"], rows)
@@ -71,7 +76,7 @@ def agents_table(results: dict) -> str:
 _BELOW, _TESTED = "β₁ with TDL < random (95%)", "β₁ tested"
 
 
-def summary_frame(results: dict) -> pd.DataFrame:
+def summary_frame(results: Results) -> pd.DataFrame:
     """One row per router, best AIQ first (missing AIQ last; ties keep the results' order): AIQ
     (all points, β points only) with its std over seeds and bootstrap 95% interval, APGR / CPT
     likewise (those columns dropped when no router has an APGR), the mean TDL over the β sweep,
@@ -157,7 +162,7 @@ def _below_text(row: dict) -> str:
     return f"{int(below)}/{int(tested)}"
 
 
-def summary_table(results: dict) -> str:
+def summary_table(results: Results) -> str:
     """Per router, the rows of :func:`summary_frame`: AIQ ± std over seeds [bootstrap 95% CI],
     APGR likewise, CPT(50%), CPT(80%), mean TDL over the β₁ sweep and at how many β₁ the TDL is
     below random with 95% confidence."""
@@ -187,7 +192,7 @@ def summary_table(results: dict) -> str:
     return md_table(header, rows)
 
 
-def tdl_table(results: dict) -> str:
+def tdl_table(results: Results) -> str:
     """TDL per β₁: uniform random, then each router (✓: TDL − random < 0 with 95% confidence,
     ✗: not); then the paired-bootstrap 95% interval of TDL(router) − TDL(random)."""
     betas = [beta_key(b) for b in results.get("beta_points") or []]
@@ -213,7 +218,7 @@ def tdl_table(results: dict) -> str:
     return out
 
 
-def price_table(results: dict) -> str:
+def price_table(results: Results) -> str:
     """TDL per per-TFLOP price λ of each router beside random allocation with the router's own
     shares (✓: below it with 95% confidence, ✗: not), and uniform random."""
     keys = [beta_key(x) for x in results.get("price_points") or []]
@@ -237,12 +242,12 @@ def price_table(results: dict) -> str:
     )
 
 
-def beta_table(results: dict) -> str:
+def beta_table(results: Results) -> str:
     """Per learned router and β₁: EM, GFLOPs/EM and the share of expert calls (Fig. 3's numbers)."""
     betas = [beta_key(b) for b in results.get("beta_points") or []]
     rows = []
     for rid in beta_routers(results):
-        if rid in ("random", "zero"):
+        if router_role(rid) in NO_ALLOCATION:
             continue
         by = {beta_key(p["beta1"]): p for p in beta_points(routers_of(results)[rid])}
         for label, f in (
@@ -254,7 +259,7 @@ def beta_table(results: dict) -> str:
     return md_table(["router", "metric", *[f"β₁={k}" for k in betas]], rows)
 
 
-def paper_table(results: dict) -> str:
+def paper_table(results: Results) -> str:
     """The single-expert comparison at β₁ ∈ PAPER_BETAS (paper Tables 1–2: EM, and EM per unit
     of cost — shown here as GFLOPs/EM — of the L2D rejectors against r_prob, r_deter, r_trans),
     from the results' ``paper_table`` (written by scripts/benchmark_routers.py)."""
@@ -286,13 +291,14 @@ def paper_table(results: dict) -> str:
     return "\n\n".join(out)
 
 
-def pareto_table(results: dict, exclude: Sequence[str] = ("oracle",)) -> str:
-    """Which routers own the non-dominated (GFLOPs, EM) points of all routers but ``exclude``
-    (the oracle, an upper bound that dominates nearly everything): per router, how many points
-    of the front and their GFLOPs and EM ranges (points only: mixing between them is not counted)."""
+def pareto_table(results: Results, exclude: Sequence[str] = ("bound",)) -> str:
+    """Which routers own the non-dominated (GFLOPs, EM) points of all routers but those whose role
+    is in ``exclude`` (the oracle, an upper bound that dominates nearly everything): per router,
+    how many points of the front and their GFLOPs and EM ranges (points only: mixing between them
+    is not counted)."""
     rows = []
     for rid, r in routers_of(results).items():
-        if rid not in exclude:
+        if router_role(rid) not in exclude:
             rows += [
                 (rid, p)
                 for p in points_of(r)

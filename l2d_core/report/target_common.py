@@ -3,7 +3,7 @@ its pool (this run, or another run's ``results.json`` beside it)."""
 
 from __future__ import annotations
 
-from ..evaluation.results import run_key
+from ..evaluation.results import Results, run_key
 
 __all__ = ["target_key", "make_target", "source_of", "missing"]
 
@@ -22,7 +22,7 @@ def make_target(tid: str, text: str, status: str, detail: str, **values) -> dict
     return {"id": tid, "target": text, "status": status, "detail": detail, **values}
 
 
-def source_of(results: dict, t: dict, siblings: dict | None) -> tuple[dict | None, str]:
+def source_of(results: Results, t: dict, siblings: dict | None) -> tuple[dict | None, str]:
     """The results the target ``t`` reads, and where they come from (a line)."""
     key = target_key(t)
     if run_key(results) == key:
@@ -34,5 +34,5 @@ def source_of(results: dict, t: dict, siblings: dict | None) -> tuple[dict | Non
     return None, ""
 
 
-def missing(t: dict, text: str, results: dict) -> dict:
+def missing(t: dict, text: str, results: Results) -> dict:
     return make_target(t["id"], text, "n/a", f"no {target_key(t)} results (this run is {run_key(results)})")

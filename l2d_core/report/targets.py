@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..evaluation.results import Results
 from .frames import (
     agent_em,
     agent_gflops,
@@ -31,6 +32,7 @@ from .frames import (
     routers_of,
     share_of,
     tdl_below,
+    with_role,
 )
 from .tables import md_table
 from .target_common import make_target, missing, source_of
@@ -70,16 +72,16 @@ def _target(tid: str, text: str, status: str, detail: str, **values) -> dict:
 
 
 def _source(
-    results: dict, pool: str, siblings: dict | None, t: dict | None = None
+    results: Results, pool: str, siblings: dict | None, t: dict | None = None
 ) -> tuple[dict | None, str]:
     return source_of(results, t if t is not None else {"pool": pool}, siblings)
 
 
-def _missing(t: dict, text: str, results: dict) -> dict:
+def _missing(t: dict, text: str, results: Results) -> dict:
     return missing(t, text, results)
 
 
-def _target_apgr(results: dict, siblings: dict | None, t: dict) -> dict:
+def _target_apgr(results: Results, siblings: dict | None, t: dict) -> dict:
     limit = num(t.get("max_overhead_gflops"))
     text = f"APGR ≥ {t['min']:.2f} on {t['pool']}" + (
         f" at ≤ {limit:g} GFLOPs per query of overhead" if limit is not None else ""
@@ -104,13 +106,14 @@ def _target_apgr(results: dict, siblings: dict | None, t: dict) -> dict:
     return _target(t["id"], text, status, detail, router=best, value=vals[best], threshold=t["min"])
 
 
-def _target_aiq(results: dict, siblings: dict | None, t: dict) -> dict:
+def _target_aiq(results: Results, siblings: dict | None, t: dict) -> dict:
     text = f"AIQ gain over the zero router ≥ {t['min']:.0%} of the oracle's gain on {t['pool']}"
     res, src = _source(results, t["pool"], siblings, t)
     if res is None:
         return _missing(t, text, results)
     routers = routers_of(res)
-    zero, oracle = num(routers.get("zero", {}).get("aiq")), num(routers.get("oracle", {}).get("aiq"))
+    zero_id, oracle_id = with_role(routers, "floor"), with_role(routers, "bound")
+    zero, oracle = num(routers.get(zero_id, {}).get("aiq")), num(routers.get(oracle_id, {}).get("aiq"))
     if zero is None or oracle is None or oracle <= zero:
         return _target(t["id"], text, "n/a", f"zero / oracle AIQ missing or oracle ≤ zero in {src}")
     vals = {rid: num(routers[rid].get("aiq")) for rid in our_routers(res)}
@@ -133,7 +136,7 @@ def _target_aiq(results: dict, siblings: dict | None, t: dict) -> dict:
     )
 
 
-def _target_tdl(results: dict, siblings: dict | None, t: dict) -> dict:
+def _target_tdl(results: Results, siblings: dict | None, t: dict) -> dict:
     text = f"TDL below uniform random at every β₁ point with {t['level']:.0%} confidence on {t['pool']}"
     results, _ = _source(results, t["pool"], siblings, t)
     if results is None:
@@ -163,7 +166,7 @@ def _target_tdl(results: dict, siblings: dict | None, t: dict) -> dict:
     return _target(t["id"], text, status, detail, routers_met=met)
 
 
-def _target_tdl_price(results: dict, siblings: dict | None, t: dict) -> dict:
+def _target_tdl_price(results: Results, siblings: dict | None, t: dict) -> dict:
     text = (
         f"TDL below allocation-matched random at every per-TFLOP λ point with {t['level']:.0%} "
         f"confidence on {t['pool']}"
@@ -185,7 +188,7 @@ def _target_tdl_price(results: dict, siblings: dict | None, t: dict) -> dict:
     return _target(t["id"], text, "met" if met else "not met", detail, routers_met=met)
 
 
-def _target_vs_agent(results: dict, siblings: dict | None, t: dict) -> dict:
+def _target_vs_agent(results: Results, siblings: dict | None, t: dict) -> dict:
     a = t["agent"]
     text = f"within {t['em_gap']:g} EM of {a} at ≥ {t['min_ratio']:g}× lower GFLOPs/EM on {t['pool']}"
     found, _ = _source(results, t["pool"], siblings, t)
@@ -233,7 +236,7 @@ _EVALUATE = {
 
 
 def evaluate_targets(
-    results: dict, siblings: dict | None = None, targets: list[dict] | None = None
+    results: Results, siblings: dict | None = None, targets: list[dict] | None = None
 ) -> list[dict]:
     """Every target, each with ``status`` (met / not met / n/a), its computed value and a
     one-line ``detail``. Candidates: the L2D routers (ids ``l2d-…``). ``siblings`` maps a pool
@@ -242,7 +245,9 @@ def evaluate_targets(
     return [_EVALUATE[t["type"]](results, siblings, t) for t in (TARGETS if targets is None else targets)]
 
 
-def targets_markdown(results: dict, siblings: dict | None = None, targets: list[dict] | None = None) -> str:
+def targets_markdown(
+    results: Results, siblings: dict | None = None, targets: list[dict] | None = None
+) -> str:
     """The targets as a markdown table: target, status, what was computed."""
     rows = [
         [t["target"], f"**{t['status']}**", t["detail"]] for t in evaluate_targets(results, siblings, targets)

@@ -12,15 +12,16 @@ BENCHMARK.md, issue 25) — evaluators registered into :mod:`~l2d_core.report.ta
   within ±``tolerance`` of a ``share`` budget of expert calls on test (the comparison's
   ``budgets`` rows).
 
->>> res = {"pool": "X", "routers": {"l2d-a": {"apgr": 0.9, "apgr_diff": {"b": 0.1},
-...        "apgr_diff_ci": {"b": [0.02, 0.2]}}, "b": {"apgr": 0.8}}}
->>> LLM_TARGETS["apgr_vs"](res, None, {"id": "t", "pool": "X", "router": "b"})["status"]
+>>> res = {"pool": "X", "routers": {"l2d-cascade": {"apgr": 0.9, "apgr_diff": {"knn": 0.1},
+...        "apgr_diff_ci": {"knn": [0.02, 0.2]}}, "knn": {"apgr": 0.8}}}
+>>> LLM_TARGETS["apgr_vs"](res, None, {"id": "t", "pool": "X", "router": "knn"})["status"]
 'met'
 """
 
 from __future__ import annotations
 
-from .frames import fmt_ci, interval, num, our_routers, points_of, routers_of
+from ..evaluation.results import Results
+from .frames import fmt_ci, interval, num, our_routers, points_of, router_role, routers_of
 from .target_common import make_target, missing, source_of, target_key
 
 __all__ = ["LLM_TARGET_TYPES", "LLM_TARGETS"]
@@ -44,7 +45,7 @@ def _all(vals: dict[str, float]) -> str:
     return ", ".join(f"{k} {v:.3f}" for k, v in vals.items())
 
 
-def _apgr_aiq_vs(results: dict, siblings: dict | None, t: dict) -> dict:
+def _apgr_aiq_vs(results: Results, siblings: dict | None, t: dict) -> dict:
     ref = t["router"]
     text = (
         f"best L2D APGR ≥ {t['min']:.2f} and AIQ above {ref}'s (paired 95% interval of the "
@@ -76,7 +77,7 @@ def _apgr_aiq_vs(results: dict, siblings: dict | None, t: dict) -> dict:
     )
 
 
-def _apgr_vs(results: dict, siblings: dict | None, t: dict) -> dict:
+def _apgr_vs(results: Results, siblings: dict | None, t: dict) -> dict:
     ref = t["router"]
     text = f"best L2D APGR at or above {ref}'s on {target_key(t)}"
     res, src = source_of(results, t, siblings)
@@ -111,7 +112,7 @@ def _best_at_share(res: dict, rids, agent: str, cap: float):
     return best
 
 
-def _em_at_share(results: dict, siblings: dict | None, t: dict) -> dict:
+def _em_at_share(results: Results, siblings: dict | None, t: dict) -> dict:
     a, cap, need = t["agent"], float(t["max_share"]), float(t["min_em"])
     text = f"EM ≥ {need:g} at ≤ {cap:.0%} of questions sent to {a} on {target_key(t)}"
     res, src = source_of(results, t, siblings)
@@ -120,7 +121,7 @@ def _em_at_share(results: dict, siblings: dict | None, t: dict) -> dict:
     if a not in (res.get("agents") or []):
         return make_target(t["id"], text, "n/a", f"{a} is not in pool {res.get('pool')}")
     best = _best_at_share(res, our_routers(res), a, cap)
-    others = [r for r in routers_of(res) if r not in our_routers(res) and r not in ("oracle",)]
+    others = [r for r in routers_of(res) if r not in our_routers(res) and router_role(r) != "bound"]
     ref = _best_at_share(res, others, a, cap)
     ref_txt = f"; best baseline there: {ref[1]} EM {ref[0]:.2f}" if ref else ""
     if best is None:
@@ -142,7 +143,7 @@ def _em_at_share(results: dict, siblings: dict | None, t: dict) -> dict:
     )
 
 
-def _budget_share(results: dict, siblings: dict | None, t: dict) -> dict:
+def _budget_share(results: Results, siblings: dict | None, t: dict) -> dict:
     share, tol = float(t["share"]), float(t["tolerance"])
     text = (
         f"L2D budget routers land within ±{tol:g} of a {share:.0%} share of expert calls on {target_key(t)}"

@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from ..method.costs import BETA_POINTS, CostConfig, cost_matrix, query_costs
 from .decision import Decision
+from .saved import SavedConfig, Text
 
 __all__ = [
     "DENSE_BETAS",
@@ -32,6 +34,9 @@ __all__ = [
     "Frozen",
     "Router",
     "best_single_tdl",
+    "exportable",
+    "supports_budget",
+    "validated",
 ]
 
 # Dense sweeps of the instant routers: β₁ on a grid, and target shares of expert calls.
@@ -39,15 +44,21 @@ DENSE_BETAS: tuple[float, ...] = tuple(float(b) for b in np.linspace(0.0, 2.0, 4
 TARGET_SHARES: tuple[float, ...] = tuple(float(s) for s in np.linspace(0.0, 1.0, 21))
 
 
-@dataclass(frozen=True)
-class Needs:
+class Needs(BaseModel):
     """What a router reads about a query before it decides: the question/context ``embeddings``
     (its encoder runs on every query), the ``answers`` of agents that answer first (the main
-    agent, then helpers: they run on every query), and an expert it may ``ask`` midway."""
+    agent, then helpers: they run on every query), and an expert it may ``ask`` midway. Saved as
+    it is in ``router.json`` (``needs``), and checked there strictly when an artifact is loaded."""
 
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
     embeddings: bool = False
-    answers: tuple[str, ...] = ()
-    ask: str | None = None
+    answers: tuple[Text, ...] = ()
+    ask: Text | None = None
+
+    @field_validator("answers", mode="before")
+    @classmethod
+    def _json_list(cls, value):
+        return tuple(value) if isinstance(value, list) else value
 
     @property
     def reads(self) -> tuple[str, ...]:
@@ -77,8 +88,12 @@ class Frozen:
     holds and what routes new queries. ``config`` is JSON (costs, threshold, a budget's
     follower, feature settings); ``needs`` what the deployment computes per query;
     ``overhead_gflops`` what every query pays (the encoder, or the agents that answer first).
-    Subclasses (one per router module) implement :meth:`decide`, :meth:`save` and ``load``."""
+    Subclasses (one per router module) implement :meth:`decide`, :meth:`save` and ``load``, and
+    name the pydantic model of their ``config`` (``config_model``: a
+    :class:`~l2d_core.routers.saved.SavedConfig` declared in the router's module), which checks
+    it when an artifact is saved and loaded."""
 
+    config_model: ClassVar[type[SavedConfig]] = SavedConfig
     router_id: str
     config: dict
     needs: Needs = field(default_factory=Needs)
@@ -105,12 +120,15 @@ class Router:
     label: ClassVar[str] = ""  # the name people read in menus and legends
     description: ClassVar[str] = ""  # one plain sentence: what it looks at, what it pays
     family: ClassVar[str] = "baseline"  # l2d | baseline | reference | agent
+    # what it stands for in a comparison (the report and the paper's table read it, never ids):
+    # "bound" (beyond reach: the oracle), "floor" (the line to beat: the zero router), "chance"
+    # (random allocation), "all-agents" (asks every agent), "paper" (the paper's rejector, the
+    # reference column of its tables), "paper-baseline" (the paper's r_* columns), "" none
+    role: ClassVar[str] = ""
     reads_embeddings: ClassVar[bool] = False  # needs the benchmark's question/context embeddings
     reads_answers: ClassVar[bool] = False  # reads the main agent's answer (a cascade) before deciding
     instant: ClassVar[bool] = True  # a new cost setting needs no training
-    validated: ClassVar[bool] = False  # ranked on the training articles (``oof_outcome``)
-    supports_budget: ClassVar[bool] = False  # meets a share / GFLOPs budget (``calibrate_budget``)
-    exportable: ClassVar[bool] = False  # ``freeze`` makes a router that routes one query on its own
+    on_request: ClassVar[bool] = False  # hours of training: run only where named, in no default list
     frozen: ClassVar[type[Frozen]] = Frozen  # what ``freeze`` returns, and what loads it back
 
     def __init__(self, **params):
@@ -145,18 +163,6 @@ class Router:
 
     def decide(self, costs: CostConfig) -> Decision:
         raise NotImplementedError
-
-    def oof_outcome(self, costs: CostConfig) -> tuple[np.ndarray, np.ndarray]:
-        """(GFLOPs, EM) per training question at ``costs``, each routed by what never saw its
-        article (out-of-fold): what the validation ranking reads (routers with ``validated``)."""
-        raise NotImplementedError(f"{self.id} is not ranked on validation")
-
-    def calibrate_budget(self, costs: CostConfig, kind: str, target: float) -> tuple[Decision, dict]:
-        """``(decision on test, what the budget did)`` under a budget (``kind`` ``share`` or
-        ``gflops``) followed on the test articles from a start calibrated on the training articles
-        (routers with ``supports_budget``; :func:`~l2d_core.evaluation.budget.budget_decision`
-        reads it: start, end, training share, training GFLOPs, reachable, note, follower)."""
-        raise ValueError(f"router {self.id} has no error estimates to follow a budget with")
 
     def needs_training(self, costs: CostConfig) -> bool:
         """Whether :meth:`decide` at ``costs`` will train something (seconds) first."""
@@ -194,10 +200,41 @@ class Router:
         points at that setting (the zero router's: the best single agent's)."""
         return None
 
-    def freeze(self, costs: CostConfig, follower: dict | None = None) -> Frozen:
-        """This fitted router at ``costs`` (and a budget's ``follower`` starting state) as a
-        :class:`Frozen` router; :class:`NotExportable` when it cannot route a query on its own."""
-        raise NotExportable(f"{self.id} cannot route a new query on its own")
+    def export_problem(self) -> str | None:
+        """Why this router cannot be saved as an artifact, said before fitting (None: it can)."""
+        return None if exportable(self) else f"{self.id} cannot route a new query on its own"
+
+    # Capabilities are methods a router has (scikit-learn's way: ``hasattr(est, "predict_proba")``):
+    #
+    # def calibrate_budget(self, costs, kind, target) -> tuple[Decision, BudgetStart]:
+    #     ``(decision on test, what the budget did)`` under a budget (``kind`` ``share`` or
+    #     ``gflops``) followed on the test articles from a start calibrated on the training
+    #     articles (:class:`~l2d_core.routers.decision.BudgetStart`;
+    #     :func:`~l2d_core.evaluation.budget.budget_decision` reads it);
+    # def freeze(self, costs, follower=None) -> Frozen:
+    #     this fitted router at ``costs`` (and a budget's ``follower`` starting state) as a
+    #     :class:`Frozen` router that routes one query on its own (:class:`NotExportable` when
+    #     this instance cannot);
+    # def oof_outcome(self, costs) -> tuple[np.ndarray, np.ndarray]:
+    #     (GFLOPs, EM) per training question at ``costs``, each routed by what never saw its
+    #     article (out-of-fold): what the validation ranking reads.
+
+
+def exportable(router) -> bool:
+    """Whether a router (class or instance) freezes into an artifact: it has ``freeze``."""
+    return callable(getattr(router, "freeze", None))
+
+
+def validated(router) -> bool:
+    """Whether a router (class or instance) is ranked on the training articles: it has
+    ``oof_outcome``."""
+    return callable(getattr(router, "oof_outcome", None))
+
+
+def supports_budget(router) -> bool:
+    """Whether a router (class or instance) follows a share / GFLOPs budget: it has
+    ``calibrate_budget``."""
+    return callable(getattr(router, "calibrate_budget", None))
 
 
 def best_single_tdl(bench, settings: dict[str, CostConfig]) -> dict[str, np.ndarray]:

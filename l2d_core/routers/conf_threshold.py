@@ -19,20 +19,30 @@ convention of :mod:`~l2d_core.routers.budget`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import numpy as np
+from pydantic import Field, model_validator
 
 from ..agents.confidence import confidence_score
 from ..method.costs import CostConfig, cost_matrix, query_costs
 from .base import Frozen, Needs, OperatingPoint, Router
 from .budget import Follower, follower_from_state, reach_note
-from .decision import Decision, Stage
+from .decision import BudgetStart, Decision, Stage
 from .posthoc_inputs import posthoc_gflops
 from .registry import register
+from .saved import NonNegative, SavedConfig
 
-__all__ = ["QUANTILES", "ConfThresholdFrozen", "ConfThresholdRouter", "thresholds", "threshold_decision"]
+__all__ = [
+    "QUANTILES",
+    "ConfThresholdConfig",
+    "ConfThresholdFrozen",
+    "ConfThresholdRouter",
+    "thresholds",
+    "threshold_decision",
+]
 
 QUANTILES = 41  # levels of the main agent's confidence on the training articles the sweep tries
 
@@ -76,9 +86,31 @@ def _doubt(confidence) -> np.ndarray:
     return -np.array([confidence_score(c) for c in confidence], dtype=float)
 
 
+class ConfThresholdConfig(SavedConfig):
+    """What a frozen ``conf-threshold`` saves: the expert it defers to (``agent``, its index in
+    the pool), the threshold on the doubt (±inf: ask everybody / nobody), every agent's GFLOPs."""
+
+    threshold: float
+    agent: Annotated[int, Field(ge=0)]
+    agent_gflops: dict[str, NonNegative]
+
+    @model_validator(mode="after")
+    def _threshold_is_a_number(self) -> ConfThresholdConfig:
+        if math.isnan(self.threshold):
+            raise ValueError("threshold is not a number")
+        return self
+
+    def problem(self, pool, agents) -> str | None:
+        ids = pool.agent_ids
+        if self.agent >= len(ids):
+            return f"config.agent: {self.agent} is not an agent of pool {pool.name} (0 to {len(ids) - 1})"
+        return super().problem(pool, agents)
+
+
 class ConfThresholdFrozen(Frozen):
     """The threshold router at one setting: reads the main agent's confidence only."""
 
+    config_model = ConfThresholdConfig
     follower = None
 
     def decide(self, signals) -> Decision:
@@ -115,8 +147,6 @@ class ConfThresholdRouter(Router):
     )
     family = "baseline"
     reads_answers = True
-    supports_budget = True
-    exportable = True
     frozen: ClassVar[type[Frozen]] = ConfThresholdFrozen
 
     @classmethod
@@ -180,7 +210,7 @@ class ConfThresholdRouter(Router):
         c = self._train_costs(costs)[:, :-1]  # the last threshold defers none on training
         return 1 + int(c.min(axis=1).argmin()) if c.size else 1
 
-    def calibrate_budget(self, costs: CostConfig, kind: str, target: float) -> tuple[Decision, dict]:
+    def calibrate_budget(self, costs: CostConfig, kind: str, target: float) -> tuple[Decision, BudgetStart]:
         bench = self.bench_
         j = self._budget_expert(costs)
         cal, overhead = posthoc_gflops(bench.train, ())
@@ -203,7 +233,7 @@ class ConfThresholdRouter(Router):
             self.doubt_test_, used, j, bench.test.n_agents, self.overhead_, self.data_, budget=target
         )
         over_cal = d > start
-        info = dict(
+        info = BudgetStart(
             start=start,
             end=follower.threshold,
             training_share=float(over_cal.mean()),

@@ -14,7 +14,7 @@ import numpy as np
 if TYPE_CHECKING:  # a type only: the routing data is built by the agents layer
     from ..agents.routing_data import RoutingData
 
-__all__ = ["Stage", "Decision"]
+__all__ = ["Stage", "Decision", "BudgetStart"]
 
 
 @dataclass(frozen=True)
@@ -123,3 +123,21 @@ class Decision:
         stage = c["stage"]
         values = {a: (None if np.isnan(v) else float(v)) for a, v in zip(ids, c["values"].tolist())}
         return {"step": stage.name, "quantity": stage.quantity, "note": stage.note, "values": values}
+
+
+@dataclass(frozen=True)
+class BudgetStart:
+    """What a router's ``calibrate_budget`` says besides its decision: where its follower started
+    (a threshold for ``share``, a price λ for ``gflops``: calibrated on the training articles) and
+    where it ended on the test articles, what that start spends on the training articles (share of
+    questions sent to an expert, mean GFLOPs), the ``reachable`` range of the budget's figure,
+    why a target outside it is not met (``note``) and the follower's starting state (what a
+    deployment starts from)."""
+
+    start: float
+    end: float
+    training_share: float
+    training_gflops: float
+    reachable: tuple[float, float]
+    note: str = ""
+    follower: dict = field(default_factory=dict)

@@ -60,6 +60,7 @@ class MajorityVoteRouter(Router):
     id = "ensemble"
     label = "majority vote (all agents)"
     description = "Every agent answers; the most frequent answer wins. Costs the sum of every agent."
+    role = "all-agents"  # no one-agent allocation: shown beside the agents
 
     @classmethod
     def unavailable(cls, bench) -> str | None:

@@ -18,6 +18,8 @@ and L. The estimator (:class:`HybridClassifier`) is a binary classifier of the l
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 from scipy.special import expit
 from torch import nn
@@ -134,6 +136,8 @@ class HybridRouter(Router):
 
     kind = ""
     reads_embeddings = True
+    role = "paper-baseline"  # the paper's r_* columns
+    paper_column: ClassVar[int] = 0  # their order in the paper's tables
 
     def _fit(self) -> None:
         bench = self.bench_
@@ -168,6 +172,7 @@ class HybridRouter(Router):
 @register
 class HybridDet(HybridRouter):
     id, kind = "r-det", "det"
+    paper_column = 1
     label = "Hybrid-LLM r-det"
     description = "Hybrid-LLM router: a classifier of 'the main agent is at least as good as the expert'."
 
@@ -175,6 +180,7 @@ class HybridDet(HybridRouter):
 @register
 class HybridProb(HybridRouter):
     id, kind = "r-prob", "prob"
+    paper_column = 0
     label = "Hybrid-LLM r-prob"
     description = "Hybrid-LLM router trained on soft labels (graded answer quality, F1)."
 
@@ -182,5 +188,6 @@ class HybridProb(HybridRouter):
 @register
 class HybridTrans(HybridRouter):
     id, kind = "r-trans", "trans"
+    paper_column = 2
     label = "Hybrid-LLM r-trans"
     description = "Hybrid-LLM router with relaxed labels, balanced between the two agents."

@@ -41,10 +41,12 @@ from .budget import (
     reach_note,
     surcharge_choice,
 )
-from .decision import Decision, Stage
+from .decision import BudgetStart, Decision, Stage
 from .encoder import encoder_spec
 from .head import AgentHead
 from .registry import register
+from .saved import Costs, NonNegative, SavedConfig
+from .saved import Encoder as EncoderSpec
 
 __all__ = [
     "VALIDATION_FOLDS",
@@ -52,6 +54,8 @@ __all__ = [
     "article_folds",
     "PluginRejector",
     "ErrorEstimateRouter",
+    "ErrorEstimateConfig",
+    "PluginConfig",
     "ErrorEstimateFrozen",
     "PluginRouter",
 ]
@@ -118,9 +122,25 @@ def plugin_decision(
     )  # fmt: skip
 
 
+class ErrorEstimateConfig(SavedConfig):
+    """What a frozen router of error estimates saves besides its head: the cost setting, a
+    budget's follower, every agent's GFLOPs (and what its head reads: the subclasses' fields)."""
+
+    costs: Costs
+    agent_gflops: dict[str, NonNegative]
+
+
+class PluginConfig(ErrorEstimateConfig):
+    """``l2d-plugin``'s: the encoder whose embeddings its head reads."""
+
+    encoder: EncoderSpec
+
+
 class ErrorEstimateFrozen(Frozen):
     """A router of error estimates at one cost setting or budget: its head, and its budget's
     follower (each process follows the budget on its own stream of queries)."""
+
+    config_model = PluginConfig
 
     estimator = None
     follower = None
@@ -159,9 +179,6 @@ class ErrorEstimateFrozen(Frozen):
 class ErrorEstimateRouter(Router):
     """A router whose decision at any cost setting is the plug-in rule on error estimates p̂."""
 
-    supports_budget: ClassVar[bool] = True
-    validated: ClassVar[bool] = True
-    exportable: ClassVar[bool] = True
     kind: ClassVar[str] = ""  # names its stored heads
     frozen = ErrorEstimateFrozen
 
@@ -222,7 +239,7 @@ class ErrorEstimateRouter(Router):
         free = CostConfig(costs.alpha, (0.0,) * costs.n_experts)  # compute is priced by the budget
         return expected_costs(p, free), g - g[:, :1], overhead + g[:, 0]
 
-    def calibrate_budget(self, costs: CostConfig, kind: str, target: float) -> tuple[Decision, dict]:
+    def calibrate_budget(self, costs: CostConfig, kind: str, target: float) -> tuple[Decision, BudgetStart]:
         """The decision on the test articles under a budget followed query by query, starting
         from a surcharge (``share``) or a price (``gflops``) calibrated on the training articles
         as scored by the head that routes."""
@@ -256,7 +273,7 @@ class ErrorEstimateRouter(Router):
             training_gflops=float(cal_gflops.mean()),
             follower=state,
         )
-        return d, info
+        return d, BudgetStart(**info)
 
     def oof_outcome(self, costs: CostConfig) -> tuple[np.ndarray, np.ndarray]:
         data, overhead = self.accounting(self.bench_.train)

@@ -29,7 +29,7 @@ from .base import DENSE_BETAS, Needs, NotExportable, OperatingPoint
 from .budget import follower_from_state
 from .calibration import calibration_split, crossfit_splits, fit_platt
 from .features import posthoc_matrix
-from .plugin import ErrorEstimateFrozen, ErrorEstimateRouter, PluginRejector
+from .plugin import ErrorEstimateConfig, ErrorEstimateFrozen, ErrorEstimateRouter, PluginRejector
 from .posthoc_inputs import (
     CALIBRATION_FOLDS,
     DEFAULT_CALIBRATION,
@@ -44,9 +44,11 @@ from .posthoc_inputs import (
     posthoc_helpers,
 )
 from .registry import register
+from .saved import Text
 
 __all__ = [
     "PosthocRejector",
+    "PosthocConfig",
     "PosthocFrozen",
     "PosthocRouter",
     "CascadeRouter",
@@ -193,8 +195,21 @@ def answer_matrix(
     return posthoc_matrix(main, helper_answers, records, config["set"], conf, asked=asked)
 
 
+class PosthocConfig(ErrorEstimateConfig):
+    """What a frozen post-hoc router (and cascade) saves of what it reads: its feature ``set``,
+    the ``helpers`` it reads, whether it reads the main agent's ``confidence``, and the main
+    agent's fingerprint (its confidence was calibrated on that model)."""
+
+    set: Text
+    helpers: list[Text]
+    confidence: bool
+    main_fingerprint: str
+
+
 class PosthocFrozen(ErrorEstimateFrozen):
     """A post-hoc router at one setting: its head reads the answers the deployment asked for."""
+
+    config_model = PosthocConfig
 
     def p_err(self, signals) -> np.ndarray:
         return self.estimator.predict_proba(answer_matrix(self.config, signals.answers(), signals.records))
@@ -305,11 +320,14 @@ class PosthocRouter(ErrorEstimateRouter):
             "main_fingerprint": model_fingerprint(str(main.path)),
         }
 
-    def freeze(self, costs, follower: dict | None = None) -> PosthocFrozen:
+    def export_problem(self) -> str | None:
         if self.features.endswith("+emb"):
-            raise NotExportable(
-                f"{self.id} with features {self.features!r} reads embeddings besides the answer"
-            )
+            return f"{self.id} with features {self.features!r} reads embeddings besides the answer"
+        return super().export_problem()
+
+    def freeze(self, costs, follower: dict | None = None) -> PosthocFrozen:
+        if problem := self.export_problem():
+            raise NotExportable(problem)
         config = {**self._frozen_config(costs, follower), **self.answers_config()}
         needs = Needs(answers=(self.bench_.pool.main, *self.helpers_))
         frozen = self.frozen(self.id, config, needs, float(self.overhead_))

@@ -6,8 +6,10 @@ one agent (:class:`FixedFrozen`)."""
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Annotated
 
 import numpy as np
+from pydantic import Field
 
 from ..method.costs import BETA_POINTS, CostConfig, cost_matrix, query_costs
 from ..method.mixing import upper_hull
@@ -15,12 +17,27 @@ from ..method.policies import oracle_policy, random_policy
 from .base import DENSE_BETAS, Frozen, OperatingPoint, Router, best_single_tdl
 from .decision import Decision
 from .registry import AGENT_PREFIX, register, register_agent_router
+from .saved import SavedConfig
 
-__all__ = ["RandomRouter", "OracleRouter", "ZeroRouter", "AgentRouter", "FixedFrozen"]
+__all__ = ["RandomRouter", "OracleRouter", "ZeroRouter", "AgentRouter", "FixedConfig", "FixedFrozen"]
+
+
+class FixedConfig(SavedConfig):
+    """What a router that always picks one agent saves: that agent's index in the pool."""
+
+    agent: Annotated[int, Field(ge=0)]
+
+    def problem(self, pool, agents) -> str | None:
+        ids = pool.agent_ids
+        if self.agent >= len(ids):
+            return f"config.agent: {self.agent} is not an agent of pool {pool.name} (0 to {len(ids) - 1})"
+        return super().problem(pool, agents)
 
 
 class FixedFrozen(Frozen):
     """A router that sends every query to one agent (``config["agent"]``, its index)."""
+
+    config_model = FixedConfig
 
     def decide(self, signals) -> Decision:
         return Decision(np.full(len(signals.records), int(self.config["agent"])))
@@ -37,6 +54,7 @@ class RandomRouter(Router):
     label = "random (uniform)"
     description = "Sends each query to an agent drawn uniformly at random."
     family = "reference"
+    role = "chance"
 
     def _fit(self) -> None:
         test = self.bench_.test
@@ -52,6 +70,7 @@ class OracleRouter(Router):
     label = "oracle (knows the answers)"
     description = "Per query the cheapest agent that is right: an upper bound no router can reach."
     family = "reference"
+    role = "bound"
 
     def decide(self, costs: CostConfig) -> Decision:
         test = self.bench_.test
@@ -70,7 +89,7 @@ class ZeroRouter(Router):
         "worth anything (at a cost setting: the single agent of least loss)."
     )
     family = "reference"
-    exportable = True
+    role = "floor"
     frozen = FixedFrozen
 
     def decide(self, costs: CostConfig) -> Decision:
@@ -107,7 +126,6 @@ class AgentRouter(Router):
     """One agent answers every question (the paper's single-model rows): ``agent:<id>``."""
 
     family = "agent"
-    exportable = True
     frozen = FixedFrozen
 
     def __init__(self, agent: str):

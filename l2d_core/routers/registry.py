@@ -24,10 +24,13 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from .base import Router
+from .base import Router, exportable, supports_budget, validated
 
 __all__ = [
     "Router",
+    "exportable",
+    "supports_budget",
+    "validated",
     "AGENT_PREFIX",
     "OURS_PREFIX",
     "BUILTIN_MODULES",
@@ -39,6 +42,9 @@ __all__ = [
     "router_ids",
     "router_label",
     "router_class",
+    "router_family",
+    "router_role",
+    "with_role",
 ]
 
 AGENT_PREFIX = "agent:"
@@ -130,14 +136,16 @@ def make_router(router_id: str, **params) -> Router:
     return routers()[rid](**params)
 
 
-def router_ids(bench=None, embeddings: bool = True) -> list[str]:
-    """Registered routers (without those that read embeddings when ``embeddings`` is False, and
-    with ``bench``, without those that cannot run on its pool), then ``agent:<id>`` for each
-    agent of ``bench``'s pool."""
+def router_ids(bench=None, embeddings: bool = True, on_request: bool = False) -> list[str]:
+    """Registered routers (without those that read embeddings when ``embeddings`` is False, those
+    run only where named unless ``on_request``, and with ``bench``, those that cannot run on its
+    pool), then ``agent:<id>`` for each agent of ``bench``'s pool."""
     ids = [
         r
         for r, cls in routers().items()
-        if (embeddings or not cls.reads_embeddings) and (bench is None or cls.unavailable(bench) is None)
+        if (embeddings or not cls.reads_embeddings)
+        and (on_request or not cls.on_request)
+        and (bench is None or cls.unavailable(bench) is None)
     ]
     return ids + ([AGENT_PREFIX + a for a in bench.test.agent_ids] if bench is not None else [])
 
@@ -155,3 +163,30 @@ def router_class(router_id: str) -> type[Router] | None:
     """The registered class of a router id (``None`` for ``agent:<id>``)."""
     rid = _resolve(router_id)
     return None if rid.startswith(AGENT_PREFIX) else routers()[rid]
+
+
+def router_family(router_id: str) -> str | None:
+    """The family of a router id (``agent`` for ``agent:<id>``; None for an id this registry
+    does not know: results of another version)."""
+    if router_id.startswith(AGENT_PREFIX):
+        return "agent"
+    try:
+        return router_class(router_id).family
+    except KeyError:
+        return None
+
+
+def router_role(router_id: str) -> str:
+    """What a router stands for in a comparison (its class's ``role``; "" for none, an agent or
+    an unknown id)."""
+    if router_id.startswith(AGENT_PREFIX):
+        return ""
+    try:
+        return router_class(router_id).role
+    except KeyError:
+        return ""
+
+
+def with_role(router_ids, role: str) -> str | None:
+    """The first of ``router_ids`` whose role is ``role``, or None."""
+    return next((r for r in router_ids if router_role(r) == role), None)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -36,8 +37,19 @@ from .decision import Decision, Stage
 from .encoder import Encoder, encoder_spec, load_encoder, pool
 from .head import AgentHead, MLPHead, Projection, load_head_state, save_head
 from .registry import register
+from .saved import Costs, SavedConfig
+from .saved import Encoder as EncoderSpec
 
-__all__ = ["SDL_STAGES", "SDLRejector", "FullSDLRejector", "SDLRouter", "SDLFrozen"]
+__all__ = [
+    "SDL_STAGES",
+    "SDLRejector",
+    "FullSDLRejector",
+    "RejectorRouter",
+    "SDLRouter",
+    "FullSDLRouter",
+    "SDLConfig",
+    "SDLFrozen",
+]
 
 SDL_STAGES = (
     Stage(
@@ -187,8 +199,18 @@ def sdl_decision(scores: np.ndarray, overhead: float) -> Decision:
     )
 
 
+class SDLConfig(SavedConfig):
+    """What a frozen ``l2d-sdl`` saves besides its head: the cost setting it was trained for and
+    the encoder whose embeddings it reads."""
+
+    costs: Costs
+    encoder: EncoderSpec
+
+
 class SDLFrozen(Frozen):
     """The fast rejector at one cost setting: its head, read back from the artifact."""
+
+    config_model = SDLConfig
 
     estimator: SDLRejector | None = None
 
@@ -205,25 +227,20 @@ class SDLFrozen(Frozen):
         return frozen
 
 
-@register
-class SDLRouter(Router):
-    id = "l2d-sdl"
-    label = "L2D rejector (retrained per cost)"
-    description = (
-        "The paper's rejector: reads the question and context, trained with the surrogate deferral "
-        "loss for each cost setting (a new setting trains a new head)."
-    )
+class RejectorRouter(Router):
+    """The paper's rejector on a benchmark, in its subclass's ``mode``: ``l2d-sdl`` (fast: a head
+    on frozen embeddings; it freezes into an artifact) or ``l2d-sdl-full`` (the encoder
+    fine-tuned; benchmarked only when named)."""
+
     family = "l2d"
     reads_embeddings = True
     instant = False
-    exportable = True
-    frozen = SDLFrozen
+    mode: ClassVar[str] = "fast"
 
-    def __init__(self, config=SDL_FAST_CONFIG, mode: str = "fast"):
-        super().__init__(config=config, mode=mode)
-        if mode not in ("fast", "full"):
-            raise ValueError(f"mode must be 'fast' or 'full', got {mode!r}")
-        self.config, self.mode = config, mode
+    def __init__(self, config=None):
+        config = config if config is not None else (SDL_FAST_CONFIG if self.mode == "fast" else PAPER_CONFIG)
+        super().__init__(config=config, mode=self.mode)  # (the params stored results are keyed on)
+        self.config = config
 
     def _fit(self) -> None:
         self.memo_, self.heads_, self.projection_ = {}, {}, None
@@ -269,11 +286,19 @@ class SDLRouter(Router):
             self.memo_[costs] = est.decision_function(X)
         return sdl_decision(self.memo_[costs], self.bench_.rejector_gflops)
 
+
+@register
+class SDLRouter(RejectorRouter):
+    id = "l2d-sdl"
+    label = "L2D rejector (retrained per cost)"
+    description = (
+        "The paper's rejector: reads the question and context, trained with the surrogate deferral "
+        "loss for each cost setting (a new setting trains a new head)."
+    )
+    role = "paper"
+    frozen = SDLFrozen
+
     def freeze(self, costs: CostConfig, follower: dict | None = None) -> SDLFrozen:
-        if self.mode != "fast":
-            raise NotExportable(
-                "l2d-sdl in full mode fine-tunes its own encoder: only the fast mode (a head) is exported"
-            )
         if follower is not None:
             raise NotExportable("l2d-sdl has no error estimates to follow a budget with")
         bench = self.bench_
@@ -281,3 +306,19 @@ class SDLRouter(Router):
         frozen = SDLFrozen(self.id, config, Needs(embeddings=True), float(bench.rejector_gflops))
         frozen.estimator = self.estimator(costs)
         return frozen
+
+
+@register
+class FullSDLRouter(RejectorRouter):
+    id = "l2d-sdl-full"
+    label = "L2D rejector, encoder fine-tuned (paper budget)"
+    description = (
+        "The paper's rejector with its encoder fine-tuned end to end at the paper's budget (6 epochs "
+        "at 384 tokens) for each cost setting: hours on a CPU, run only when named. It does not "
+        "freeze into an artifact (only the fast rejector's head is exported)."
+    )
+    mode = "full"
+    on_request = True
+
+    def export_problem(self) -> str | None:
+        return f"{self.id} fine-tunes its own encoder: only l2d-sdl (a head on frozen embeddings) is exported"

@@ -14,7 +14,7 @@ from l2d_core.deploy import (
     zip_folder,
 )
 from l2d_core.method.costs import CostConfig
-from l2d_core.routers.registry import router_label
+from l2d_core.routers.registry import exportable, router_label
 from l2d_core.routers.registry import routers as registered
 from pages.ui.widgets import shown_errors
 
@@ -27,7 +27,7 @@ def deploy_panel(bench, routers: dict, costs: CostConfig, budget: tuple[str, flo
     for problem in filter(None, problems.values()):
         st.caption(f"Not offered: {problem}.")
     if not deployable:
-        can = ", ".join(router_label(r) for r, cls in registered().items() if cls.exportable)
+        can = ", ".join(router_label(r) for r, cls in registered().items() if exportable(cls))
         st.caption(f"None of the routers shown can route a new query on its own; these can: {can}.")
     else:
         d1, d2 = st.columns([1, 2])

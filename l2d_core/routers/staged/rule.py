@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .costs import CostConfig, cost_matrix, query_costs
-from .policies import expected_costs, plugin_policy
+from ...method.costs import CostConfig, cost_matrix, query_costs
+from ...method.policies import expected_costs, plugin_policy
 
 __all__ = [
     "main_doubt",
@@ -32,6 +32,7 @@ __all__ = [
     "staged_values",
     "staged_query_costs",
     "ask_threshold",
+    "staged_paid",
 ]
 
 
@@ -129,3 +130,10 @@ def ask_threshold(
     if k == n:
         return float("-inf")
     return float((s[k - 1] + s[k]) / 2)
+
+
+def staged_paid(gflops: np.ndarray, overhead, ask: np.ndarray, final: np.ndarray, asked: int) -> np.ndarray:
+    """GFLOPs per question: what always runs, the asked expert where asked, a dearer one where kept
+    (``gflops`` (N, A): what each agent adds to what always runs)."""
+    dear = (final != 0) & (final != asked)
+    return overhead + ask * gflops[:, asked] + np.where(dear, gflops[np.arange(len(final)), final], 0.0)

@@ -1,40 +1,19 @@
-"""The two-stage cascade ``l2d-staged``: the main agent answers; where the router doubts that answer
-it asks the pool's cheapest expert too, compares the two answers, and only then decides whether a
-dearer expert is worth its cost. Its rule is :mod:`~l2d_core.method.staged`; this module is the
-router: its two heads, how it decides on the benchmark and under a budget, what it freezes into
-and how a frozen one routes new queries (asking the expert only where it doubts).
-
-Both stages are post-hoc heads (:class:`~l2d_core.routers.posthoc.PosthocRouter`): the first reads
-the main agent's answer and its confidence (and optional helpers), the second also reads the asked
-expert's answer, described as the main agent's is (its agreement with the main answer, length,
-where it occurs in the context, whether the question's words surround it: chosen on validation
-articles). At a cost setting the one thing fitted is the doubt threshold, chosen for the least
-TDL on the training articles' out-of-fold estimates — milliseconds, so any α/β applies instantly.
-An asked expert that cannot answer new text is named ("would ask …") and the decision stops there:
-its answer is never made up.
-"""
+"""The two-stage cascade on a benchmark (:class:`StagedRouter`): its two heads, the doubt threshold
+at a cost setting, how it decides on the benchmark and under a budget, and what it freezes into
+(:mod:`.frozen`); its rule is :mod:`.rule`."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from dataclasses import asdict
-from pathlib import Path
 
 import numpy as np
 
-from ..method.costs import CostConfig
-from ..method.staged import (
-    ask_threshold,
-    main_doubt,
-    second_stage_choice,
-    staged_choice,
-    staged_query_costs,
-    staged_values,
-)
-from ..method.training import POSTHOC_CONFIG
-from .base import DENSE_BETAS, Frozen, Needs, OperatingPoint, Router
-from .budget import (
+from ...method.costs import CostConfig
+from ...method.training import POSTHOC_CONFIG
+from ..base import DENSE_BETAS, Needs, OperatingPoint, Router
+from ..budget import (
     PRICE_CEILING,
     Follower,
     PriceFollower,
@@ -43,152 +22,29 @@ from .budget import (
     pinned_note,
     reach_note,
 )
-from .decision import Decision, Stage
-from .plugin import VALIDATION_FOLDS, article_folds
-from .posthoc import PosthocRejector, PosthocRouter, answer_matrix
-from .posthoc_inputs import (
+from ..decision import BudgetStart, Decision, Stage
+from ..plugin import VALIDATION_FOLDS, article_folds
+from ..posthoc import PosthocRouter
+from ..posthoc_inputs import (
     DEFAULT_CALIBRATION,
     DEFAULT_FEATURES,
     GFLOPS_SWEEP,
     gflops_costs,
     helpers_to_import,
 )
-from .registry import register
+from ..registry import register
+from .frozen import StagedFrozen, staged_stages
+from .rule import (
+    ask_threshold,
+    main_doubt,
+    second_stage_choice,
+    staged_choice,
+    staged_paid,
+    staged_query_costs,
+    staged_values,
+)
 
-__all__ = ["StagedRouter", "StagedFrozen", "staged_stages"]
-
-
-def _paid(gflops: np.ndarray, overhead, ask: np.ndarray, final: np.ndarray, asked: int) -> np.ndarray:
-    """GFLOPs per question: what always runs, the asked expert where asked, a dearer one where kept
-    (``gflops`` (N, A): what each agent adds to what always runs)."""
-    dear = (final != 0) & (final != asked)
-    return overhead + ask * gflops[:, asked] + np.where(dear, gflops[np.arange(len(final)), final], 0.0)
-
-
-def staged_stages(asked: str, follower=None) -> tuple[Stage, Stage]:
-    """The two steps of a two-stage cascade that asks ``asked``, as explanations name them, at the
-    costs or under a budget's ``follower`` (a threshold's, or a price's for GFLOPs)."""
-    when, priced = "at these costs", ""
-    if isinstance(follower, PriceFollower):
-        when = f"at the price λ in force, which follows the budget of {follower.target:g} GFLOPs per question"
-        priced = " (experts priced at the λ in force)"
-    elif follower is not None:
-        unit = "{:g} GFLOPs per question" if follower.spend else "{:.0%} of questions"
-        when = f"that follows the budget of {unit.format(follower.target)}"
-    return (
-        Stage(
-            "first stage",
-            "expected cost",
-            f"the expected cost of keeping the main answer (the router's doubt in it) against the "
-            f"threshold for asking {asked} {when}",
-        ),
-        Stage(
-            "second stage",
-            "expected cost",
-            f"{asked} has answered: every agent's expected cost, with {asked}'s price already paid{priced}",
-        ),
-    )
-
-
-class StagedFrozen(Frozen):
-    """A two-stage cascade at one setting: two heads (saved side by side), the doubt threshold
-    at the costs or a budget's follower, and the expert it asks (``config["asked"]``)."""
-
-    first: PosthocRejector | None = None
-    second: PosthocRejector | None = None
-    follower: Follower | None = None
-
-    def decide(self, signals) -> Decision:
-        cfg, records = self.config, signals.records
-        answers = signals.answers()
-        p = self.first.predict_proba(answer_matrix(cfg, answers, records))
-        doubt = main_doubt(p)
-        n, parts = len(records), []
-        if self.follower is None:
-            parts = [self._second(signals, answers, p, doubt, np.full(n, float(cfg["threshold"])), range(n))]
-        for i in range(n) if self.follower is not None else ():  # in order: the threshold moves
-            tau, costs = PriceGrid.in_force(cfg, self.follower)
-            one = self._second(signals, answers, p, doubt, np.array([tau]), [i], costs)
-            parts.append(one)
-            spent = self.overhead_gflops + self._spent(one)
-            if isinstance(self.follower, PriceFollower):
-                self.follower.observe(spent)
-            else:
-                self.follower.observe(bool(one["ask"][0]), spent if self.follower.spend else None)
-        cat = {
-            k: np.concatenate([q[k] for q in parts]) for k in ("choice", "p", "ask", "tau", "values", "stage")
-        }
-        listed = {k: [x for q in parts for x in q[k]] for k in ("answers", "notes")}
-        asked = cfg["asked"]
-        return Decision(
-            cat["choice"],
-            self.overhead_gflops,
-            expected=cat["values"],
-            scores=cat["p"],
-            score_label="chance wrong",
-            per_query={"share": cat["ask"].astype(float), "doubt": doubt, "threshold": cat["tau"]},
-            extra={"asked": asked, "asked_answers": listed["answers"], "notes": listed["notes"]},
-            stage=cat["stage"],
-            stages=staged_stages(asked, self.follower),
-        )
-
-    def _spent(self, one: dict) -> float:
-        """GFLOPs one routed query spent beyond what always runs: the asked expert where it ran,
-        and a dearer expert where it was kept."""
-        gflops, asked = self.config["agent_gflops"], self.config["asked"]
-        spent = gflops[asked] if one["ask"][0] and one["answers"][0] is not None else 0.0
-        kept = list(gflops)[int(one["choice"][0])]
-        return spent + (gflops[kept] if kept not in (asked, *self.needs.answers) else 0.0)
-
-    def _second(self, signals, answers, p, doubt, tau, rows, costs=None) -> dict:
-        """Both stages for ``rows``: the expert asked where the doubt is above ``tau``; the second
-        stage at ``costs`` (None: the saved costs)."""
-        cfg, rows = self.config, list(rows)
-        asked, k = cfg["asked"], list(cfg["agent_gflops"]).index(cfg["asked"])
-        costs = costs or CostConfig(**cfg["costs"])
-        p = p[rows].copy()
-        ask = doubt[rows] > tau
-        n = len(rows)
-        choice, got_answers, notes = np.zeros(n, dtype=int), [None] * n, [None] * n
-        where = np.flatnonzero(ask).tolist()
-        for m, (answer, *_rest, why) in zip(where, signals.ask(asked, [rows[m] for m in where])):
-            got_answers[m] = answer
-            if answer is None:
-                choice[m] = k
-                notes[m] = (
-                    f"the router doubts the main answer and would ask {asked}, which {why}; with its "
-                    "answer it would keep one of the two or defer to a dearer expert"
-                )
-        known = [m for m in where if got_answers[m] is not None]
-        if known:
-            both = [
-                answers[rows[m]] | {"helpers": {**answers[rows[m]]["helpers"], asked: got_answers[m]}}
-                for m in known
-            ]
-            recs = [signals.records[rows[m]] for m in known]
-            p2 = self.second.predict_proba(
-                answer_matrix(cfg, both, recs, [*cfg["helpers"], asked], asked=True)
-            )
-            p[known] = p2
-            choice[known] = second_stage_choice(p2, costs, k)
-        answered = np.zeros(n, dtype=bool)
-        answered[known] = True  # where it asked but got no answer, the first stage decided ("would ask")
-        values, stage = staged_values(doubt[rows], tau, answered, p, costs, k)
-        return dict(
-            choice=choice, p=p, ask=ask, tau=tau, values=values, stage=stage, answers=got_answers, notes=notes
-        )
-
-    def save(self, directory: Path) -> None:
-        self.first.save(Path(directory) / "first")
-        self.second.save(Path(directory) / "second")
-
-    @classmethod
-    def load(cls, router_id, config, directory, needs, overhead) -> StagedFrozen:
-        frozen = cls(router_id, config, needs, overhead)
-        frozen.first = PosthocRejector.load(Path(directory) / "first")
-        frozen.second = PosthocRejector.load(Path(directory) / "second")
-        frozen.follower = follower_from_state(config.get("follower"))
-        return frozen
+__all__ = ["StagedRouter"]
 
 
 @register
@@ -201,10 +57,7 @@ class StagedRouter(Router):
         "It pays the main agent on every query and the cheapest expert only where it asked it."
     )
     family = "l2d"
-    validated = True
-    supports_budget = True
     reads_answers = True
-    exportable = True
     frozen = StagedFrozen
 
     def __init__(
@@ -284,7 +137,7 @@ class StagedRouter(Router):
             scores=np.where(ask[:, None, None], second.p_err_, first.p_err_),
             score_label="chance wrong",
             per_query={
-                "gflops": _paid(first.data_.gflops, first.overhead_, ask, final, self.asked_),
+                "gflops": staged_paid(first.data_.gflops, first.overhead_, ask, final, self.asked_),
                 "tdl": staged_query_costs(test.errors, costs, ask, final, self.asked_),
                 "share": ask.astype(float),  # an expert is called wherever one is asked
             },
@@ -293,7 +146,7 @@ class StagedRouter(Router):
             stages=stages or self.stages(),
         )
 
-    def calibrate_budget(self, costs: CostConfig, kind: str, target: float) -> tuple[Decision, dict]:
+    def calibrate_budget(self, costs: CostConfig, kind: str, target: float) -> tuple[Decision, BudgetStart]:
         """A share of expert calls: the doubt threshold follows it instead of being chosen for
         least TDL (:class:`~l2d_core.routers.budget.Follower`), starting where it holds on the
         training articles as scored by the heads that route; the second stage picks at ``costs``.
@@ -307,9 +160,9 @@ class StagedRouter(Router):
         d = self._decision(costs, threshold, stages=self.stages(follower), budget=target)
         ask_cal = doubt_cal > start
         cal_final = np.where(ask_cal, second_stage_choice(p2_cal, costs, self.asked_), 0)
-        spent = float(_paid(data.gflops, overhead, ask_cal, cal_final, self.asked_).mean())
+        spent = float(staged_paid(data.gflops, overhead, ask_cal, cal_final, self.asked_).mean())
         info = dict(start=start, end=follower.threshold, reachable=(0.0, 1.0), follower=state)
-        return d, info | dict(training_share=float(ask_cal.mean()), training_gflops=spent)
+        return d, BudgetStart(**info, training_share=float(ask_cal.mean()), training_gflops=spent)
 
     def _calibration(self) -> tuple:
         """Where a budget starts: the training articles' accounting, doubt and second-stage estimates."""
@@ -328,9 +181,11 @@ class StagedRouter(Router):
         """What each question would spend at each grid price, (grid, N)."""
         k, ask = self.asked_, doubt[None, :] > taus[:, None]
         kept = [np.where(ask[g], second_stage_choice(p2, c, k), 0) for g, c in enumerate(settings)]
-        return np.stack([_paid(data.gflops, overhead, ask[g], kept[g], k) for g in range(len(settings))])
+        return np.stack(
+            [staged_paid(data.gflops, overhead, ask[g], kept[g], k) for g in range(len(settings))]
+        )
 
-    def _follow_price(self, costs: CostConfig, target: float) -> tuple[Decision, dict]:
+    def _follow_price(self, costs: CostConfig, target: float) -> tuple[Decision, BudgetStart]:
         """A GFLOPs budget: compute priced at λ errors per TFLOP, both stages deciding at the
         price in force — the threshold of least TDL there and the experts' β — which a
         :class:`~l2d_core.routers.budget.PriceFollower` moves after each question (on the grid
@@ -357,7 +212,7 @@ class StagedRouter(Router):
         calibrated = dict(
             training_share=float((doubt_cal > taus[g0]).mean()), training_gflops=float(spend_cal[g0].mean())
         )
-        return d, info | calibrated | dict(note=note)
+        return d, BudgetStart(**info, **calibrated, note=note)
 
     def oof_outcome(self, costs: CostConfig) -> tuple[np.ndarray, np.ndarray]:
         """(GFLOPs, EM) per training question at ``costs``: both stages' estimates out of fold,
@@ -372,7 +227,9 @@ class StagedRouter(Router):
             rest = fold != k
             threshold[~rest] = ask_threshold(doubt[rest], errors[rest], p2[rest], costs, self.asked_)
         ask, final = staged_choice(doubt, threshold, p2, costs, self.asked_)
-        return _paid(data.gflops, overhead, ask, final, self.asked_), data.em[np.arange(len(final)), final]
+        return staged_paid(data.gflops, overhead, ask, final, self.asked_), data.em[
+            np.arange(len(final)), final
+        ]
 
     def sweep(self):
         dense = [OperatingPoint(b, self.decide(self.bench_.costs(b))) for b in DENSE_BETAS]
