@@ -49,9 +49,8 @@ _THREADS_HELD = [0, 0]  # [contexts open, torch's thread count before the first]
 @contextmanager
 def one_thread():
     """Run torch on one CPU thread inside the block (restored after the last of overlapping
-    blocks in other threads). For small models, whose operations are too short to split: on a
-    2-core machine the router heads trained 2–4× faster on one thread than on two (post-hoc head
-    0.37 s vs 1.3 s, the SDL's linear head 4.4 s vs 7.4 s)."""
+    blocks in other threads). For small models, whose operations are too short to be worth
+    splitting across threads."""
     with _THREADS_LOCK:
         if _THREADS_HELD[0] == 0:
             _THREADS_HELD[1] = torch.get_num_threads()
@@ -76,7 +75,7 @@ def set_seed(seed: int) -> None:
 @lru_cache(maxsize=1)
 def cpu_has_fast_bf16() -> bool:
     """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX); without it, bf16 autocast is
-    emulated and several times slower than fp32 (measured: 6× on an AVX2-only CPU)."""
+    emulated and slower than fp32."""
     try:
         flags = Path("/proc/cpuinfo").read_text(errors="ignore")
     except OSError:
