@@ -15,13 +15,13 @@ from pathlib import Path
 
 import streamlit as st
 
+from l2d_core.agents.answering import answer_with
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.registry import get_agent, get_pool
 from l2d_core.app_logic.default_view import DefaultChoice
 from l2d_core.app_logic.default_view import default_router as pick_default
 from l2d_core.app_logic.explorer import sweep_frame
 from l2d_core.app_logic.jobs import embedding_key, expected_duration, record_duration, start_embedding, status
-from l2d_core.app_logic.live import answer_with
 from l2d_core.app_logic.overview import agent_table
 from l2d_core.evaluation.benchmark import Benchmark, embeddings_on_disk, prepare
 from l2d_core.evaluation.results import load_results
