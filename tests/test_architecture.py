@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "l2d_core"
 # Lower layers first; a module may import its own layer and the layers before it.
 LAYERS = (
-    ("paths", "runtime", "stores", "flops", "data"),
+    ("paths", "runtime", "stores", "background", "flops", "data"),
     ("qa",),
     ("agents",),
     ("method",),
