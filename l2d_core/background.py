@@ -262,8 +262,9 @@ class Reporter:
     goes (``work``: the share of the stage's work done, when items differ in cost — the time
     left follows it instead of the count), ``report.stage(name, unit, total)`` between stages."""
 
-    def __init__(self, key: str):
+    def __init__(self, key: str, first_stage: str = "Starting"):
         self.key, self.path = key, job_file(key)
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # a job not begun by start(): a command line's
         with _lock(key):  # held by start() until it has written the job's first record
             self.doc = _read(key) or {}
         now = time.time()
@@ -271,7 +272,7 @@ class Reporter:
         self.doc.update(state="running", pid=os.getpid(), pid_start=_start_ticks(os.getpid()))
         self.doc.update(started_at=self.started, result=None, error="")
         self._clock, self._written = now, 0.0
-        self.stage("Starting")
+        self.stage(first_stage)
 
     def _save(self, force: bool) -> None:
         now = time.time()
@@ -282,9 +283,10 @@ class Reporter:
             _write(self.path, self.doc)
         self._written = now
 
-    def stage(self, name: str, unit: str = "", total: int = 0) -> None:
-        """A new stage: its count starts at 0 and its clock now."""
-        self.doc.update(stage=name, unit=unit, total=int(total), done=0, current="", left_s=None)
+    def stage(self, name: str, unit: str = "", total: int = 0, current: str = "") -> None:
+        """A new stage (``current``: what it works on, if one thing): its count starts at 0 and
+        its clock now."""
+        self.doc.update(stage=name, unit=unit, total=int(total), done=0, current=current, left_s=None)
         self._clock = time.time()
         self._save(force=True)
 
