@@ -32,7 +32,7 @@ UNWANTED = "sentence-transformers"
 USED_WITHOUT_IMPORT = {
     "ruff": "the linter, a command (README test line)",
     "pytest-timeout": "a pytest plugin: the per-test limit (timeout in pyproject.toml)",
-    "pytest-xdist": "a pytest plugin: the test run's workers (-n in the README test line)",
+    "pytest-xdist": "a pytest plugin: workers on request (python -m pytest -n 2, README)",
 }
 PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+)")
 

@@ -22,6 +22,7 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import torch
@@ -142,21 +143,28 @@ def _meta():
     return open_disk_cache(cache_dir() / "meta", "the measurement cache", "measurements are taken again")
 
 
-def _windows(ds, cfg: QATrainConfig) -> dict[str, list[int]]:
-    """The token length of every window of every question, cut as training and answering cut them."""
-    enc = load_tokenizer(cfg.base_path())(
+def _windows(ds, cfg: QATrainConfig) -> dict[str, tuple[int, ...]]:
+    """The token length of every window of every question, cut as training and answering cut them
+    (tokenized once per process and dataset: a measurement taken again reuses them)."""
+    return _windows_of(ds.name, cfg.base_path(), cfg.max_length, cfg.stride)
+
+
+@lru_cache(maxsize=4)
+def _windows_of(dataset: str, base: str, max_length: int, stride: int) -> dict[str, tuple[int, ...]]:
+    ds = load_dataset(dataset)
+    enc = load_tokenizer(base)(
         [r.question.lstrip() for r in ds],
         [r.context for r in ds],
         truncation="only_second",
-        max_length=cfg.max_length,
-        stride=cfg.stride,
+        max_length=max_length,
+        stride=stride,
         return_overflowing_tokens=True,
     )
     qids = [r.qid for r in ds]
     windows: dict[str, list[int]] = {q: [] for q in qids}
     for ids, owner in zip(enc["input_ids"], enc["overflow_to_sample_mapping"]):
         windows[qids[owner]].append(len(ids))
-    return windows
+    return {q: tuple(n) for q, n in windows.items()}
 
 
 def measure(dataset: str, device: str | None = None) -> dict:
