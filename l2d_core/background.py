@@ -223,14 +223,15 @@ def cancel(key: str, grace_s: float = 5.0) -> JobStatus:
         now = status(key)
         if not now.running:
             return now
-        try:
-            os.killpg(now.pid, signal.SIGTERM)
+        try:  # start()'s jobs lead their own process group; a command line's run is one process
+            kill = os.killpg if os.getpgid(now.pid) == now.pid else os.kill
+            kill(now.pid, signal.SIGTERM)
             end = time.monotonic() + grace_s
             while _alive(now.pid, now.pid_start) and time.monotonic() < end:
                 _reap()
                 time.sleep(0.05)
             if _alive(now.pid, now.pid_start):
-                os.killpg(now.pid, signal.SIGKILL)
+                kill(now.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass  # ended meanwhile
         proc = _PROCS.pop(key, None)

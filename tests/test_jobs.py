@@ -125,6 +125,20 @@ def test_result_waits_for_the_job_and_cancel_stops_it(fresh_cache, tmp_path):
     assert jobs.cancel("long").error == "cancelled"  # cancelling an ended job changes nothing
 
 
+def test_cancel_stops_a_run_that_reports_without_start(fresh_cache):
+    """A command line's run reports as a job (its Reporter) without start(): it is one process in
+    its starter's process group, and cancel() stops that process alone."""
+    code = "from l2d_core.background import Reporter; import time; Reporter('cli')(1, 9); time.sleep(120)"
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
+    try:
+        wait("cli", lambda s: s.done == 1)
+        assert jobs.cancel("cli").error == "cancelled"
+        assert proc.wait(timeout=30) == -signal.SIGTERM  # and this process, in the same group, lives on
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_a_job_whose_parent_is_gone_still_saves_its_result(fresh_cache, tmp_path):
     out = tmp_path / "orphan.json"
     starter = (
