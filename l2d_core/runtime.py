@@ -90,7 +90,7 @@ def set_seed(seed: int) -> None:
 @lru_cache(maxsize=1)
 def cpu_has_fast_bf16() -> bool:
     """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX); without it, bf16 autocast is
-    emulated and several times slower than fp32 (measured: 6× on an AVX2-only CPU)."""
+    emulated and slower than fp32."""
     try:
         flags = Path("/proc/cpuinfo").read_text(errors="ignore")
     except OSError:

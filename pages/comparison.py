@@ -6,7 +6,7 @@ import streamlit as st
 
 from l2d_core import report
 from l2d_core.app_logic.comparison import comparison_status, start_comparison
-from l2d_core.app_logic.jobs import duration
+from l2d_core.app_logic.job_words import duration
 from l2d_core.evaluation.results import list_results
 from l2d_core.routers.registry import router_label, routers
 from pages.ui.app import within_app

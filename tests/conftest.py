@@ -1,6 +1,8 @@
-"""Shared fixtures. Every test session writes its caches and reports into fresh temporary
-directories, never into the project's cache/ or reports/; real data comes from L2D_DATA_DIR
-(default ../shared/data)."""
+"""Shared fixtures and the test tiers. Every test session writes its caches and reports into fresh
+temporary directories, never into the project's cache/ or reports/; real data comes from
+L2D_DATA_DIR (default ../shared/data). Each test is marked with its tier (``tests/_tiers.py``:
+``unit``, ``integration``, ``browser``); the session's cache starts from the agent imports and
+embeddings of earlier runs on the same data and code (``tests/_seed_cache.py``)."""
 
 from __future__ import annotations
 
@@ -24,16 +26,49 @@ def pytest_configure(config):
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+def pytest_ignore_collect(collection_path, config):
+    """``-m unit`` alone: the other tiers' files are not even imported (their imports are most
+    of a collection's time)."""
+    from _tiers import tier_of
+
+    if config.getoption("markexpr", "") == "unit" and collection_path.name.startswith("test_"):
+        return True if collection_path.suffix == ".py" and tier_of(collection_path) != "unit" else None
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test gets its file's tier; a unit test asking for the real data or a model is refused."""
+    from _tiers import misplaced, tier_of
+
+    bad = []
+    for item in items:
+        tier = tier_of(item.path)
+        item.add_marker(getattr(pytest.mark, tier))
+        if wrong := misplaced(tier, getattr(item, "fixturenames", ())):
+            bad.append(f"{item.nodeid} uses {', '.join(wrong)}: move its file out of UNIT_FILES")
+    if bad:
+        raise pytest.UsageError("unit tests that are not:\n" + "\n".join(bad))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _session_cache(tmp_path_factory):
     """One cache directory for the whole session (embeddings of the real benchmark are
     computed once and shared by the end-to-end tests), and one reports directory: a command that
-    writes reports (the README's benchmark) never writes into the project's reports/."""
+    writes reports (the README's benchmark) never writes into the project's reports/. The cache
+    starts from the seed of the data files and code it derives from (``tests/_seed_cache.py``):
+    embeddings shared with every run and worker of that key, builtin agents' imports copied."""
+    from _seed_cache import content_key, keep, lock_embedding, seed, seed_root
+
     path = tmp_path_factory.mktemp("l2d_cache")
+    folder = seed_root() / content_key(data_dir())
+    seed(path, folder)
+    undo = lock_embedding(folder)
     set_here = {"L2D_CACHE_DIR": str(path), "L2D_REPORTS_DIR": str(tmp_path_factory.mktemp("reports"))}
     old = {k: os.environ.get(k) for k in set_here}
     os.environ.update(set_here)
     yield path
+    undo()
+    keep(path, folder)
     for k, v in old.items():
         if v is None:
             os.environ.pop(k, None)

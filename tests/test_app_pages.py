@@ -427,7 +427,7 @@ def bars(at: AppTest) -> list[tuple[int, str]]:
 
 
 def job_until(key: str, until, timeout: float = 300.0):
-    from l2d_core.app_logic import jobs
+    from l2d_core import background as jobs
 
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -438,7 +438,7 @@ def job_until(key: str, until, timeout: float = 300.0):
 
 
 def stop_job(pid: int) -> None:
-    from l2d_core.app_logic import jobs
+    from l2d_core import background as jobs
 
     os.kill(pid, signal.SIGKILL)
     end = time.monotonic() + 30
@@ -450,7 +450,7 @@ def test_the_comparison_page_shows_a_running_job_in_every_tab(real_data, fresh_c
     """A comparison running (a stand-in job counting routers under the page's job key) is shown
     with its bar — routers done of all, time left — in a new tab too, with no second run offered;
     once its process is gone the page says it stopped and offers the run again."""
-    from l2d_core.app_logic import jobs
+    from l2d_core import background as jobs
     from l2d_core.app_logic.comparison import comparison_key
 
     key = comparison_key("squad11", "P3")

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "l2d_core"
 # Lower layers first; a module may import its own layer and the layers before it.
 LAYERS = (
-    ("paths", "runtime", "stores", "flops", "data"),
+    ("paths", "runtime", "stores", "background", "flops", "data"),
     ("qa",),
     ("agents",),
     ("method",),
@@ -118,6 +118,29 @@ def test_imports_run_one_way():
             if lo is not None and hi is not None and hi > lo:
                 climbs.append(f"{name} → {t}")
     assert not climbs, "imports that climb up a layer:\n" + "\n".join(sorted(climbs))
+
+
+def siblings_imported(edges: dict[str, set[str]], package: str, sibling: str) -> list[str]:
+    """Imports from ``l2d_core.<package>`` into ``l2d_core.<sibling>`` (same layer, yet barred).
+
+    >>> siblings_imported({"l2d_core.deploy.x": {"l2d_core.app_logic.y"}}, "deploy", "app_logic")
+    ['l2d_core.deploy.x → l2d_core.app_logic.y']
+    """
+    return sorted(
+        f"{name} → {t}"
+        for name, targets in edges.items()
+        if name.split(".")[1:2] == [package]
+        for t in targets
+        if t.split(".")[1:2] == [sibling]
+    )
+
+
+def test_serving_imports_nothing_from_the_dashboard():
+    """The deployed router (``deploy``) and the dashboard's logic (``app_logic``) are siblings:
+    serving runs without the dashboard, so ``deploy`` imports nothing from ``app_logic``."""
+    assert siblings_imported({"l2d_core.deploy.a": {"l2d_core.app_logic.b"}}, "deploy", "app_logic")
+    bad = siblings_imported(internal_edges(), "deploy", "app_logic")
+    assert not bad, "the serving path imports dashboard logic:\n" + "\n".join(bad)
 
 
 def test_no_private_imports_across_modules():

@@ -18,9 +18,10 @@ from _pages import open_page
 from _slices import slice_bench
 
 from l2d_core.agents import list_pools
+from l2d_core.agents.answering import answer_with
 from l2d_core.app_logic.decisions import explain, option_labels
 from l2d_core.app_logic.explorer import metric_tiles, router_view
-from l2d_core.app_logic.live import answer_with, gflops_text, helper_ids, query_gflops
+from l2d_core.app_logic.live import gflops_text, helper_ids, query_gflops
 from l2d_core.deploy import deploy, export_problem
 from l2d_core.evaluation.benchmark import prepare
 from l2d_core.evaluation.points import decision_metrics

@@ -1,4 +1,4 @@
-"""Background jobs (l2d_core.app_logic.jobs): a job in a process of its own writes its progress
+"""Background jobs (l2d_core.background): a job in a process of its own writes its progress
 file, a second start attaches to it, a killed job is reported as stopped, a job whose parent is
 gone still writes its result; and the encoder's progress callback (counts up, each batch kept).
 
@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from l2d_core.app_logic import jobs
+from l2d_core import background as jobs
+from l2d_core.app_logic.job_words import describe, left_words
 
 ROOT = Path(__file__).resolve().parent.parent
 FIELDS = {"state", "done", "total", "unit", "current", "elapsed_s", "left_s", "result", "error", "pid"}
@@ -70,7 +71,7 @@ def test_a_job_writes_its_progress_file_and_its_result(fresh_cache, tmp_path):
     assert counted and [x.done for x in counted] == sorted(x.done for x in counted)
     timed = [x for x in counted if x.done]  # time left: elapsed over the share done
     assert timed and all(0.0 <= x.left_s <= 10.0 for x in timed)
-    said = jobs.describe(timed[-1])
+    said = describe(timed[-1])
     assert re.fullmatch(r"Counting: item (\d) done \(\1 of 6 items\); about \d+ s left", said), said
     doc = json.loads(jobs.job_file("count").read_text())
     assert FIELDS <= set(doc) and doc["pid"] == first.pid and doc["updated_at"] >= doc["started_at"]
@@ -102,10 +103,46 @@ def test_a_failing_job_says_why_in_one_line(fresh_cache, tmp_path):
         jobs.status("../elsewhere")
 
 
+def test_result_waits_for_the_job_and_cancel_stops_it(fresh_cache, tmp_path):
+    """result() waits and returns what the job returned (or raises its one-line error); cancel()
+    ends the job's process and records why, and result() then says it was cancelled."""
+    out = str(tmp_path / "r.json")
+    jobs.start("quick", "tests.test_jobs:counting", {"n": 2, "dt": 0.05, "out": out})
+    assert jobs.result("quick", timeout=120) == out
+    jobs.start("bad", "tests.test_jobs:counting", {"n": 1, "dt": 0.0, "out": out, "fail": True})
+    with pytest.raises(jobs.JobFailedError, match="the input was bad"):
+        jobs.result("bad", timeout=120)
+    with pytest.raises(LookupError):
+        jobs.result("never-started")
+    first = jobs.start("long", "tests.test_jobs:counting", {"n": 200, "dt": 0.2, "out": out})
+    wait("long", lambda s: s.done >= 1)
+    with pytest.raises(TimeoutError):
+        jobs.result("long", timeout=0.2)
+    gone = jobs.cancel("long")
+    assert (gone.state, gone.error) == ("failed", "cancelled") and not jobs._alive(first.pid, first.pid_start)
+    with pytest.raises(jobs.JobFailedError, match="cancelled"):
+        jobs.result("long")
+    assert jobs.cancel("long").error == "cancelled"  # cancelling an ended job changes nothing
+
+
+def test_cancel_stops_a_run_that_reports_without_start(fresh_cache):
+    """A command line's run reports as a job (its Reporter) without start(): it is one process in
+    its starter's process group, and cancel() stops that process alone."""
+    code = "from l2d_core.background import Reporter; import time; Reporter('cli')(1, 9); time.sleep(120)"
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
+    try:
+        wait("cli", lambda s: s.done == 1)
+        assert jobs.cancel("cli").error == "cancelled"
+        assert proc.wait(timeout=30) == -signal.SIGTERM  # and this process, in the same group, lives on
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_a_job_whose_parent_is_gone_still_saves_its_result(fresh_cache, tmp_path):
     out = tmp_path / "orphan.json"
     starter = (
-        "from l2d_core.app_logic import jobs; import sys; "
+        "from l2d_core import background as jobs; import sys; "
         f"s = jobs.start('orphan', 'tests.test_jobs:counting', {{'n': 8, 'dt': 0.25, 'out': {str(out)!r}}}); "
         "print(s.pid)"
     )
@@ -265,7 +302,7 @@ def test_run_comparison_counts_the_routers_done(real_data):
 def test_time_left_is_not_extrapolated_from_items_read_back():
     """A router fitted already is read back in a fraction of a second: the bar said "about 0 s
     left" with half the routers still to fit (seen in the browser). Such items time nothing."""
-    assert jobs.left_words(0.3, 1, 2) == "timing the next"
-    assert jobs.left_words(0.0, 0, 3) == "timing the next"
-    assert jobs.left_words(20.0, 1, 2) == "about 20 s left"
-    assert jobs.left_words(240.0, 2, 3) == "about 2 min 0 s left"
+    assert left_words(0.3, 1, 2) == "timing the next"
+    assert left_words(0.0, 0, 3) == "timing the next"
+    assert left_words(20.0, 1, 2) == "about 20 s left"
+    assert left_words(240.0, 2, 3) == "about 2 min 0 s left"

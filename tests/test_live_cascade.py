@@ -9,9 +9,10 @@ import pytest
 from _pages import open_page
 
 from l2d_core.agents import PoolSpec, get_agent
+from l2d_core.agents.answering import answer_with
 from l2d_core.agents.cache import AgentCache
 from l2d_core.app_logic.answers import context_note
-from l2d_core.app_logic.live import answer_with, live_pools, main_runs_live
+from l2d_core.app_logic.live import live_pools, main_runs_live
 from l2d_core.deploy import deploy
 from l2d_core.method.costs import CostConfig
 from l2d_core.routers.features import answer_context

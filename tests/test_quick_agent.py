@@ -1,6 +1,6 @@
 """The quick live agent from the dashboard (l2d_core.app_logic.quick_agent): its expected time
-from several timed steps (measured in the background: the page never waits), its progress read
-from the JSON file the run writes, and how a run ends."""
+from several timed steps (measured in a background job: the page never waits), its progress read
+from the run's background-job progress file (l2d_core.background), and how a run ends."""
 
 from __future__ import annotations
 
@@ -16,12 +16,14 @@ from pathlib import Path
 import pytest
 from _pages import open_page
 
+from l2d_core import background
 from l2d_core.agents import qa_training
 from l2d_core.agents.profiles import PROFILES
-from l2d_core.agents.train_cli import progress_path
+from l2d_core.agents.train_cli import train_key
 from l2d_core.app_logic import quick_agent as Q
 
 ROOT = Path(__file__).resolve().parent.parent
+SLEEPING = {"n": 600, "dt": 0.1, "out": os.devnull}  # a job of tests.test_jobs that runs a minute
 # five timed steps each, one far off (the machine was busy for a moment): the median ignores it
 TIMING = {
     "load_s": 0.5,
@@ -41,8 +43,7 @@ def timed(monkeypatch):
         return {**TIMING, **kw, "forward_s": TIMING["forward_s"] if kw["forward_batch"] else []}
 
     monkeypatch.setattr(Q, "time_training_step", fake)
-    monkeypatch.setattr(Q, "_MEASURING", {})
-    monkeypatch.setattr(Q, "_PROCS", {})
+    monkeypatch.setattr(Q, "_MEASURING", set())
     return calls
 
 
@@ -128,26 +129,27 @@ def test_timing_takes_several_steps_after_a_warm_up(bert_path, monkeypatch):
 
 
 def _progress_file(agent_id: str, **fields) -> Path:
-    path = progress_path(agent_id)
+    """The run's progress file (the background job's) as a run would leave it."""
+    path = background.job_file(train_key(agent_id))
     path.parent.mkdir(parents=True, exist_ok=True)
-    base = {"state": "running", "pid": os.getpid(), "updated_at": time.time(), "message": ""}
+    base = {"state": "running", "pid": os.getpid(), "updated_at": time.time(), "error": ""}
     path.write_text(json.dumps(base | fields), encoding="utf-8")
     return path
 
 
 def test_status_reads_the_progress_file_and_a_dead_pid_means_stopped(real_data, fresh_cache, monkeypatch):
-    monkeypatch.setattr(Q, "_PROCS", {})
     assert Q.training_status("squad11").state == "idle"
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # stands for the run
     try:
         _progress_file("minilm-qa-quick", pid=proc.pid, stage="fine-tuning", done=16, total=302, left_s=143.5)
         s = Q.training_status("squad11")
-        assert (s.state, s.stage, s.done, s.total, s.left_s) == ("running", "fine-tuning", 16, 302, 143.5)
+        assert (s.state, s.stage, s.done, s.total) == ("running", "fine-tuning", 16, 302)
+        assert s.left_s == pytest.approx(143.5, abs=5)  # brought up to now from when it was written
         _progress_file("minilm-qa-quick", pid=proc.pid, stage="answering", done=384, total=3795, left_s=80)
         s = Q.training_status("squad11")
-        assert (s.stage, s.done, s.total, s.left_s) == ("answering", 384, 3795, 80.0)
-        # a file nobody has written for a long while: its pid is someone else's now
-        _progress_file("minilm-qa-quick", pid=proc.pid, stage="answering", done=1, total=9, updated_at=0.0)
+        assert (s.stage, s.done, s.total) == ("answering", 384, 3795) and s.left_s == pytest.approx(80, abs=5)
+        # a file whose pid is someone else's now (another process start time than the run's)
+        _progress_file("minilm-qa-quick", pid=proc.pid, pid_start=1, stage="answering", done=1, total=9)
         assert Q.training_status("squad11").state == "failed"
         _progress_file("minilm-qa-quick", pid=proc.pid, stage="answering", done=384, total=3795, left_s=None)
         assert Q.training_status("squad11").left_s is None
@@ -157,12 +159,12 @@ def test_status_reads_the_progress_file_and_a_dead_pid_means_stopped(real_data, 
     # the process is gone and the file never finished: stopped, and the log says why
     s = Q.training_status("squad11")
     assert s.state == "failed" and f"process {proc.pid} ended during answering" in s.message
-    log = fresh_cache / "models" / "minilm-qa-quick.log"
+    log = background.job_file(train_key("minilm-qa-quick")).with_suffix(".log")
     log.write_text(
         "answer fold0:  10%|█ | 384/3795\r\nerror: fold0: No space left on device\n", encoding="utf-8"
     )
     assert Q.training_status("squad11").message == "error: fold0: No space left on device"
-    _progress_file("minilm-qa-quick", state="failed", stage="answering", message="MemoryError: out of memory")
+    _progress_file("minilm-qa-quick", state="failed", stage="answering", error="MemoryError: out of memory")
     assert Q.training_status("squad11").message == "MemoryError: out of memory"  # the run said so itself
     _progress_file("minilm-qa-quick", state="done", stage="registering", pid=proc.pid)
     assert Q.training_status("squad11").state == "idle"  # finished, but its pool is not this dataset's
@@ -173,7 +175,6 @@ def test_each_dataset_has_its_own_quick_run_and_pool(real_data, fresh_cache, mon
     own pool and experts (it once named squad11's, and the run it started failed after training)."""
     import pages.ui.live_agent as page_module
 
-    monkeypatch.setattr(Q, "_PROCS", {})
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # stands for the run
     try:
         _progress_file("minilm-qa-quick", pid=proc.pid, stage="fine-tuning", done=1, total=9, left_s=5.0)
@@ -189,42 +190,42 @@ def test_each_dataset_has_its_own_quick_run_and_pool(real_data, fresh_cache, mon
     assert Q.quick_pool("hf-squad") is None and Q.QUICK.datasets() == ["squad11", "squad20"]
 
 
-def test_the_run_starts_as_a_package_module_and_its_pid_is_watched(real_data, fresh_cache, monkeypatch):
-    monkeypatch.setattr(Q, "_PROCS", {})
-    real = subprocess.Popen
-    measuring = real([sys.executable, "-c", "import time; time.sleep(60)"])
-    monkeypatch.setattr(Q, "_MEASURING", {"squad11": measuring})
+def test_the_run_starts_as_a_background_job_and_its_pid_is_watched(real_data, fresh_cache, monkeypatch):
+    measuring = background.start(Q.timing_key("squad11"), "tests.test_jobs:counting", SLEEPING)
+    monkeypatch.setattr(Q, "_MEASURING", {"squad11"})
+    real = background.subprocess.Popen
     started = []
 
     def popen(cmd, **kw):
         started.append((cmd, kw))
-        return real([sys.executable, "-c", "import time; time.sleep(60)"])
+        return real([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
 
-    monkeypatch.setattr(Q.subprocess, "Popen", popen)
-    _progress_file("minilm-qa-quick", state="failed", stage="answering", message="an older run")
+    monkeypatch.setattr(background.subprocess, "Popen", popen)
+    _progress_file("minilm-qa-quick", state="failed", stage="answering", error="an older run")
     Q.start_training("squad11")
     ((cmd, kw),) = started
-    assert cmd == [
+    key = train_key("minilm-qa-quick")
+    assert cmd[:5] == [
         sys.executable,
         "-m",
-        "l2d_core.agents.train_cli",
-        "--dataset",
-        "squad11",
-        "--profile",
-        "quick",
+        "l2d_core.background",
+        key,
+        "l2d_core.agents.train_cli:train_job",
     ]
-    assert kw["cwd"] == Q.PROJECT_ROOT and kw["env"]["L2D_CACHE_DIR"] == str(fresh_cache)
-    assert measuring.poll() is not None  # the measurement under way was stopped: it would slow the run
-    proc = Q._PROCS["minilm-qa-quick"]
+    assert json.loads(cmd[5]) == {"argv": ["--dataset", "squad11", "--profile", "quick"]}
+    assert kw["cwd"] == background.PROJECT_ROOT and kw["env"]["L2D_CACHE_DIR"] == str(fresh_cache)
+    # the measurement under way was stopped: it would slow the run
+    assert background.status(measuring.key).error == "cancelled"
+    run = background.status(key)
     try:
-        assert not progress_path("minilm-qa-quick").exists()  # the older run's file is gone
-        assert Q.training_status("squad11") == Q.TrainingStatus("running", "starting")
+        assert Q.training_status("squad11") == Q.TrainingStatus("running", "starting")  # not the older run
         Q.start_training("squad11")
         assert len(started) == 1  # one run at a time
     finally:
-        proc.kill()
-        proc.wait()
-    assert Q.training_status("squad11").state == "idle"  # it ended before writing anything
+        os.killpg(run.pid, 9)
+        background._PROCS.pop(key).wait()
+    stopped = Q.training_status("squad11")  # it ended before writing anything
+    assert stopped.state == "failed" and f"process {run.pid} ended during starting" in stopped.message
 
 
 def test_single_query_page_draws_at_once_then_fills_in_the_time_and_shows_the_run(
@@ -237,13 +238,16 @@ def test_single_query_page_draws_at_once_then_fills_in_the_time_and_shows_the_ru
 
     import pages.ui.live_agent as page_module
 
-    class Pending:  # a measurement process that has not finished
-        def poll(self):
-            return None
-
     monkeypatch.setattr(Q.os, "getloadavg", lambda: (0.5, 0.5, 0.5))  # idle, then as now
     spawned = []
-    monkeypatch.setattr(Q, "_spawn", lambda args, log, **kw: spawned.append(args) or Pending())
+
+    def pending(key, target, kwargs=None, title=""):  # a measurement job that has not finished
+        spawned.append((key, target, kwargs))
+        path = background.job_file(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"state": "running", "pid": os.getpid(), "updated_at": time.time()}))
+
+    monkeypatch.setattr(background, "start", pending)
     at = open_page("single_query")
     at.run()
     assert not at.exception, at.exception
@@ -259,7 +263,9 @@ def test_single_query_page_draws_at_once_then_fills_in_the_time_and_shows_the_ru
     # a background process (still running: Pending) — how fast the page draws is measured by
     # scripts/bench_dashboard.py, not asserted here
     assert timed == []
-    assert spawned == [["-m", "l2d_core.app_logic.quick_agent", "squad11"]]
+    assert spawned == [
+        ("timing-squad11", "l2d_core.app_logic.quick_agent:measure_job", {"dataset": "squad11"})
+    ]
     offer = next(i.value for i in at.info if "quick model" in i.value)
     assert "being measured now" in offer and "about" not in offer
     assert any("Measuring the time" in c.value for c in at.caption)

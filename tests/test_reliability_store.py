@@ -20,7 +20,7 @@ from l2d_core.agents import AgentSpec, get_agent, get_pool, import_predictions, 
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.read_in import ensure_cached
 from l2d_core.agents.registry import user_registry_path
-from l2d_core.app_logic.jobs import Reporter, job_file, record_duration
+from l2d_core.background import Reporter, job_file, record_duration
 from l2d_core.data import DataFormatError, load_dataset
 from l2d_core.deploy.artifact import MANIFEST, write_manifest
 from l2d_core.paths import CacheDirError, cache_dir

@@ -31,6 +31,8 @@ UNWANTED = "sentence-transformers"
 # pinned, used, but never imported by name: each with what uses it
 USED_WITHOUT_IMPORT = {
     "ruff": "the linter, a command (README test line)",
+    "pytest-timeout": "a pytest plugin: the per-test limit (timeout in pyproject.toml)",
+    "pytest-xdist": "a pytest plugin: workers on request (python -m pytest -n 2, README)",
 }
 PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+)")
 

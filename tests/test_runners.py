@@ -11,6 +11,7 @@ import torch
 from _tiny_models import VOCAB, LogitsByToken, bert_tokenizer, one_thread
 
 from l2d_core.agents import AgentSpec
+from l2d_core.agents.answering import answer_with
 from l2d_core.agents.base import check_windows, eager_attention, load_tokenizer
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.generative import FEW_SHOT, build_prompt, parse_output
@@ -23,7 +24,6 @@ from l2d_core.agents.runners import (
     load_agent,
     run_into_cache,
 )
-from l2d_core.app_logic.live import answer_with
 from l2d_core.data import QADataset, QARecord
 from l2d_core.flops import count_gflops, forward_gflops
 

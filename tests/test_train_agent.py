@@ -36,18 +36,21 @@ def test_crossfitted_training_registers_the_agent_and_resumes(
     from l2d_core.data import BENCHMARK_TEST_ARTICLES, load_dataset
 
     argv = [*ARGS, "--base", str(bert_path), "--pools", "P3-tiny=rnet-plus,bert-ens", "P2-tiny=bert-ens"]
-    seen = []  # the progress file as the dashboard would read it, at every write
-    write = train_cli.Progress._write
+    from l2d_core import background
 
-    def spy(self, **fields):
-        write(self, **fields)
-        seen.append(train_cli.read_progress("tiny-qa"))
+    seen = []  # the run's progress file (its background job's) as the dashboard reads it, at every write
+    progress_file, write = background.job_file(train_cli.train_key("tiny-qa")), background.atomic_write_text
 
-    monkeypatch.setattr(train_cli.Progress, "_write", spy)
+    def spy(path, text, *args):
+        write(path, text, *args)
+        if Path(path) == progress_file:
+            seen.append(json.loads(progress_file.read_text()))
+
+    monkeypatch.setattr(background, "atomic_write_text", spy)
     assert train_agent.main(argv) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert "tiny-qa:" in out and "EM" in out and "training total" in out
-    stages = [(p["stage"], p["model"]) for p in seen]
+    stages = [(p["stage"], p["current"]) for p in seen]
     assert stages[0] == ("starting", "") and seen[-1]["state"] == "done"
     assert [s for s in dict.fromkeys(stages) if s[0] != "starting"] == [
         *[("fine-tuning", m) for m in ("fold0", "fold1", "full")],
@@ -59,7 +62,7 @@ def test_crossfitted_training_registers_the_agent_and_resumes(
         assert len(ends) >= 3 and all(p["left_s"] == 0 for p in ends)
     assert max(p["total"] for p in seen if p["stage"] == "answering") == 6  # --limit 6 per model
     assert all(p["pid"] == os.getpid() and p["updated_at"] <= time.time() for p in seen)
-    assert not list((fresh_cache / "models").glob(".*.part"))  # written through a temporary file
+    assert not list(progress_file.parent.glob(".*.part"))  # written through a temporary file
 
     root = fresh_cache / "models" / "tiny-qa"
     plan = json.loads((root / "crossfit.json").read_text())
@@ -117,7 +120,7 @@ def test_bad_base_model_is_a_clear_error(real_data, fresh_cache, tmp_path, capsy
     err = capsys.readouterr().err
     assert "error:" in err and "nowhere" in err and "Traceback" not in err
     p = train_cli.read_progress("tiny-qa")  # the dashboard reads why it stopped
-    assert p["state"] == "failed" and "nowhere" in p["message"] and p["stage"] == "fine-tuning"
+    assert p.state == "failed" and "nowhere" in p.error and p.stage == "fine-tuning"
 
 
 def test_the_script_is_the_package_module_and_keeps_its_help():

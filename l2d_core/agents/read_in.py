@@ -2,30 +2,24 @@
 the benchmark works from a clean checkout), here or in child processes; live agents must be
 precomputed (scripts/precompute_cache.py).
 
-A child process is ``python -m l2d_core.agents.read_in DATASET AGENT… --progress FILE``: it reads
-the agents in one after the other (each one cache transaction) and rewrites ``FILE`` atomically
-after each, as JSON ``{"done": [agent ids], "error": null or the message it failed with}``. The
-caller reads that file, never the child's output. A fresh process is started rather than a
-``multiprocessing`` one: the 'spawn' start method runs the parent's main script again in the child
-(under ``streamlit run``, importing Streamlit: 1.5 s here), which delays the dashboard's early
-read-in by as much.
+A child process is a background job (:mod:`l2d_core.background`, target :func:`read_in_job`): it
+reads the agents in one after the other (each one cache transaction), its progress counting the
+agents done (read in the order given); the caller reads that, never the child's output. A fresh
+process is started rather than a ``multiprocessing`` one: the 'spawn' start method runs the
+parent's main script again in the child (under ``streamlit run``, importing Streamlit), which
+would delay the dashboard's early read-in by as much.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import subprocess
-import sys
-import tempfile
+import hashlib
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 
+from .. import background
 from ..data.records import QADataset
-from ..paths import PROJECT_ROOT, cache_dir
+from ..paths import cache_dir
 from ..qa.scoring import SCORING_VERSION
 from .cache import AgentCache
 from .outcome_log import LOG_KINDS, import_log, log_needs_import
@@ -40,7 +34,7 @@ __all__ = [
     "read_agents_in",
     "import_agents",
     "read_in_early",
-    "main",
+    "read_in_job",
 ]
 
 # (cache folder, dataset) → the read-in started by :func:`read_in_early`, in a child process
@@ -112,87 +106,54 @@ def read_agents_in(dataset: QADataset, agent_ids: Sequence[str], on_done=None) -
             on_done(k, len(ids), a)
 
 
-def _write_progress(path: Path, done: list[str], error: str | None) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"done": done, "error": error}), encoding="utf-8")
-    os.replace(tmp, path)
+def read_in_job(report: background.Reporter, dataset: str, agents: list[str]) -> None:
+    """The background job: read ``agents`` of ``dataset`` in, in order, one count per agent."""
+    from ..data import load_dataset
+
+    report.stage("Reading answers in", "agents", len(agents))
+    read_agents_in(load_dataset(dataset), agents, lambda k, n, a: report(k, n, a))
 
 
-def _message(exc: BaseException) -> str:
-    """An exception's own message (a KeyError's without the quotes ``str`` adds)."""
-    return str(exc.args[0]) if len(exc.args) == 1 else str(exc) or type(exc).__name__
+def _job_key(dataset_name: str, agent_ids: list[str]) -> str:
+    digest = hashlib.sha1("\n".join(agent_ids).encode()).hexdigest()[:12]
+    return background.job_key("read-in", dataset_name, digest)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """What a child process runs: read ``AGENT…`` of ``DATASET`` in, reporting to ``--progress``."""
-    p = argparse.ArgumentParser(prog="python -m l2d_core.agents.read_in", description=main.__doc__)
-    p.add_argument("dataset")
-    p.add_argument("agents", nargs="+")
-    p.add_argument("--progress", type=Path, required=True, help="JSON file rewritten after each agent")
-    args = p.parse_args(argv)
-    done: list[str] = []
-
-    def reported(k: int, n: int, agent_id: str) -> None:
-        done.append(agent_id)
-        _write_progress(args.progress, done, None)
-
-    try:
-        from ..data import load_dataset
-
-        read_agents_in(load_dataset(args.dataset), args.agents, reported)
-    except Exception as exc:  # noqa: BLE001 - the caller raises it, with this message
-        _write_progress(args.progress, done, _message(exc))
-        return 1
-    return 0
-
-
-class _Child:
-    """One child process reading ``agent_ids`` in on this process's cache folder."""
-
-    def __init__(self, dataset_name: str, agent_ids: Sequence[str], progress: Path):
-        self.ids, self.progress, self.seen = list(agent_ids), progress, 0
-        path = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
-        env = {**os.environ, "L2D_CACHE_DIR": str(cache_dir()), "PYTHONPATH": path}
-        cmd = [sys.executable, "-m", __name__, dataset_name, *self.ids, "--progress", str(progress)]
-        self.proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=env, stdout=subprocess.DEVNULL)
-
-    def newly_done(self) -> list[str]:
-        """The agents read in since the last call; raises the child's error (ValueError, with its
-        message), or RuntimeError when it ended without reading every agent in."""
-        ended = self.proc.poll() is not None  # looked at before the file: an ended child's file is final
-        state = json.loads(self.progress.read_text(encoding="utf-8")) if self.progress.exists() else {}
-        done, error = state.get("done", []), state.get("error")
-        if error is not None:
-            raise ValueError(f"reading in the answers of {', '.join(self.ids)} failed: {error}")
-        if ended and len(done) < len(self.ids):
-            raise RuntimeError(
-                f"the process reading in {', '.join(self.ids)} ended (exit status {self.proc.returncode}) "
-                f"after {len(done)} of {len(self.ids)} agents"
-            )
-        new, self.seen = done[self.seen :], len(done)
-        return new
+def _newly_done(key: str, ids: list[str], seen: int) -> list[str]:
+    """The agents of job ``key`` read in past the first ``seen``; raises the job's error
+    (ValueError, with its message), or RuntimeError when its process ended before the last."""
+    s = background.status(key)
+    if s.state == "failed" and s.error != "stopped":
+        raise ValueError(f"reading in the answers of {', '.join(ids)} failed: {s.error}")
+    if s.state == "failed" or (s.state == "done" and s.done < len(ids)):
+        raise RuntimeError(
+            f"the process reading in {', '.join(ids)} ended after {s.done} of {len(ids)} agents"
+        )
+    done = len(ids) if s.state == "done" else min(s.done, len(ids))
+    return ids[seen:done]
 
 
 def _in_children(dataset_name: str, shares: list[list[str]], on_agent) -> None:
-    """Each share of agents read in by a child process of its own, all at once; ``on_agent(id)``
+    """Each share of agents read in by a background job of its own, all at once; ``on_agent(id)``
     in this thread as each is done. Returns when all are; a child's failure is raised here once
     the other children have ended (each agent is one transaction, so what they did is kept)."""
-    with tempfile.TemporaryDirectory(prefix="l2d-read-in-") as tmp:
-        children: list[_Child] = []
-        try:
-            for k, share in enumerate(shares):
-                children.append(_Child(dataset_name, share, Path(tmp) / f"{k}.json"))
-            left = sum(map(len, shares))
-            while left:
-                for child in children:
-                    for a in child.newly_done():
-                        left -= 1
-                        on_agent(a)
-                if left:
-                    time.sleep(_POLL_S)
-        finally:
-            for child in children:
-                child.proc.wait()
+    keys: list[str] = []
+    try:
+        for share in shares:
+            keys.append(_job_key(dataset_name, share))
+            background.start(keys[-1], f"{__name__}:read_in_job", {"dataset": dataset_name, "agents": share})
+        seen = [0] * len(shares)
+        while sum(seen) < sum(map(len, shares)):
+            for k, (key, share) in enumerate(zip(keys, shares)):
+                for a in _newly_done(key, share, seen[k]):
+                    seen[k] += 1
+                    on_agent(a)
+            if sum(seen) < sum(map(len, shares)):
+                time.sleep(_POLL_S)
+    finally:
+        for key in keys:
+            while background.status(key).running:
+                time.sleep(_POLL_S)
 
 
 def import_agents(dataset: QADataset, agent_ids: Sequence[str], processes: int = 0, on_done=None) -> None:
@@ -230,7 +191,3 @@ def read_in_early(dataset_name: str, pool_name: str, also: Sequence[str] = ()) -
     runner = ThreadPoolExecutor(1)
     _EARLY[key] = runner.submit(_in_children, dataset_name, [ids], lambda _: None)
     runner.shutdown(wait=False)  # its one thread ends with the child
-
-
-if __name__ == "__main__":
-    sys.exit(main())

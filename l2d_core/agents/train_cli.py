@@ -36,15 +36,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from .. import background
 from ..data import benchmark_split, load_dataset
 from ..data.records import QARecord
 from ..paths import CacheDirError, cache_dir
@@ -54,7 +53,7 @@ from .profiles import PROFILES, parse_pool
 from .qa_training import MARKER, QATrainConfig, crossfit_folds, is_trained, train_qa_model
 from .registry import AgentSpec, PoolSpec, register_agent, register_pool
 
-__all__ = ["main", "parse_args", "plan_jobs", "progress_path", "read_progress", "Progress"]
+__all__ = ["main", "parse_args", "plan_jobs", "train_key", "read_progress", "train_job", "Progress"]
 
 
 def parse_args(argv):
@@ -137,60 +136,46 @@ def plan_jobs(
     return [*jobs, ("full", lim(train), lim(test))]
 
 
-# --- progress: a small JSON file the dashboard reads (the tqdm bars are for the terminal) ---------
-def progress_path(agent_id: str) -> Path:
-    """``<cache>/models/<agent_id>.progress.json``: where a run of ``agent_id`` reports its progress."""
-    return cache_dir() / "models" / f"{agent_id}.progress.json"
+# --- progress: a background job's progress file the dashboard reads (the tqdm bars are for the terminal)
+def train_key(agent_id: str) -> str:
+    """The background job of a run of ``agent_id`` (its progress file, whoever started it: the
+    dashboard's button or this command line)."""
+    return background.job_key("train", agent_id)
 
 
-def read_progress(agent_id: str) -> dict | None:
-    """The last progress a run of ``agent_id`` wrote (None: none, or not readable)."""
-    try:
-        data = json.loads(progress_path(agent_id).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+def read_progress(agent_id: str) -> background.JobStatus:
+    """Where the last run of ``agent_id`` stands (``state`` idle: none ever reported here)."""
+    return background.status(train_key(agent_id))
+
+
+def train_job(report: background.Reporter, argv: list[str]) -> None:
+    """The background job of the dashboard's button: this command line, reporting to ``report``."""
+    if main(argv, report) != 0:
+        raise RuntimeError(report.doc.get("error") or "the run failed")
 
 
 class Progress:
-    """Writes a run's progress to :func:`progress_path` (temporary file, then a rename: a reader
-    never sees half a file): ``state`` (running, done, failed), ``stage`` (starting, fine-tuning,
-    calibrating (SQuAD v2.0), answering, registering), ``model``, ``done`` / ``total`` (steps or
-    questions of the stage), ``elapsed_s`` and ``left_s`` (the stage's, ``left_s`` from its rate so
-    far), ``pid``, ``updated_at`` (Unix time) and ``message``. Updates come at most every
-    ``every`` seconds."""
+    """A run's progress, as the stages of its background job (:mod:`l2d_core.background`; one
+    started here by the command line has a progress file all the same): ``stage`` (starting,
+    fine-tuning, calibrating (SQuAD v2.0), answering, registering), ``current`` (the model),
+    ``done`` / ``total`` (steps or questions of the stage), ``left_s`` from its rate so far, and
+    the ``error`` a failed run ends with."""
 
-    def __init__(self, agent_id: str, dataset: str, every: float = 1.0):
-        self.path, self.every = progress_path(agent_id), every
-        self.fields = {
-            "agent_id": agent_id,
-            "dataset": dataset,
-            "pid": os.getpid(),
-            "started_at": time.time(),
-        }
-        self._t0 = self._last = time.monotonic()
-        self.stage("starting")
+    def __init__(self, agent_id: str, report: background.Reporter | None = None):
+        self.model = ""
+        self.report = report or background.Reporter(train_key(agent_id), first_stage="starting")
+        if report is not None:
+            self.stage("starting")
 
     def stage(self, stage: str, total: int = 0, model: str = "") -> None:
-        self.fields.update(stage=stage, model=model, total=int(total))
-        self._t0 = time.monotonic()
-        self.update(0, force=True)
+        self.model = model
+        self.report.stage(stage, "steps" if stage == "fine-tuning" else "questions", total, model)
 
-    def update(self, done: int, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._last < self.every and done < self.fields["total"]:
-            return
-        elapsed = now - self._t0
-        left = elapsed / done * (self.fields["total"] - done) if done else None
-        self._write(state="running", done=int(done), elapsed_s=round(elapsed, 1), left_s=left, message="")
+    def update(self, done: int, total: int | None = None) -> None:
+        self.report(done, self.report.doc.get("total", 0) if total is None else total, self.model)
 
     def finish(self, state: str, message: str = "") -> None:
-        self._write(state=state, message=message, left_s=0.0 if state == "done" else None)
-
-    def _write(self, **fields) -> None:
-        self._last = time.monotonic()
-        self.fields.update(fields, updated_at=time.time())
-        atomic_write_text(self.path, json.dumps(self.fields))
+        self.report.finish(state, error=message)
 
 
 class _Counted:
@@ -209,12 +194,12 @@ class _Counted:
         return preds
 
 
-def main(argv=None) -> int:
+def main(argv=None, report: background.Reporter | None = None) -> int:
     """``scripts/train_agent.py``: 0 when the agent is trained, answered and registered; 2 on a
-    clear error (printed as ``error: …``)."""
+    clear error (printed as ``error: …``). ``report``: the background job it runs in, if any."""
     args = parse_args(argv)
     try:
-        progress = Progress(args.agent_id, args.dataset)
+        progress = Progress(args.agent_id, report)
     except CacheDirError as exc:  # L2D_CACHE_DIR is a file, or cannot be made: one line, not a traceback
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -272,12 +257,10 @@ def _run(args, progress: Progress, fail) -> int:
             print(f"[{name}] fine-tuning on {len(fit_recs)} questions → {out}", flush=True)
             progress.stage("fine-tuning", model=name)
 
-            def on_step(done: int, total: int) -> None:
-                progress.fields["total"] = total
-                progress.update(done)
-
             try:
-                train_qa_model(fit_recs, out, cfg, args.device, progress=not args.quiet, on_step=on_step)
+                train_qa_model(
+                    fit_recs, out, cfg, args.device, progress=not args.quiet, on_step=progress.update
+                )
             except (OSError, ValueError) as exc:
                 return fail(f"{name}: {exc}")
         stats[name] = json.loads((out / MARKER).read_text(encoding="utf-8"))

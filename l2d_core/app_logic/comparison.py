@@ -10,11 +10,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import background as jobs
 from ..evaluation.benchmark import Benchmark, prepare
 from ..evaluation.comparison import ComparisonPlan, ComparisonProgress, run_comparison
 from ..evaluation.results import reports_dir, save_results
 from ..routers.registry import router_ids
-from . import jobs
+from .embedding_job import embedding_step
 
 __all__ = [
     "run_and_save",
@@ -60,7 +61,7 @@ def comparison_job(report: jobs.Reporter, dataset: str, pool: str) -> str:
     kept: the next run's time left weighs the routers still to come by their last times here
     (the first router alone can take a fifth of a run), else counts them as equal."""
     report.stage(f"Loading the questions and every agent's answers of {dataset} {pool}")
-    bench = prepare(dataset, pool, features_needed=True, embed_progress=jobs.embedding_step(report))
+    bench = prepare(dataset, pool, features_needed=True, embed_progress=embedding_step(report))
     ids, n = router_ids(bench), len(bench.train)
     before = [jobs.expected_duration(f"compare|{rid}", n) for rid in ids]
     weights = work_shares(before)

@@ -1,10 +1,10 @@
-"""The quick live agent, trained from the dashboard: ``python -m l2d_core.agents.train_cli
---profile quick`` in a background process (it outlives a page's rerun and a closed tab), its
-progress read back from the JSON file the run writes, and this machine's expected time for it.
+"""The quick live agent, trained from the dashboard: the command line ``--profile quick`` as a
+background job (:mod:`l2d_core.background`: it outlives a page's rerun and a closed tab), its
+progress read back from the job's progress file, and this machine's expected time for it.
 
-The expected time is measured in a background process too, when a user asks for it (opening a
-page starts nothing; a page never waits for it): the run's own windows are counted and batched as
-the run batches them, the base model's training
+The expected time is measured in a background job too, when a user asks for it (opening a page
+starts nothing; a page never waits for it): the run's own windows are counted and batched as the
+run batches them, the base model's training
 steps (at each profile's own batch size and mean padded window length) and forward passes (at
 the answering's batch size) are timed here
 (:func:`~l2d_core.agents.qa_training.time_training_step`: the median of five after a warm-up),
@@ -20,21 +20,21 @@ import inspect
 import os
 import re
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import torch
 
+from .. import background
 from ..agents.base import load_tokenizer
 from ..agents.profiles import PROFILES, TrainingProfile, train_command
 from ..agents.qa_training import QATrainConfig, time_training_step, training_batches
-from ..agents.train_cli import parse_args, plan_jobs, progress_path, read_progress
+from ..agents.train_cli import parse_args, plan_jobs, read_progress, train_key
 from ..data import benchmark_split, load_dataset
-from ..paths import PROJECT_ROOT, cache_dir
+from ..paths import cache_dir
 from ..runtime import pick_device
 from ..stores import open_disk_cache
 from .live import live_pools
@@ -52,6 +52,8 @@ __all__ = [
     "estimate",
     "expected_seconds",
     "measurement",
+    "measure_job",
+    "timing_key",
     "start_training",
     "training_status",
 ]
@@ -59,9 +61,7 @@ __all__ = [
 QUICK = PROFILES["quick"]
 _CLI = parse_args([])  # the command line's defaults: what the page's button runs
 STALE_AFTER_S = 24 * 3600  # a measurement older than this is taken again
-SILENT_S = 15 * 60  # a running progress file unchanged this long: its pid is no longer the run's
-_PROCS: dict[str, subprocess.Popen] = {}  # runs this process started (reaped when they end)
-_MEASURING: dict[str, subprocess.Popen] = {}  # measurements this process started, by dataset
+_MEASURING: set[str] = set()  # the datasets whose measurement this process started
 
 
 def quick_pool(dataset: str) -> tuple[str, tuple[str, ...]] | None:
@@ -70,8 +70,9 @@ def quick_pool(dataset: str) -> tuple[str, tuple[str, ...]] | None:
     return QUICK.first_pool(dataset)
 
 
-def _log(profile: TrainingProfile, dataset: str) -> Path:
-    return cache_dir() / "models" / f"{profile.agent_for(dataset)}.log"
+def _log(key: str) -> Path:
+    """What a background job printed (its traceback, a command line's ``error: …``)."""
+    return background.job_file(key).with_suffix(".log")
 
 
 def _jobs(dataset: str, profile: TrainingProfile, ds=None):
@@ -143,21 +144,28 @@ def _meta():
     return open_disk_cache(cache_dir() / "meta", "the measurement cache", "measurements are taken again")
 
 
-def _windows(ds, cfg: QATrainConfig) -> dict[str, list[int]]:
-    """The token length of every window of every question, cut as training and answering cut them."""
-    enc = load_tokenizer(cfg.base_path())(
+def _windows(ds, cfg: QATrainConfig) -> dict[str, tuple[int, ...]]:
+    """The token length of every window of every question, cut as training and answering cut them
+    (tokenized once per process and dataset: a measurement taken again reuses them)."""
+    return _windows_of(ds.name, cfg.base_path(), cfg.max_length, cfg.stride)
+
+
+@lru_cache(maxsize=4)
+def _windows_of(dataset: str, base: str, max_length: int, stride: int) -> dict[str, tuple[int, ...]]:
+    ds = load_dataset(dataset)
+    enc = load_tokenizer(base)(
         [r.question.lstrip() for r in ds],
         [r.context for r in ds],
         truncation="only_second",
-        max_length=cfg.max_length,
-        stride=cfg.stride,
+        max_length=max_length,
+        stride=stride,
         return_overflowing_tokens=True,
     )
     qids = [r.qid for r in ds]
     windows: dict[str, list[int]] = {q: [] for q in qids}
     for ids, owner in zip(enc["input_ids"], enc["overflow_to_sample_mapping"]):
         windows[qids[owner]].append(len(ids))
-    return windows
+    return {q: tuple(n) for q, n in windows.items()}
 
 
 def measure(dataset: str, device: str | None = None) -> dict:
@@ -272,33 +280,44 @@ def _last_error(path: Path) -> str:
     return (errors[-1] if errors else lines[-1] if lines else "")[:300]
 
 
+def timing_key(dataset: str) -> str:
+    return background.job_key("timing", dataset)
+
+
 def measurement(dataset: str, start: bool = False) -> Measurement:
     """The kept measurement when fresh; otherwise "measuring" while one is under way, else
-    "none" — one is taken in a background process only with ``start`` (a user's request: opening
-    a page starts nothing), and a page never waits for it."""
+    "none" — one is taken in a background job only with ``start`` (a user's request: opening a
+    page starts nothing), and a page never waits for it."""
     record = stored_measurement(dataset)
     if _complete(record):
         return Measurement("ready", record)
-    proc = _MEASURING.get(dataset)
-    if proc is not None and proc.poll() is None:
+    s = background.status(timing_key(dataset))
+    if s.running:
         return Measurement("measuring", record)
-    log = cache_dir() / "models" / f"timing-{dataset}.log"
-    if proc is not None and proc.returncode != 0 and not start:  # asked again: it is tried again
-        return Measurement("failed", record, _last_error(log) or f"exit status {proc.returncode}")
+    if s.state == "failed" and not start:  # asked again: it is tried again
+        return Measurement("failed", record, _last_error(_log(s.key)) or s.error)
     if not start:
         return Measurement("none", record)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    _MEASURING[dataset] = _spawn(["-m", __name__, dataset], log)
+    background.start(
+        s.key, f"{__name__}:measure_job", {"dataset": dataset}, f"Timing the quick model on {dataset}"
+    )
+    _MEASURING.add(dataset)
     return Measurement("measuring", record)
 
 
-def _spawn(args: list[str], log: Path, **kwargs) -> subprocess.Popen:
-    """``python ARGS`` from the project root in the background, writing into ``log``."""
-    env = {**os.environ, "L2D_CACHE_DIR": str(cache_dir()), "PYTHONUNBUFFERED": "1"}
-    with open(log, "w", encoding="utf-8") as out:
-        return subprocess.Popen(
-            [sys.executable, *args], cwd=PROJECT_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, **kwargs
-        )
+def measure_job(report: background.Reporter, dataset: str) -> None:
+    """The background measurement; it stops when the process that started it is gone (nobody
+    waits for it then)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+    report.stage("Timing the base model's training steps and forward passes")
+    measure(dataset)
 
 
 # --- the run ----------------------------------------------------------------------------------
@@ -312,85 +331,34 @@ class TrainingStatus:
     message: str = ""  # why it stopped, when failed
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    return True
-
-
-def _running(agent_id: str, progress: dict | None) -> bool:
-    proc = _PROCS.get(agent_id)
-    if proc is not None:
-        if proc.poll() is None:
-            return True
-        del _PROCS[agent_id]  # reaped: its pid is free again
-        return False
-    if not progress or progress.get("state") != "running":
-        return False
-    quiet = time.time() - float(progress.get("updated_at", 0)) > SILENT_S
-    return not quiet and _alive(int(progress.get("pid", 0)))
-
-
 def training_status(dataset: str, profile: TrainingProfile = QUICK) -> TrainingStatus:
-    """Where the background run of ``profile`` stands, from the progress file it writes and
-    whether its process lives (the one this process started, else the file's pid)."""
-    agent_id = profile.agent_for(dataset)
-    p = read_progress(agent_id)
-    if _running(agent_id, p):
-        if p is None or p.get("state") != "running":  # started here, has not written yet
+    """Where the background run of ``profile`` stands, from its job's progress file (whoever
+    started it: the button or the command line) and whether its process lives."""
+    s = read_progress(profile.agent_for(dataset))
+    if s.running:
+        if s.stage.lower() == "starting":
             return TrainingStatus("running", "starting")
-        left = p.get("left_s")
-        return TrainingStatus(
-            "running", p["stage"], int(p["done"]), int(p["total"]), None if left is None else float(left)
-        )
+        return TrainingStatus("running", s.stage, s.done, s.total, s.left_s)
     if {name for name, _ in profile.pool_specs(dataset)} & set(live_pools(dataset)):
         return TrainingStatus("done")
-    if p is None or p.get("state") == "done":
+    if s.state in ("idle", "done"):
         return TrainingStatus("idle")
-    if p.get("state") == "failed" and p.get("message"):
-        return TrainingStatus("failed", message=str(p["message"])[:300])
-    why = _last_error(_log(profile, dataset)) or f"the process {p.get('pid')} ended during {p.get('stage')}"
+    if s.error and s.error != "stopped":
+        return TrainingStatus("failed", message=s.error[:300])
+    why = _last_error(_log(s.key)) or f"the process {s.pid} ended during {s.stage.lower()}"
     return TrainingStatus("failed", message=why)
 
 
 def start_training(dataset: str, profile: TrainingProfile = QUICK) -> None:
-    """Start ``python -m l2d_core.agents.train_cli --profile …`` in the background (its own
-    process session: it finishes even if the dashboard stops); does nothing while a run is going.
-    A measurement of this process still under way is stopped: it would slow the run and be
-    slowed by it."""
+    """Start the command line's run of ``profile`` as a background job (its own process session:
+    it finishes even if the dashboard stops); does nothing while a run is going. A measurement of
+    this process still under way is cancelled: it would slow the run and be slowed by it."""
     agent_id = profile.agent_for(dataset)
-    if _running(agent_id, read_progress(agent_id)):
+    if read_progress(agent_id).running:
         return
-    for proc in _MEASURING.values():
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    _MEASURING.clear()
+    for measured in _MEASURING:
+        background.cancel(timing_key(measured))
     name = next(k for k, v in PROFILES.items() if v == profile)
-    log = _log(profile, dataset)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    progress_path(agent_id).unlink(missing_ok=True)  # the last run's: not this one's
-    args = ["-m", "l2d_core.agents.train_cli", "--dataset", dataset, "--profile", name]
-    _PROCS[agent_id] = _spawn(args, log, start_new_session=True)
-
-
-def _main(dataset: str) -> None:
-    """The background measurement (``python -m l2d_core.app_logic.quick_agent DATASET``); it stops
-    when the process that started it is gone (nobody waits for it then)."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(0)
-
-    threading.Thread(target=watch, daemon=True).start()
-    measure(dataset)
-
-
-if __name__ == "__main__":
-    _main(sys.argv[1])
+    argv = ["--dataset", dataset, "--profile", name]
+    title = f"Training {agent_id}"
+    background.start(train_key(agent_id), "l2d_core.agents.train_cli:train_job", {"argv": argv}, title)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import unicodedata
 
+from ..agents.answering import answer_with, runnable_agent
 from ..agents.cache import AgentCache
 from ..agents.registry import RUNNABLE_KINDS, AgentSpec
-from ..app_logic.live import answer_with, runnable_agent
 from ..data.records import QARecord
 from ..routers.base import Needs
 from ..routers.encoder import load_encoder

@@ -48,21 +48,20 @@ class TrainConfig:
 PAPER_CONFIG = TrainConfig(
     lr=1e-5, epochs=6, batch_size=128, dropout=0.1, warmup_ratio=0.1, weight_decay=1e-3, hidden=256
 )
-# Fast mode trains only a small head on frozen embeddings: larger steps (seconds on a CPU).
+# Fast mode trains only a small head on frozen embeddings: larger steps.
 FAST_CONFIG = TrainConfig()
 # The paper's rejector in fast mode: its classification head (linear) on the frozen embeddings,
 # fitted full batch with L-BFGS in the 256 principal directions of the standardized features
 # (folded back into a head over all of them). The SDL of a linear head with an L2 penalty is
 # convex, so a warm start from another cost setting converges to the same head in fewer
 # iterations. On the P2/P3 training articles the full-width head ran into the 200-iteration cap
-# (4–5.5 s per setting) and generalised worse (mean test TDL over the 7 β₁ points 0.41 vs 0.33 on
-# P2, 0.42 vs 0.34 on P3); at rank 256 it converges in 30–100 iterations, 0.2–0.5 s
-# (scripts/bench_engine.py measures it).
+# and generalised worse (mean test TDL over the 7 β₁ points 0.41 vs 0.33 on P2, 0.42 vs 0.34 on
+# P3); at rank 256 it converges in 30–100 iterations (scripts/bench_engine.py times it).
 SDL_FAST_CONFIG = TrainConfig(epochs=200, dropout=0.0, hidden=0, weight_decay=1e-3, solver="lbfgs", rank=256)
 
 # The post-hoc and cascade routers' error estimator: a 32-unit head on their few dozen answer
 # features, fitted full batch with L-BFGS (the same test figures as 15 AdamW epochs of the
-# 64-unit head, in about half the time; scripts/bench_engine.py measures both).
+# 64-unit head in fewer steps; scripts/bench_engine.py times both).
 POSTHOC_CONFIG = TrainConfig(epochs=80, dropout=0.0, hidden=32, weight_decay=1e-2, solver="lbfgs")
 
 SMALL_MODEL_PARAMS = 2_000_000  # a router head on fixed features, not a fine-tuned encoder
@@ -145,7 +144,7 @@ def _full_batch(model, n_train: int, batch_loss, config: TrainConfig, val_loss=N
     """L-BFGS on the whole training set (scipy's L-BFGS-B, torch computing the objective and its
     gradient), the objective plus ``weight_decay``/2 · ‖weights‖² (biases not penalised); at
     most ``config.epochs`` iterations. (scipy's solver, not ``torch.optim``: a first torch
-    optimizer imports torch's compiler, seconds of a dashboard's first view.)"""
+    optimizer imports torch's compiler, which a dashboard's first view would wait for.)"""
     from scipy.optimize import minimize
 
     idx = slice(None)  # the whole set as a view: no copy of the features per evaluation

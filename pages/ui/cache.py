@@ -4,7 +4,7 @@ Heavy objects (the prepared benchmark, fitted routers, the agent cache) are held
 process with ``st.cache_resource``; tables and figures are ``st.cache_data`` /
 ``st.cache_resource`` keyed by what determines them. The long waits before a cached object is
 there show a progress bar with the time left instead of a spinner: the dataset's embeddings
-(a background job, :mod:`l2d_core.app_logic.jobs`) and a router's fit (``pages.ui.progress``).
+(a background job, :mod:`l2d_core.background`) and a router's fit (``pages.ui.progress``).
 """
 
 from __future__ import annotations
@@ -15,14 +15,15 @@ from pathlib import Path
 
 import streamlit as st
 
+from l2d_core.agents.answering import answer_with
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.registry import get_agent, get_pool
 from l2d_core.app_logic.default_view import DefaultChoice, needs_embeddings
 from l2d_core.app_logic.default_view import default_router as pick_default
+from l2d_core.app_logic.embedding_job import embedding_key, start_embedding
 from l2d_core.app_logic.explorer import sweep_frame
-from l2d_core.app_logic.jobs import embedding_key, expected_duration, record_duration, start_embedding, status
-from l2d_core.app_logic.live import answer_with
 from l2d_core.app_logic.overview import agent_table
+from l2d_core.background import expected_duration, record_duration, status
 from l2d_core.evaluation.benchmark import Benchmark, embeddings_on_disk, prepare
 from l2d_core.evaluation.results import load_results
 from l2d_core.evaluation.validation import Ranked, rank_by_validation, waiting

@@ -1,4 +1,4 @@
-"""Progress bars of background jobs (``l2d_core.app_logic.jobs``), drawn from the job's own
+"""Progress bars of background jobs (``l2d_core.background``), drawn from the job's own
 progress file: a reload or a new tab shows the same job, and closing the tab stops nothing."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from typing import TypeVar
 
 import streamlit as st
 
-from l2d_core.app_logic.jobs import JobStatus, describe, timed
+from l2d_core.app_logic.job_words import describe, timed
+from l2d_core.background import JobStatus
 
 __all__ = ["job_bar", "wait_for", "Background", "timed_bar"]
 

@@ -13,7 +13,7 @@ import streamlit as st
 from l2d_core.agents import get_pool, list_pools
 from l2d_core.agents.read_in import import_agents
 from l2d_core.app_logic.default_view import DefaultChoice
-from l2d_core.app_logic.jobs import left_words
+from l2d_core.app_logic.job_words import left_words
 from l2d_core.data import DATASETS, DataFormatError
 from l2d_core.method.costs import CostConfig, InvalidCostError
 from l2d_core.routers.registry import router_ids, router_label

@@ -1,11 +1,13 @@
-"""Background jobs that outlive a page: a long computation runs in its own process and says how
-far it is in a progress file that any page, tab or server process reads back.
+"""Background jobs, the one mechanism for work in a process of its own (agents read in, the
+quick model's timing, router comparisons, embeddings): :func:`start`, :func:`status` (progress,
+one schema), :func:`cancel`, :func:`result`. A job outlives the page that started it and says how
+far it is in a progress file that any page, tab, server or parent process reads back.
 
 A job is a module-level function ``fn(report, **kwargs)`` named ``"package.module:function"``;
-:func:`start` runs it as ``python -m l2d_core.app_logic.jobs`` in a process session of its own,
+:func:`start` runs it as ``python -m l2d_core.background`` in a process session of its own,
 so that a closed browser tab, a page's rerun or a stopped server leave it running, and what it
-returns (a path) is kept. It calls ``report(done, total, current)`` as its work goes (and
-``report.stage(...)`` between stages); :func:`status` reads where it is.
+returns (a path, or any text) is kept. It calls ``report(done, total, current)`` as its work goes
+(and ``report.stage(...)`` between stages); :func:`status` reads where it is.
 
 The progress file ``<cache>/jobs/<key>.json`` is written whole and renamed into place (never
 half-written): ``state`` (running / done / failed), ``stage``, ``done``, ``total``, ``unit``,
@@ -21,6 +23,7 @@ import importlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -30,8 +33,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from ..paths import DEFAULT_ENCODER, PROJECT_ROOT, cache_dir, data_dir
-from ..stores import atomic_write_text
+from .paths import PROJECT_ROOT, cache_dir, data_dir
+from .stores import atomic_write_text
 
 __all__ = [
     "JobStatus",
@@ -40,16 +43,11 @@ __all__ = [
     "job_file",
     "start",
     "status",
-    "describe",
-    "duration",
-    "left_words",
-    "timed",
     "record_duration",
     "expected_duration",
-    "embedding_key",
-    "embedding_step",
-    "start_embedding",
-    "embed_dataset",
+    "JobFailedError",
+    "cancel",
+    "result",
 ]
 
 WRITE_EVERY_S = 0.5  # the most often a job rewrites its progress file (and always at a stage's end)
@@ -190,7 +188,7 @@ def start(key: str, target: str, kwargs: dict | None = None, title: str = "") ->
             "PYTHONPATH": os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p),
             "PYTHONUNBUFFERED": "1",
         }
-        cmd = [sys.executable, "-m", "l2d_core.app_logic.jobs", key, target, json.dumps(kwargs or {})]
+        cmd = [sys.executable, "-m", "l2d_core.background", key, target, json.dumps(kwargs or {})]
         with open(path.with_suffix(".log"), "w", encoding="utf-8") as log:
             proc = subprocess.Popen(
                 cmd,
@@ -210,13 +208,64 @@ def start(key: str, target: str, kwargs: dict | None = None, title: str = "") ->
     return status(key)
 
 
+class JobFailedError(RuntimeError):
+    """A job that failed, was cancelled or whose process stopped: ``error`` says why, in one line."""
+
+    def __init__(self, key: str, error: str):
+        super().__init__(f"job {key} failed: {error}")
+        self.key, self.error = key, error
+
+
+def cancel(key: str, grace_s: float = 5.0) -> JobStatus:
+    """Stop job ``key`` (its whole process group: SIGTERM, then SIGKILL after ``grace_s``) and
+    record it as failed, "cancelled"; a job that is not running is left as it is."""
+    with _lock(key):
+        now = status(key)
+        if not now.running:
+            return now
+        try:  # start()'s jobs lead their own process group; a command line's run is one process
+            kill = os.killpg if os.getpgid(now.pid) == now.pid else os.kill
+            kill(now.pid, signal.SIGTERM)
+            end = time.monotonic() + grace_s
+            while _alive(now.pid, now.pid_start) and time.monotonic() < end:
+                _reap()
+                time.sleep(0.05)
+            if _alive(now.pid, now.pid_start):
+                kill(now.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass  # ended meanwhile
+        proc = _PROCS.pop(key, None)
+        if proc is not None:
+            proc.wait()
+        doc = {**(_read(key) or {}), "state": "failed", "error": "cancelled", "left_s": None}
+        _write(job_file(key), {**doc, "updated_at": time.time()})
+    return status(key)
+
+
+def result(key: str, timeout: float | None = None, poll_s: float = 0.1) -> str | None:
+    """What job ``key`` returned, once it is done (waiting while it runs, at most ``timeout``
+    seconds: then TimeoutError); a failed, cancelled or stopped job raises
+    :class:`JobFailedError`, one never started LookupError."""
+    end = None if timeout is None else time.monotonic() + timeout
+    while (s := status(key)).running:
+        if end is not None and time.monotonic() > end:
+            raise TimeoutError(f"job {key} still runs after {timeout} s")
+        time.sleep(poll_s)
+    if s.state == "done":
+        return s.result
+    if s.state == "idle":
+        raise LookupError(f"no job {key} was started")
+    raise JobFailedError(key, s.error or "failed")
+
+
 class Reporter:
     """What a job's function is given: ``report(done, total, current, work=None)`` as its work
     goes (``work``: the share of the stage's work done, when items differ in cost — the time
     left follows it instead of the count), ``report.stage(name, unit, total)`` between stages."""
 
-    def __init__(self, key: str):
+    def __init__(self, key: str, first_stage: str = "Starting"):
         self.key, self.path = key, job_file(key)
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # a job not begun by start(): a command line's
         with _lock(key):  # held by start() until it has written the job's first record
             self.doc = _read(key) or {}
         now = time.time()
@@ -224,7 +273,7 @@ class Reporter:
         self.doc.update(state="running", pid=os.getpid(), pid_start=_start_ticks(os.getpid()))
         self.doc.update(started_at=self.started, result=None, error="")
         self._clock, self._written = now, 0.0
-        self.stage("Starting")
+        self.stage(first_stage)
 
     def _save(self, force: bool) -> None:
         now = time.time()
@@ -235,9 +284,10 @@ class Reporter:
             _write(self.path, self.doc)
         self._written = now
 
-    def stage(self, name: str, unit: str = "", total: int = 0) -> None:
-        """A new stage: its count starts at 0 and its clock now."""
-        self.doc.update(stage=name, unit=unit, total=int(total), done=0, current="", left_s=None)
+    def stage(self, name: str, unit: str = "", total: int = 0, current: str = "") -> None:
+        """A new stage (``current``: what it works on, if one thing): its count starts at 0 and
+        its clock now."""
+        self.doc.update(stage=name, unit=unit, total=int(total), done=0, current=current, left_s=None)
         self._clock = time.time()
         self._save(force=True)
 
@@ -276,44 +326,6 @@ def run(key: str, target: str, kwargs: dict) -> int:
     return 0
 
 
-def duration(seconds: float) -> str:
-    """A time span in words (pure).
-    >>> duration(42.4), duration(200), duration(3 * 3600 + 7 * 60)
-    ('42 s', '3 min 20 s', '3 h 7 min')
-    """
-    s = int(round(seconds))
-    if s < 90:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60} s" if s < 600 else f"{round(s / 60)} min"
-    return f"{s // 3600} h {s % 3600 // 60} min"
-
-
-def left_words(elapsed_s: float, done: int, total: int) -> str:
-    """Time left once ``done`` of ``total`` items took ``elapsed_s`` (pure); items of under a
-    second each were read back, not computed, and say nothing of the next.
-    >>> left_words(30.0, 3, 4), left_words(0.2, 1, 2)
-    ('about 10 s left', 'timing the next')
-    """
-    slow = done > 0 and elapsed_s >= done  # a second or more each
-    return f"about {duration(elapsed_s / done * (total - done))} left" if slow else "timing the next"
-
-
-def describe(s: JobStatus) -> str:
-    """A running job's progress in words: stage, items done of all, the item just done, time left.
-
-    >>> describe(JobStatus("k", "running", stage="Comparing routers", done=3, total=21,
-    ...          unit="routers", current="l2d-sdl", left_s=250.0))
-    'Comparing routers: l2d-sdl done (3 of 21 routers); about 4 min 10 s left'
-    """
-    if not s.total:
-        return f"{s.stage or 'Starting'}… ({duration(s.elapsed_s)} so far)"
-    counted = f"{s.done:,} of {s.total:,} {s.unit}"
-    counted = f"{s.current} done ({counted})" if s.current else counted
-    left = f"about {duration(s.left_s)} left" if s.left_s is not None else "timing the first items"
-    return f"{s.stage}: {counted}; {left}"
-
-
 # --- how long work that counts nothing took here: the time left of the next such work ---------
 
 
@@ -343,57 +355,6 @@ def expected_duration(kind: str, size: int) -> float | None:
         return float(last["seconds"]) * size / max(int(last["size"]), 1)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def timed(took_s: float, expected_s: float | None) -> tuple[float, str]:
-    """A bar's share and time left for work that counts nothing, from its expected duration.
-
-    >>> timed(3.0, 12.0), timed(3.0, None)
-    ((0.25, 'about 9 s left (timed here before)'), (0.0, '3 s so far (not timed on this machine yet)'))
-    """
-    if not expected_s:
-        return 0.0, f"{duration(took_s)} so far (not timed on this machine yet)"
-    left = duration(max(expected_s - took_s, 0.0))
-    return min(took_s / expected_s, 0.99), f"about {left} left (timed here before)"
-
-
-# --- the embedding job: every question and context of a dataset, once ---------------------------
-
-
-def embedding_key(dataset: str, encoder: str = DEFAULT_ENCODER, features: str = "separate") -> str:
-    return job_key("embeddings", dataset, encoder, features)
-
-
-def embedding_step(report: Reporter):
-    """An encoder's ``step(done, total, work)`` that reports as the stage "Embedding …"."""
-    started = []
-
-    def step(done: int, total: int, work: float) -> None:
-        if not started:
-            report.stage("Embedding the questions and contexts", "texts", total)
-            started.append(True)
-        report(done, total, work=work)
-
-    return step
-
-
-def embed_dataset(report: Reporter, dataset: str, encoder: str = DEFAULT_ENCODER, features: str = "separate"):
-    """The job: embed every question and context of ``dataset`` into the embedding cache (those
-    :func:`~l2d_core.evaluation.benchmark.embeddings_on_disk` checks), each batch kept as done."""
-    from ..data import load_dataset
-    from ..evaluation.benchmark import encoder_for
-    from ..routers.features import feature_texts
-
-    report.stage("Loading the encoder and the questions")
-    enc = encoder_for(encoder)
-    enc.embed(feature_texts(enc, list(load_dataset(dataset)), features), step=embedding_step(report))
-
-
-def start_embedding(dataset: str, encoder: str = DEFAULT_ENCODER, features: str = "separate") -> JobStatus:
-    """Start (or attach to) the embedding job of ``dataset``."""
-    kwargs = {"dataset": dataset, "encoder": encoder, "features": features}
-    title = f"Embedding the questions and contexts of {dataset}"
-    return start(embedding_key(dataset, encoder, features), f"{__name__}:embed_dataset", kwargs, title)
 
 
 if __name__ == "__main__":

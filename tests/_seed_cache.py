@@ -1,0 +1,112 @@
+"""Agent imports and embeddings reused across pytest runs, under a content key.
+
+Both are derived from the data files and a few modules alone: a builtin prediction file or log
+scored by the scoring code, a text embedded by the encoder (each embedding is stored under the
+encoder's fingerprint and the text already). So one folder per key — the sha256 of every data
+file and of the modules that make them (:data:`CODE`) — under ``L2D_TEST_SEED_DIR`` (default:
+the user's cache folder, never the project's ``cache/``) holds them for every later run:
+
+- ``embeddings/`` is shared live by every session (and every pytest-xdist worker) of that key:
+  computing embeddings takes its file lock, so a second worker waits, then finds them stored;
+- ``agents/<dataset>/<agent>`` holds builtin agents' imports: a session starts with a copy
+  (its own registrations stay its own) and gives back the builtin agents it imported anew.
+
+A changed data file or scoring module is another key: nothing stale is ever read."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+from filelock import FileLock
+
+ROOT = Path(__file__).resolve().parent.parent
+CODE = (
+    "l2d_core/qa",
+    "l2d_core/data",
+    "l2d_core/agents/builtin.json",
+    "l2d_core/agents/cache.py",
+    "l2d_core/agents/confidence.py",
+    "l2d_core/agents/outcome_log.py",
+    "l2d_core/agents/prediction_file.py",
+    "l2d_core/routers/encoder.py",
+)
+
+
+def seed_root() -> Path:
+    env = os.environ.get("L2D_TEST_SEED_DIR")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("l2d-qa-routing")) / "test-seed"
+
+
+def _files(path: Path):
+    if not path.is_dir():
+        return [path] if path.is_file() else []
+    return sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+
+
+def content_key(data_root: Path, code_root: Path = ROOT, code=CODE) -> str:
+    """The sha256 of every data file and every module of ``code`` (names and bytes), 16 digits."""
+    h = hashlib.sha256()
+    for base, paths in ((data_root, [data_root]), (code_root, [code_root / c for c in code])):
+        for p in (f for path in paths for f in _files(path)):
+            h.update(str(p.relative_to(base)).encode() + b"\0")
+            h.update(hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()[:16]
+
+
+def builtin_agents() -> set[str]:
+    """The builtin agents: their answers come from the data files and the scoring code alone."""
+    doc = json.loads((ROOT / "l2d_core" / "agents" / "builtin.json").read_text(encoding="utf-8"))
+    return {a["id"] for a in doc["agents"]}
+
+
+def seed(session_cache: Path, folder: Path) -> None:
+    """Start ``session_cache`` from the seed ``folder``: its embeddings shared, its agents copied."""
+    (folder / "embeddings").mkdir(parents=True, exist_ok=True)
+    (session_cache / "embeddings").symlink_to(folder / "embeddings", target_is_directory=True)
+    with FileLock(str(folder / "agents.lock"), timeout=600):
+        if (folder / "agents").is_dir():
+            shutil.copytree(folder / "agents", session_cache / "agents", dirs_exist_ok=True)
+
+
+def keep(session_cache: Path, folder: Path) -> list[str]:
+    """Give the seed ``folder`` the builtin agents this session imported that it lacks (each
+    copied whole, then renamed into place); returns them as ``dataset/agent``."""
+    kept, builtin = [], builtin_agents()
+    with FileLock(str(folder / "agents.lock"), timeout=600):
+        for store in sorted((session_cache / "agents").glob("*/*")):
+            target = folder / "agents" / store.parent.name / store.name
+            if store.name not in builtin or not store.is_dir() or target.exists():
+                continue
+            tmp = target.with_name(f".{store.name}.part")
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(store, tmp)
+            os.replace(tmp, target)
+            kept.append(f"{store.parent.name}/{store.name}")
+    return kept
+
+
+def lock_embedding(folder: Path):
+    """Wrap ``Encoder.embed`` so that embedding into the shared store takes its file lock (one
+    worker computes, the others wait and then read); returns the undo."""
+    from l2d_core.routers import encoder as enc
+
+    shared, plain = (folder / "embeddings").resolve(), enc.Encoder.embed
+    lock = FileLock(str(folder / "embeddings.lock"), timeout=-1)
+
+    def embed(self, texts, *args, **kwargs):
+        own = len(args) >= 3 or kwargs.get("store") is not None  # a store of the caller's
+        if not own and (Path(os.environ["L2D_CACHE_DIR"]) / "embeddings").resolve() == shared:
+            with lock:
+                return plain(self, texts, *args, **kwargs)
+        return plain(self, texts, *args, **kwargs)
+
+    enc.Encoder.embed = embed
+    return lambda: setattr(enc.Encoder, "embed", plain)
