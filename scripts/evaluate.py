@@ -24,8 +24,6 @@ import _bootstrap  # noqa: F401
 from l2d_core.agents.registry import builtin_pool_names
 from l2d_core.cli import add_cost_arguments, checked_budget, costs_from_arguments
 from l2d_core.data import DATASETS
-from l2d_core.evaluation.benchmark import BETA_POINTS, PRICE_POINTS, prepare
-from l2d_core.evaluation.comparison import evaluate_router
 from l2d_core.routers.registry import make_router, router_ids
 
 
@@ -123,6 +121,10 @@ def table(rows: list[dict], agents, setting: str = "β₁") -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    # imported once the arguments are read: --help loads neither torch nor the data
+    from l2d_core.evaluation.benchmark import BETA_POINTS, PRICE_POINTS, prepare
+    from l2d_core.evaluation.comparison import evaluate_router
+
     try:
         budget = checked_budget(args)
         if args.sweep and args.beta:

@@ -184,7 +184,7 @@ def test_each_dataset_has_its_own_quick_run_and_pool(real_data, fresh_cache, mon
         proc.kill()
         proc.wait()
     assert Q.quick_pool("squad20") == ("P3v2-quick", ("nlnet", "bert-single"))
-    offer = page_module._offer_text("squad20", None, None)
+    offer = page_module._offer_text("squad20", Q.Measurement("none"))
     assert "The new pool P3v2-quick routes between it, nlnet and bert-single." in offer
     assert "`python scripts/train_agent.py --dataset squad20`, which trains" in offer
     assert Q.quick_pool("hf-squad") is None and Q.QUICK.datasets() == ["squad11", "squad20"]

@@ -10,6 +10,10 @@ its classes with :func:`register`. The registry imports, in this order (the menu
 2. modules named in ``$L2D_ROUTERS`` (``os.pathsep``-separated module names or ``.py`` paths);
 3. modules of installed packages' entry points in the group ``l2d_core.routers``.
 
+A command's ``--help`` lists the routers without importing their modules (and torch with them):
+:func:`router_ids` without a benchmark reads an index kept on disk under a content key — every
+source file of this package, ``$L2D_ROUTERS`` and the entry points — written on first use.
+
 Single agents come with every pool as ``agent:<id>``. ``l2d-…`` routers may be named without
 their prefix (``sdl``, ``plugin``) where a short name is natural (the command line).
 """
@@ -17,8 +21,10 @@ their prefix (``sdl``, ``plugin``) where a short name is natural (the command li
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import importlib.util
+import json
 import os
 import sys
 from importlib.metadata import entry_points
@@ -139,15 +145,60 @@ def make_router(router_id: str, **params) -> Router:
 def router_ids(bench=None, embeddings: bool = True, on_request: bool = False) -> list[str]:
     """Registered routers (without those that read embeddings when ``embeddings`` is False, those
     run only where named unless ``on_request``, and with ``bench``, those that cannot run on its
-    pool), then ``agent:<id>`` for each agent of ``bench``'s pool."""
+    pool), then ``agent:<id>`` for each agent of ``bench``'s pool. Without ``bench``, read from
+    the index on disk when it is current (no router module is imported)."""
+    if bench is None:
+        known = _index().items()
+        return [r for r, (emb, asked) in known if (embeddings or not emb) and (on_request or not asked)]
     ids = [
         r
         for r, cls in routers().items()
         if (embeddings or not cls.reads_embeddings)
         and (on_request or not cls.on_request)
-        and (bench is None or cls.unavailable(bench) is None)
+        and cls.unavailable(bench) is None
     ]
-    return ids + ([AGENT_PREFIX + a for a in bench.test.agent_ids] if bench is not None else [])
+    return ids + [AGENT_PREFIX + a for a in bench.test.agent_ids]
+
+
+def _sources_key() -> str:
+    """What the registered routers are a pure function of: this package's source files, the
+    modules ``$L2D_ROUTERS`` names (and their files), and the installed entry points."""
+    h = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    extra = [spec.strip() for spec in os.environ.get(ROUTERS_ENV, "").split(os.pathsep) if spec.strip()]
+    files = sorted(here.rglob("*.py")) + [Path(x).expanduser().resolve() for x in extra if x.endswith(".py")]
+    for path in files:
+        h.update(str(path).encode())
+        h.update(path.read_bytes() if path.is_file() else b"-")
+    h.update(json.dumps([extra, list(_entry_point_modules())]).encode())
+    return h.hexdigest()
+
+
+def _index() -> dict[str, tuple[bool, bool]]:
+    """id → (reads embeddings, run only where named), from the index on disk when its key is
+    current, else from the imported modules (and the index is written). A process that imported
+    the router modules already reads them (routers registered in it since are listed too)."""
+    if _LOADED:
+        return {r: (bool(c.reads_embeddings), bool(c.on_request)) for r, c in routers().items()}
+    from ..paths import cache_dir
+
+    key = _sources_key()
+    path = cache_dir() / "router_index.json"
+    try:
+        stored = json.loads(path.read_text())
+        if stored.get("key") == key:
+            return {r: (bool(e), bool(a)) for r, e, a in stored["routers"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # none yet, or damaged: written again below
+    known = {r: (bool(c.reads_embeddings), bool(c.on_request)) for r, c in routers().items()}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"key": key, "routers": [[r, *v] for r, v in known.items()]}))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache: the index is only an optimisation
+    return known
 
 
 def router_label(router_id: str) -> str:
