@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 _HEIGHT = 360
+_EDGE = 8  # px between the axes' ends and the outermost data points of a sweep (a point's radius: 3)
 # A five-pointed star as an SVG path (Vega's own symbols have none): the current operating points.
 _STAR = (
     "M0,-1L0.22,-0.31L0.95,-0.31L0.36,0.12L0.59,0.81L0,0.38L-0.59,0.81L-0.36,0.12L-0.95,-0.31L-0.22,-0.31Z"
@@ -231,14 +232,20 @@ def sweep_charts(
     losses["curve"] = losses["curve"].map(_SWEEP_CURVES)
     routers = _order(frame["router"])
     by_router = alt.StrokeDash("router:N", sort=routers) if len(routers) > 1 else alt.Undefined
-    x_axis = alt.Axis(labelAngle=0) if ordinal else alt.Undefined
-    x_scale = alt.Undefined
+    # every point inside the axes: the scales reach _EDGE px past the data (no rounding outwards,
+    # which would add a negative λ), and the first and last x labels centred on their ticks
+    x_axis = alt.Axis(labelAngle=0) if ordinal else alt.Axis(format="~g", labelFlush=False)
+    x_scale = alt.Undefined if ordinal else alt.Scale(padding=_EDGE, nice=False, zero=False)
     if symlog:  # ticks at 0 and each decade from ``symlog`` up
         top, ticks = float(frame[x].max()), [0.0]
         while symlog * 10 ** (len(ticks) - 1) <= top * (1 + 1e-9):
             ticks.append(float(f"{symlog * 10 ** (len(ticks) - 1):.6g}"))
-        x_scale, x_axis = alt.Scale(type="symlog", constant=symlog), alt.Axis(values=ticks, format="~g")
+        x_scale = alt.Scale(type="symlog", constant=symlog, padding=_EDGE, nice=False, zero=False)
+        x_axis = alt.Axis(values=ticks, format="~g", labelFlush=False)
     x_enc = alt.X(f"{x}:{'O' if ordinal else 'Q'}", title=x_title, axis=x_axis, scale=x_scale)
+    y_scale = alt.Scale(padding=_EDGE, nice=False)
+    # shares: the axis runs from 0% to 100% whatever the data, values outside it drawn at its ends
+    share_scale = alt.Scale(domain=[0, 1], padding=_EDGE, nice=False, clamp=True)
 
     def lines(data: pd.DataFrame, y: alt.Y, color: alt.Color, dash=alt.Undefined) -> alt.Chart:
         tip = [c for c in data.columns if c != "router" or len(routers) > 1]
@@ -247,21 +254,23 @@ def sweep_charts(
 
     router_color = alt.Color("router:N", sort=routers, scale=color_scale(colors, routers))
     charts = {
-        f"EM vs {x_title}": lines(frame[[x, "router", "em"]], alt.Y("em:Q", title="EM %"), router_color),
+        f"EM vs {x_title}": lines(
+            frame[[x, "router", "em"]], alt.Y("em:Q", title="EM %", scale=y_scale), router_color
+        ),
         f"GFLOPs/EM vs {x_title}": lines(
             frame[[x, "router", "gflops_per_em"]],
-            alt.Y("gflops_per_em:Q", title="GFLOPs per EM point"),
+            alt.Y("gflops_per_em:Q", title="GFLOPs per EM point", scale=y_scale),
             router_color,
         ),
         f"Allocation vs {x_title}": lines(
             shares,
-            alt.Y("share:Q", title="share of questions", axis=alt.Axis(format=".0%")),
+            alt.Y("share:Q", title="share of questions", axis=alt.Axis(format=".0%"), scale=share_scale),
             alt.Color("agent:N", title="answered by", sort=_order(shares["agent"])),
             by_router,
         ),
         f"Loss vs random routing over {x_title}": lines(
             losses,
-            alt.Y("loss:Q", title="deferral loss per question"),
+            alt.Y("loss:Q", title="deferral loss per question", scale=y_scale),
             alt.Color("curve:N", title="policy", sort=list(_SWEEP_CURVES.values())),
             by_router,
         ),
