@@ -233,7 +233,7 @@ def test_report_figures_are_altair_charts(res):
     assert matched == {SDL}  # matched: the L2D routers only
     assert not {"small", "big"} & {r["label"] for r in rows}  # single agents are left out
     scale = tdl["layer"][0]["encoding"]["color"]["scale"]
-    assert dict(zip(scale["domain"], scale["range"]))["random (uniform)"] == "#000000"
+    assert dict(zip(scale["domain"], scale["range"]))["random (uniform)"] == R.REFERENCE_COLORS["random"]
     assert tdl["layer"][0]["encoding"]["strokeDash"]["title"] == "policy"
 
     em = specs["em_gflops_per_em_vs_beta"]

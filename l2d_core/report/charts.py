@@ -29,6 +29,8 @@ from .frames import TDL_CURVES
 
 __all__ = [
     "color_scale",
+    "legend",
+    "fit_width",
     "plane_chart",
     "allocation_chart",
     "sweep_charts",
@@ -38,6 +40,7 @@ __all__ = [
 ]
 
 _HEIGHT = 360
+_LEGEND_BESIDE = 10  # legend entries that fit beside a chart of the dashboard's height
 _EDGE = 8  # px between the axes' ends and the outermost data points of a sweep (a point's radius: 3)
 # A five-pointed star as an SVG path (Vega's own symbols have none): the current operating points.
 _STAR = (
@@ -58,6 +61,31 @@ _LEGEND_CHANNELS = ("color", "opacity", "shape", "size", "strokeDash", "strokeWi
 def _order(values) -> list:
     """Distinct values in the order they first appear (legend and axis order = the frame's)."""
     return list(dict.fromkeys(values))
+
+
+def legend(n: int, label_limit: int = 170, **kw) -> alt.Legend:
+    """A legend of ``n`` entries that shows them all: beside the plot while they fit its height,
+    else below it in columns (a legend beside the plot is cut at the chart's height, and the
+    dashboard's pages draw charts at a fixed height). ``kw``: any other legend property.
+
+    >>> legend(4).to_dict()
+    {'labelLimit': 170}
+    >>> legend(16).to_dict()
+    {'columns': 2, 'labelLimit': 260, 'orient': 'bottom', 'symbolLimit': 0}
+    """
+    if n <= _LEGEND_BESIDE:
+        return alt.Legend(labelLimit=label_limit, **kw)
+    return alt.Legend(orient="bottom", columns=2, labelLimit=max(label_limit, 260), symbolLimit=0, **kw)
+
+
+def fit_width(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
+    """A chart as wide as the page and as tall as its plot plus its legends (Streamlit's default
+    fits the whole chart, legends below included, into the plot's height, squashing the plot).
+
+    >>> fit_width(alt.Chart().mark_point()).to_dict()["autosize"]
+    {'contains': 'padding', 'type': 'fit-x'}
+    """
+    return chart.properties(autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
 
 
 def color_scale(colors: dict[str, str] | None, names=None) -> alt.Scale | alt.UndefinedType:
@@ -139,12 +167,12 @@ def plane_chart(
         title="agent or router",
         sort=_order(names),
         scale=color_scale(colors, names),
-        legend=alt.Legend(labelLimit=170),  # longer names end in "…" (a plot beside must stay wide)
+        legend=legend(len(_order(names))),  # beside: longer names end in "…" (the plot must stay wide)
     )
     line = (
         alt.Chart(hull.assign(line="zero router (mixing single agents)"))
         .mark_line(strokeDash=[3, 3], color="gray")
-        .encode(x=x, y=y, opacity=alt.Opacity("line:N", legend=alt.Legend(title=None, labelLimit=170)))
+        .encode(x=x, y=y, opacity=alt.Opacity("line:N", legend=legend(len(_order(names)), title=None)))
     )
     dots = (
         alt.Chart(marks)

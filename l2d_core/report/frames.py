@@ -27,8 +27,8 @@ __all__ = [
     "interval", "fmt_ci", "beta_key", "routers_of", "points_of", "is_agent", "our_routers",
     "beta_points", "beta_routers", "router_label", "router_kind", "router_colors", "agent_colors",
     "agent_em", "agent_gflops", "share_of", "point_gflops_per_em", "tdl_below",
-    "POINT_COLUMNS", "TDL_CURVES", "points_frame", "tdl_frame", "allocation_frame", "pgr_refs",
-    "pgr_frame",
+    "POINT_COLUMNS", "REFERENCE_COLORS", "TDL_CURVES", "points_frame", "tdl_frame", "allocation_frame",
+    "pgr_refs", "pgr_frame",
 ]
 # fmt: on
 
@@ -36,7 +36,9 @@ _PALETTE = (
     "#1f77b4 #d62728 #2ca02c #9467bd #8c564b #e377c2 #17becf #bcbd22 #ff7f0e #7f7f7f #393b79 #637939 "
     "#8c6d31 #843c39 #7b4173 #3182bd #e6550d #31a354"
 ).split()
-_FIXED_COLORS = {"oracle": "#000000", "zero": "#7f7f7f", "random": "#bdbdbd"}
+# the reference routers' colours, distinct from each other and from the palette (random: also the
+# uniform random policy of the TDL figure)
+REFERENCE_COLORS = {"oracle": "#000000", "zero": "#7f7f7f", "random": "#bdbdbd"}
 _AGENT_PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2")
 
 
@@ -120,8 +122,8 @@ def router_colors(results: dict) -> dict[str, str]:
     """One colour per router id, the same in every figure (reference routers in greys/black)."""
     out, i = {}, 0
     for rid in routers_of(results):
-        if rid in _FIXED_COLORS:
-            out[rid] = _FIXED_COLORS[rid]
+        if rid in REFERENCE_COLORS:
+            out[rid] = REFERENCE_COLORS[rid]
         else:
             out[rid] = _PALETTE[i % len(_PALETTE)]
             i += 1
