@@ -45,6 +45,7 @@ RULES = {
     "hand": "hand, per expert",
 }
 PRICE_MAX = 2.0  # the latency price slider's top (errors per second)
+BETA1_MAX = 1.0  # the β₁ slider's top
 DECIDE_BY = {"costs": "the cost setting", "share": "a share of expert calls", "gflops": "a GFLOPs budget"}
 X_TITLES = {"gflops": "β₁", "price": "λ (errors per TFLOP)", "latency": "λₛ (errors per second)"}
 
@@ -198,7 +199,7 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
             beta1 = beta_col.slider(
                 "β₁",
                 0.0,
-                1.0,
+                BETA1_MAX,
                 step=0.005,
                 format="%.3f",
                 key="beta1",
@@ -282,10 +283,11 @@ def results() -> None:
 
     sweep_rule = rule if rule in SWEEPS else "price"
     st.subheader(f"Sweep over {X_TITLES[sweep_rule]}")
-    points = sweep_points(sweep_rule, log_prices)
+    slider_end = {"price": price_end, "gflops": BETA1_MAX, "latency": PRICE_MAX}[sweep_rule]
+    points = sweep_points(sweep_rule, log_prices, end=slider_end)  # up to the slider's end
     symlog = None
-    if points == SWEEPS[sweep_rule][1]:
-        st.caption("The benchmark's points of the rule, α as set above.")
+    if sweep_rule != "price" or not log_prices:
+        st.caption("The benchmark's points of the rule up to the slider's end, α as set above.")
     else:
         symlog = points[1]
         st.caption(
