@@ -116,6 +116,11 @@ with shown_errors():
     routers = {rid: fitted_router(dataset, pool, rid) for rid in chosen}
 
 
+def follows_budget(decide_by: str) -> bool:
+    """Whether every router shown follows a budget (then β applies to none of them)."""
+    return decide_by != "costs" and all(getattr(r, "supports_budget", False) for r in routers.values())
+
+
 def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[float, ...]]:
     """The controls above the results: decide by costs or a budget, β's rule and value, α per
     expert. Returns the cost setting, the budget (or None), the rule and the α's."""
@@ -123,6 +128,7 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
     decide_by = decide_col.radio(
         "Decide by", list(DECIDE_BY), key="decide_by", format_func=DECIDE_BY.get, persist_state="session"
     )
+    off = follows_budget(decide_by)  # β applies to none of the routers: greyed out
     budget = None
     if decide_by == "share":
         share = decide_col.slider(  # kept for the session, as "Decide by" is: a visit elsewhere reset it
@@ -168,6 +174,7 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
         on_change=seed_betas,
         persist_state="session",
         horizontal=True,
+        disabled=off,
     )
     with shown_errors():
         if rule == "price":
@@ -181,6 +188,7 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
                     format_func=lambda v: f"{v:g}",
                     key="price",
                     persist_state="session",
+                    disabled=off,
                     help=price_help + " (the prices step evenly in log: each decade matters)",
                 )
             else:
@@ -192,6 +200,7 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
                     format="%.2f",
                     key="price",
                     persist_state="session",
+                    disabled=off,
                     help=price_help,
                 )
             costs = bench.price_costs(lam, alpha)
@@ -204,6 +213,7 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
                 format="%.3f",
                 key="beta1",
                 persist_state="session",
+                disabled=off,
                 help=f"what asking {experts[0]} costs, in errors per answer endpoint; the others follow "
                 "from their compute relative to it (the paper's rule)",
             )
@@ -216,6 +226,7 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
                 step=0.01,
                 key="latency_price",
                 persist_state="session",
+                disabled=off,
                 help=f"each expert costs λₛ × its extra mean latency over {bench.pool.main} on the training "
                 "articles, in seconds per query (as the agents' logs record them)",
             )
@@ -230,11 +241,16 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
                     format="%.4f",
                     key=f"beta_{j}",
                     persist_state="session",
+                    disabled=off,
                 )
                 for j, a in enumerate(experts, start=1)
             )
             costs = CostConfig(alpha, hand)
-        if rule != "hand":
+        if off:
+            beta_col.caption(
+                "Under the budget each router sets its own price, query by query: β does not apply here."
+            )
+        elif rule != "hand":
             beta_col.caption(" · ".join(f"β = {b:.4f} for {a}" for a, b in zip(experts, costs.beta)))
     return costs, budget, rule, alpha
 
@@ -315,7 +331,7 @@ def results() -> None:
         column = SWEEPS[sweep_rule][0]
         sweep_set = sweep_charts(pd.concat(frames, ignore_index=True), column, X_TITLES[sweep_rule], symlog)
         current = st.session_state[SWEEPS[sweep_rule][0]]
-        if rule != "hand":  # mark the current setting on the cached charts
+        if rule != "hand" and not follows_budget(st.session_state["decide_by"]):  # mark the setting
             sweep_set = charts.mark_setting(sweep_set, current)
         for col, chart in zip(st.columns(2) * 2, sweep_set.values()):
             col.altair_chart(chart, width="stretch")

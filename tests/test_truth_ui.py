@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 from l2d_core.method.costs import PRICE_TOP
 
 POOL, DATASET = "P2", "squad11"
+SWEEP_TITLES = ("EM vs", "GFLOPs/EM vs", "Allocation vs", "Loss vs")
 ROUTER = "l2d-cascade"  # no head to train per setting: its sweep draws at once
 
 
@@ -28,13 +29,14 @@ def run(name: str, **state) -> AppTest:
 
 
 def sweep_specs(at: AppTest) -> dict[str, list[dict]]:
-    """The cost explorer's sweep charts (layered with the current setting's rule) by title: the
-    rows of all their datasets."""
+    """The cost explorer's sweep charts (with the current setting's rule, when marked) by title:
+    the rows of all their datasets."""
     out = {}
     for chart in at.get("vega_lite_chart"):
         spec = json.loads(chart.proto.spec)
-        if "title" in spec.get("layer", [{}])[0]:
-            out[spec["layer"][0]["title"]] = dataset_rows(chart)
+        title = spec.get("title") or spec.get("layer", [{}])[0].get("title", "")
+        if title.startswith(SWEEP_TITLES):
+            out[title] = dataset_rows(chart)
     return out
 
 
@@ -66,3 +68,23 @@ def test_every_rules_sweep_reaches_its_sliders_end(real_data, rule, key, column)
     for title, spec in sweep_specs(at).items():
         drawn, marked = drawn_and_marked(spec, column)
         assert marked == [top] and max(drawn) == top, title
+
+
+def test_under_a_budget_the_cost_setting_is_greyed_out_and_unmarked(real_data):
+    at = run("cost_explorer", routers=[ROUTER], decide_by="share")
+    assert at.slider(key="price").disabled and at.radio(key="cost_rule").disabled
+    assert any("β does not apply" in c.value for c in at.caption)
+    assert any(c.value.startswith("Budget 20.0% of questions to an expert") for c in at.caption)
+    charts = sweep_specs(at)
+    assert charts and all(not drawn_and_marked(rows, "price")[1] for rows in charts.values())
+    # by costs again, the controls apply and the sweep marks the setting
+    at.radio(key="decide_by").set_value("costs").run()
+    assert not at.exception and not at.slider(key="price").disabled
+    assert all(drawn_and_marked(rows, "price")[1] for rows in sweep_specs(at).values())
+
+
+def test_routing_decisions_under_a_budget_lead_with_the_budget(real_data):
+    at = run("decisions", dec_router=ROUTER, budget=("share", 0.3), costs_pool=(DATASET, POOL))
+    said = [c.value for c in at.caption]
+    assert said[0].startswith("Budget 30.0% of questions to an expert"), said[:2]
+    assert not any(c.startswith("Cost setting") for c in said)

@@ -376,6 +376,10 @@ def budget_words(b: BudgetResult) -> str:
     ' It spends at most 150.0 GFLOPs per query.'
     >>> "from a threshold calibrated" in budget_words(b)   # a threshold follower's start
     True
+    >>> from dataclasses import replace
+    >>> "from a price of λ = 10,000 errors per TFLOP" in budget_words(replace(b, start=1e4,
+    ...     follower={"log_price": 4.0}))
+    True
     """
     if b.kind == "share":
         unit, what = "{:.1%}", "of questions to an expert"
@@ -387,7 +391,9 @@ def budget_words(b: BudgetResult) -> str:
     # a price follower's start is a price; a threshold follower's (a surcharge on calling an expert, a
     # doubt or a confidence, by router) is a threshold
     start = (
-        f"a price of λ = {b.start:.3g} errors per TFLOP"
+        f"a price of λ = {b.start:,.0f} errors per TFLOP"  # (not "1e+04")
+        if b.start >= 1000
+        else f"a price of λ = {b.start:.3g} errors per TFLOP"
         if "log_price" in (b.follower or {})
         else "a threshold"
     )
