@@ -88,3 +88,16 @@ def test_routing_decisions_under_a_budget_lead_with_the_budget(real_data):
     said = [c.value for c in at.caption]
     assert said[0].startswith("Budget 30.0% of questions to an expert"), said[:2]
     assert not any(c.startswith("Cost setting") for c in said)
+
+
+def test_a_large_starting_price_is_written_out():
+    from dataclasses import replace
+
+    from l2d_core.app_logic.explorer import budget_words
+    from l2d_core.evaluation.budget import BudgetResult
+
+    b = BudgetResult(
+        "share", 0.3, 0.41, 0.37, 0.3, 120.0, 0.302, (0.284, 0.32), 150.0, (140.0, 160.0), (0.0, 1.0)
+    )
+    said = budget_words(replace(b, start=1e4, follower={"log_price": 4.0}))
+    assert "from a price of λ = 10,000 errors per TFLOP" in said and "e+" not in said

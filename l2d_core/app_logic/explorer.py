@@ -301,9 +301,7 @@ SWEEPS = {  # rule → column, points
 }
 
 
-def sweep_points(
-    rule: str, log_prices: tuple[float, ...] | None = None, end: float | None = None
-) -> tuple[float, ...]:
+def sweep_points(rule: str, log_prices: tuple[float, ...] | None = None, end: float | None = None):
     """The settings a sweep shows: the BENCHMARK.md points of the rule, or, for the price rule on
     a pool whose price slider steps in log (``log_prices``: a remote LLM's, where the decisions
     change over decades), 0, the slider's stops at 1, 2 and 5 per decade, and its end — to be
@@ -376,10 +374,6 @@ def budget_words(b: BudgetResult) -> str:
     ' It spends at most 150.0 GFLOPs per query.'
     >>> "from a threshold calibrated" in budget_words(b)   # a threshold follower's start
     True
-    >>> from dataclasses import replace
-    >>> "from a price of λ = 10,000 errors per TFLOP" in budget_words(replace(b, start=1e4,
-    ...     follower={"log_price": 4.0}))
-    True
     """
     if b.kind == "share":
         unit, what = "{:.1%}", "of questions to an expert"
@@ -391,9 +385,8 @@ def budget_words(b: BudgetResult) -> str:
     # a price follower's start is a price; a threshold follower's (a surcharge on calling an expert, a
     # doubt or a confidence, by router) is a threshold
     start = (
-        f"a price of λ = {b.start:,.0f} errors per TFLOP"  # (not "1e+04")
-        if b.start >= 1000
-        else f"a price of λ = {b.start:.3g} errors per TFLOP"
+        (f"a price of λ = {b.start:,.0f}" if b.start >= 1000 else f"a price of λ = {b.start:.3g}")
+        + " errors per TFLOP"
         if "log_price" in (b.follower or {})
         else "a threshold"
     )
