@@ -74,13 +74,22 @@ if not files:
     )
     st.stop()
 mine = next((f for f in files if Path(f).parent.name == f"{dataset}-{pool}"), None)
-if mine is None:
-    st.info(f"No results for {dataset} {pool} yet (press the button above); other results are listed.")
-    mine = files[0]
 if st.session_state.get("cmp_file") not in files or st.session_state.get("cmp_for") != (dataset, pool):
-    st.session_state["cmp_file"] = mine  # a pool change shows that pool's results when there are any
+    st.session_state["cmp_file"] = mine  # a pool change shows that pool's results, or none
 st.session_state["cmp_for"] = (dataset, pool)
-path = st.selectbox("Results file", files, key="cmp_file", format_func=lambda f: Path(f).parent.name)
+path = st.selectbox(
+    "Results file",
+    files,
+    key="cmp_file",
+    format_func=lambda f: Path(f).parent.name,
+    placeholder="another pool's results",
+)
+if path is None:  # never another pool's results unasked: they would read as this pool's
+    st.info(
+        f"No results for {dataset} {pool} yet: press **Run comparison for this pool** above, or pick "
+        "another pool's results in the menu."
+    )
+    st.stop()
 with shown_errors():
     res = comparison_results(path, Path(path).stat().st_mtime)
 st.caption(
@@ -91,8 +100,8 @@ st.caption(
 )
 
 log_x = st.toggle("Log GFLOPs axis", key="cmp_log")
-figures = {"Cost–EM": report.cost_em_figure(res, log_x=log_x)}
-st.altair_chart(figures["Cost–EM"], key="cmp_plane", width="stretch")
+figures = {"Cost–EM": report.cost_em_figure(res, log_x=log_x)}  # (fit_width: legends below, uncut)
+st.altair_chart(report.fit_width(figures["Cost–EM"]), key="cmp_plane", width="stretch")
 
 st.subheader("AIQ and APGR")
 summary = report.summary_frame(res)
@@ -107,12 +116,12 @@ st.dataframe(
 )
 fig_pgr = report.pgr_figure(res)
 if fig_pgr is not None:
-    st.altair_chart(fig_pgr, key="cmp_pgr", width="stretch")
+    st.altair_chart(report.fit_width(fig_pgr), key="cmp_pgr", width="stretch")
     figures["PGR"] = fig_pgr
 
 st.subheader("TDL vs β₁")
 figures["TDL vs β₁"] = report.tdl_figure(res)
-st.altair_chart(figures["TDL vs β₁"], key="cmp_tdl", width="stretch")
+st.altair_chart(report.fit_width(figures["TDL vs β₁"]), key="cmp_tdl", width="stretch")
 st.download_button(
     "Download plots (HTML, works offline)",
     report.figures_html(figures, f"Router comparison {Path(path).parent.name}"),

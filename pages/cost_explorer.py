@@ -45,6 +45,7 @@ RULES = {
     "hand": "hand, per expert",
 }
 PRICE_MAX = 2.0  # the latency price slider's top (errors per second)
+BETA1_MAX = 1.0  # the β₁ slider's top
 DECIDE_BY = {"costs": "the cost setting", "share": "a share of expert calls", "gflops": "a GFLOPs budget"}
 X_TITLES = {"gflops": "β₁", "price": "λ (errors per TFLOP)", "latency": "λₛ (errors per second)"}
 
@@ -115,6 +116,11 @@ with shown_errors():
     routers = {rid: fitted_router(dataset, pool, rid) for rid in chosen}
 
 
+def follows_budget(decide_by: str) -> bool:
+    """Whether every router shown follows a budget (then β applies to none of them)."""
+    return decide_by != "costs" and all(getattr(r, "supports_budget", False) for r in routers.values())
+
+
 def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[float, ...]]:
     """The controls above the results: decide by costs or a budget, β's rule and value, α per
     expert. Returns the cost setting, the budget (or None), the rule and the α's."""
@@ -122,6 +128,7 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
     decide_by = decide_col.radio(
         "Decide by", list(DECIDE_BY), key="decide_by", format_func=DECIDE_BY.get, persist_state="session"
     )
+    off = follows_budget(decide_by)  # β applies to none of the routers: greyed out
     budget = None
     if decide_by == "share":
         share = decide_col.slider(  # kept for the session, as "Decide by" is: a visit elsewhere reset it
@@ -167,6 +174,7 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
         on_change=seed_betas,
         persist_state="session",
         horizontal=True,
+        disabled=off,
     )
     with shown_errors():
         if rule == "price":
@@ -180,6 +188,7 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
                     format_func=lambda v: f"{v:g}",
                     key="price",
                     persist_state="session",
+                    disabled=off,
                     help=price_help + " (the prices step evenly in log: each decade matters)",
                 )
             else:
@@ -191,6 +200,7 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
                     format="%.2f",
                     key="price",
                     persist_state="session",
+                    disabled=off,
                     help=price_help,
                 )
             costs = bench.price_costs(lam, alpha)
@@ -198,11 +208,12 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
             beta1 = beta_col.slider(
                 "β₁",
                 0.0,
-                1.0,
+                BETA1_MAX,
                 step=0.005,
                 format="%.3f",
                 key="beta1",
                 persist_state="session",
+                disabled=off,
                 help=f"what asking {experts[0]} costs, in errors per answer endpoint; the others follow "
                 "from their compute relative to it (the paper's rule)",
             )
@@ -215,6 +226,7 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
                 step=0.01,
                 key="latency_price",
                 persist_state="session",
+                disabled=off,
                 help=f"each expert costs λₛ × its extra mean latency over {bench.pool.main} on the training "
                 "articles, in seconds per query (as the agents' logs record them)",
             )
@@ -229,11 +241,16 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
                     format="%.4f",
                     key=f"beta_{j}",
                     persist_state="session",
+                    disabled=off,
                 )
                 for j, a in enumerate(experts, start=1)
             )
             costs = CostConfig(alpha, hand)
-        if rule != "hand":
+        if off:
+            beta_col.caption(
+                "Under the budget each router sets its own price, query by query: β does not apply here."
+            )
+        elif rule != "hand":
             beta_col.caption(" · ".join(f"β = {b:.4f} for {a}" for a, b in zip(experts, costs.beta)))
     return costs, budget, rule, alpha
 
@@ -282,10 +299,11 @@ def results() -> None:
 
     sweep_rule = rule if rule in SWEEPS else "price"
     st.subheader(f"Sweep over {X_TITLES[sweep_rule]}")
-    points = sweep_points(sweep_rule, log_prices)
+    slider_end = {"price": price_end, "gflops": BETA1_MAX, "latency": PRICE_MAX}[sweep_rule]
+    points = sweep_points(sweep_rule, log_prices, end=slider_end)  # up to the slider's end
     symlog = None
-    if points == SWEEPS[sweep_rule][1]:
-        st.caption("The benchmark's points of the rule, α as set above.")
+    if sweep_rule != "price" or not log_prices:
+        st.caption("The benchmark's points of the rule up to the slider's end, α as set above.")
     else:
         symlog = points[1]
         st.caption(
@@ -313,7 +331,7 @@ def results() -> None:
         column = SWEEPS[sweep_rule][0]
         sweep_set = sweep_charts(pd.concat(frames, ignore_index=True), column, X_TITLES[sweep_rule], symlog)
         current = st.session_state[SWEEPS[sweep_rule][0]]
-        if rule != "hand":  # mark the current setting on the cached charts
+        if rule != "hand" and not follows_budget(st.session_state["decide_by"]):  # mark the setting
             sweep_set = charts.mark_setting(sweep_set, current)
         for col, chart in zip(st.columns(2) * 2, sweep_set.values()):
             col.altair_chart(chart, width="stretch")

@@ -46,13 +46,14 @@ with shown_errors():
     view = router_view(bench, router, costs, budget)
     df = decisions_frame(bench, view)
 agents = list(bench.test.agent_ids)
-st.caption(
-    f"Cost setting of the cost explorer: α = ({', '.join(f'{a:g}' for a in costs.alpha)}), "
-    f"β = ({', '.join(f'{b:.4g}' for b in costs.beta)}) for experts {', '.join(agents[1:])}."
-)
-if view.budget is not None:
+if view.budget is not None:  # the budget's own figures; the cost setting's β does not apply
     st.caption(budget_words(view.budget))
-elif budget is not None:
+else:
+    st.caption(
+        f"Cost setting of the cost explorer: α = ({', '.join(f'{a:g}' for a in costs.alpha)}), "
+        f"β = ({', '.join(f'{b:.4g}' for b in costs.beta)}) for experts {', '.join(agents[1:])}."
+    )
+if view.budget is None and budget is not None:
     st.caption(
         "This router has no error estimates to follow the cost explorer's budget with: shown at the costs."
     )

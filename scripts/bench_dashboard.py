@@ -321,7 +321,7 @@ def sessions_in_browser(n_sessions: int, n_moves: int, log_path: Path) -> tuple[
     async def run(base: str) -> tuple[list, list, list]:
         async with async_playwright() as pw:
             if not Path(CHROMIUM).is_file():
-                raise FileNotFoundError(f"{CHROMIUM} not found: apt-get install -y chromium chromium-driver")
+                raise FileNotFoundError(f"{CHROMIUM} not found: bash scripts/install_system_deps.sh")
             browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
             try:
                 alone = []  # a session alone on the warmed server: the page's own weight

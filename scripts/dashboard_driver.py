@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"  # Debian packages chromium + chromium-driver; never `playwright install`
+CHROMIUM = "/usr/bin/chromium"  # Debian package chromium, launched by playwright; never `playwright install`
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -125,7 +125,7 @@ def _tail(path: Path, n: int = 40) -> str:
 def launch_chromium(playwright):
     """Headless Debian chromium (the browser playwright downloads is never used)."""
     if not Path(CHROMIUM).is_file():
-        raise FileNotFoundError(f"{CHROMIUM} not found: apt-get install -y chromium chromium-driver")
+        raise FileNotFoundError(f"{CHROMIUM} not found: bash scripts/install_system_deps.sh")
     return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
 
 

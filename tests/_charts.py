@@ -15,3 +15,13 @@ def chart_rows(chart) -> list[dict]:
         return spec["datasets"][spec["data"]["name"]]
     data = chart.proto.datasets[0].data.data
     return pa.ipc.open_stream(data).read_all().to_pandas().to_dict("records")
+
+
+def dataset_rows(chart) -> list[dict]:
+    """The rows of every dataset of an AppTest ``vega_lite_chart`` element, one list (a layered
+    chart's layers each have their own)."""
+    spec = json.loads(chart.proto.spec)
+    rows = [r for d in spec.get("datasets", {}).values() for r in d]
+    for d in chart.proto.datasets:
+        rows += pa.ipc.open_stream(d.data.data).read_all().to_pandas().to_dict("records")
+    return rows

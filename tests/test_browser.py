@@ -1,6 +1,6 @@
 """The dashboard in a real browser: ``streamlit run app.py`` driven by Debian's chromium.
 
-Needs the Debian packages ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them) and
+Needs the Debian package ``chromium`` (``.ci/run`` installs it; playwright launches it, no WebDriver) and
 the ``playwright`` Python package (requirements-dev.txt; its own browser download is never
 used). Missing either is a failure, not a skip. The server inherits the session's
 ``L2D_CACHE_DIR``; the embeddings of the default benchmark are computed into it before the
@@ -64,7 +64,7 @@ def default_price() -> float:
 @pytest.fixture
 def browser():
     if not Path(bd.CHROMIUM).is_file():
-        pytest.fail(f"{bd.CHROMIUM} is missing: apt-get install -y chromium chromium-driver (.ci/run does)")
+        pytest.fail(f"{bd.CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

@@ -330,11 +330,15 @@ def test_comparison_page_without_results_then_run(p2_results, tmp_path, monkeypa
     at.run()
     assert not at.exception, at.exception
     assert any("No results yet" in i.value for i in at.info)
-    # a saved results file is listed and drawn
+    # a saved results file of another pool is listed, not drawn unasked; picked, it is drawn
     save_results(p2_results, tmp_path / "saved-P2")
     at.run()
     assert not at.exception, at.exception
     assert at.selectbox(key="cmp_file").options == ["saved-P2"]  # labelled by folder name
+    assert at.selectbox(key="cmp_file").value is None and not at.get("vega_lite_chart")
+    assert any("No results for squad11 P2 yet" in i.value for i in at.info)
+    at.selectbox(key="cmp_file").set_value(str(tmp_path / "saved-P2" / "results.json")).run()
+    assert not at.exception, at.exception
     assert set(at.dataframe[0].value["router"]) == set(p2_results["routers"])
     assert len(at.get("vega_lite_chart")) == 3 and not at.get("plotly_chart")  # cost–EM, PGR, TDL
     assert len(at.get("download_button")) == 1

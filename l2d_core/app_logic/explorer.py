@@ -301,21 +301,27 @@ SWEEPS = {  # rule → column, points
 }
 
 
-def sweep_points(rule: str, log_prices: tuple[float, ...] | None = None) -> tuple[float, ...]:
+def sweep_points(rule: str, log_prices: tuple[float, ...] | None = None, end: float | None = None):
     """The settings a sweep shows: the BENCHMARK.md points of the rule, or, for the price rule on
     a pool whose price slider steps in log (``log_prices``: a remote LLM's, where the decisions
     change over decades), 0, the slider's stops at 1, 2 and 5 per decade, and its end — to be
-    drawn on a symlog axis; every point is a stop of the slider.
+    drawn on a symlog axis; every point is a stop of the slider. ``end``: the slider's top, added
+    where the points stop short of it (the sweep covers every setting the slider offers, the
+    default among them).
 
     >>> sweep_points("price") == SWEEPS["price"][1]
     True
+    >>> sweep_points("price", end=2.0)[-3:]
+    (0.5, 1.0, 2.0)
     >>> sweep_points("price", (0.0, 0.0015, 0.002, 0.003, 0.005, 0.007, 0.01, 0.015))
     (0.0, 0.002, 0.005, 0.01, 0.015)
     """
     if rule != "price" or not log_prices:
-        return SWEEPS[rule][1]
-    keep = [p for p in log_prices[1:] if f"{p:.1e}"[:3] in ("1.0", "2.0", "5.0")]
-    return (0.0, *keep, *([log_prices[-1]] if not keep or keep[-1] != log_prices[-1] else []))
+        points = SWEEPS[rule][1]
+    else:
+        keep = [p for p in log_prices[1:] if f"{p:.1e}"[:3] in ("1.0", "2.0", "5.0")]
+        points = (0.0, *keep, *([log_prices[-1]] if not keep or keep[-1] != log_prices[-1] else []))
+    return points + ((float(end),) if end is not None and end > points[-1] * (1 + 1e-9) else ())
 
 
 def sweep_frame(
@@ -379,7 +385,8 @@ def budget_words(b: BudgetResult) -> str:
     # a price follower's start is a price; a threshold follower's (a surcharge on calling an expert, a
     # doubt or a confidence, by router) is a threshold
     start = (
-        f"a price of λ = {b.start:.3g} errors per TFLOP"
+        (f"a price of λ = {b.start:,.0f}" if b.start >= 1000 else f"a price of λ = {b.start:.3g}")
+        + " errors per TFLOP"
         if "log_price" in (b.follower or {})
         else "a threshold"
     )

@@ -29,6 +29,8 @@ from .frames import TDL_CURVES
 
 __all__ = [
     "color_scale",
+    "legend",
+    "fit_width",
     "plane_chart",
     "allocation_chart",
     "sweep_charts",
@@ -38,6 +40,8 @@ __all__ = [
 ]
 
 _HEIGHT = 360
+_LEGEND_BESIDE = 10  # legend entries that fit beside a chart of the dashboard's height
+_EDGE = 8  # px between the axes' ends and the outermost data points of a sweep (a point's radius: 3)
 # A five-pointed star as an SVG path (Vega's own symbols have none): the current operating points.
 _STAR = (
     "M0,-1L0.22,-0.31L0.95,-0.31L0.36,0.12L0.59,0.81L0,0.38L-0.59,0.81L-0.36,0.12L-0.95,-0.31L-0.22,-0.31Z"
@@ -57,6 +61,31 @@ _LEGEND_CHANNELS = ("color", "opacity", "shape", "size", "strokeDash", "strokeWi
 def _order(values) -> list:
     """Distinct values in the order they first appear (legend and axis order = the frame's)."""
     return list(dict.fromkeys(values))
+
+
+def legend(n: int, label_limit: int = 170, **kw) -> alt.Legend:
+    """A legend of ``n`` entries that shows them all: beside the plot while they fit its height,
+    else below it in columns (a legend beside the plot is cut at the chart's height, and the
+    dashboard's pages draw charts at a fixed height). ``kw``: any other legend property.
+
+    >>> legend(4).to_dict()
+    {'labelLimit': 170}
+    >>> legend(16).to_dict()
+    {'columns': 2, 'labelLimit': 260, 'orient': 'bottom', 'symbolLimit': 0}
+    """
+    if n <= _LEGEND_BESIDE:
+        return alt.Legend(labelLimit=label_limit, **kw)
+    return alt.Legend(orient="bottom", columns=2, labelLimit=max(label_limit, 260), symbolLimit=0, **kw)
+
+
+def fit_width(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
+    """A chart as wide as the page and as tall as its plot plus its legends (Streamlit's default
+    fits the whole chart, legends below included, into the plot's height, squashing the plot).
+
+    >>> fit_width(alt.Chart().mark_point()).to_dict()["autosize"]
+    {'contains': 'padding', 'type': 'fit-x'}
+    """
+    return chart.properties(autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
 
 
 def color_scale(colors: dict[str, str] | None, names=None) -> alt.Scale | alt.UndefinedType:
@@ -138,12 +167,12 @@ def plane_chart(
         title="agent or router",
         sort=_order(names),
         scale=color_scale(colors, names),
-        legend=alt.Legend(labelLimit=170),  # longer names end in "…" (a plot beside must stay wide)
+        legend=legend(len(_order(names))),  # beside: longer names end in "…" (the plot must stay wide)
     )
     line = (
         alt.Chart(hull.assign(line="zero router (mixing single agents)"))
         .mark_line(strokeDash=[3, 3], color="gray")
-        .encode(x=x, y=y, opacity=alt.Opacity("line:N", legend=alt.Legend(title=None, labelLimit=170)))
+        .encode(x=x, y=y, opacity=alt.Opacity("line:N", legend=legend(len(_order(names)), title=None)))
     )
     dots = (
         alt.Chart(marks)
@@ -231,14 +260,20 @@ def sweep_charts(
     losses["curve"] = losses["curve"].map(_SWEEP_CURVES)
     routers = _order(frame["router"])
     by_router = alt.StrokeDash("router:N", sort=routers) if len(routers) > 1 else alt.Undefined
-    x_axis = alt.Axis(labelAngle=0) if ordinal else alt.Undefined
-    x_scale = alt.Undefined
+    # every point inside the axes: the scales reach _EDGE px past the data (no rounding outwards,
+    # which would add a negative λ), and the first and last x labels centred on their ticks
+    x_axis = alt.Axis(labelAngle=0) if ordinal else alt.Axis(format="~g", labelFlush=False)
+    x_scale = alt.Undefined if ordinal else alt.Scale(padding=_EDGE, nice=False, zero=False)
     if symlog:  # ticks at 0 and each decade from ``symlog`` up
         top, ticks = float(frame[x].max()), [0.0]
         while symlog * 10 ** (len(ticks) - 1) <= top * (1 + 1e-9):
             ticks.append(float(f"{symlog * 10 ** (len(ticks) - 1):.6g}"))
-        x_scale, x_axis = alt.Scale(type="symlog", constant=symlog), alt.Axis(values=ticks, format="~g")
+        x_scale = alt.Scale(type="symlog", constant=symlog, padding=_EDGE, nice=False, zero=False)
+        x_axis = alt.Axis(values=ticks, format="~g", labelFlush=False)
     x_enc = alt.X(f"{x}:{'O' if ordinal else 'Q'}", title=x_title, axis=x_axis, scale=x_scale)
+    y_scale = alt.Scale(padding=_EDGE, nice=False)
+    # shares: the axis runs from 0% to 100% whatever the data, values outside it drawn at its ends
+    share_scale = alt.Scale(domain=[0, 1], padding=_EDGE, nice=False, clamp=True)
 
     def lines(data: pd.DataFrame, y: alt.Y, color: alt.Color, dash=alt.Undefined) -> alt.Chart:
         tip = [c for c in data.columns if c != "router" or len(routers) > 1]
@@ -247,21 +282,23 @@ def sweep_charts(
 
     router_color = alt.Color("router:N", sort=routers, scale=color_scale(colors, routers))
     charts = {
-        f"EM vs {x_title}": lines(frame[[x, "router", "em"]], alt.Y("em:Q", title="EM %"), router_color),
+        f"EM vs {x_title}": lines(
+            frame[[x, "router", "em"]], alt.Y("em:Q", title="EM %", scale=y_scale), router_color
+        ),
         f"GFLOPs/EM vs {x_title}": lines(
             frame[[x, "router", "gflops_per_em"]],
-            alt.Y("gflops_per_em:Q", title="GFLOPs per EM point"),
+            alt.Y("gflops_per_em:Q", title="GFLOPs per EM point", scale=y_scale),
             router_color,
         ),
         f"Allocation vs {x_title}": lines(
             shares,
-            alt.Y("share:Q", title="share of questions", axis=alt.Axis(format=".0%")),
+            alt.Y("share:Q", title="share of questions", axis=alt.Axis(format=".0%"), scale=share_scale),
             alt.Color("agent:N", title="answered by", sort=_order(shares["agent"])),
             by_router,
         ),
         f"Loss vs random routing over {x_title}": lines(
             losses,
-            alt.Y("loss:Q", title="deferral loss per question"),
+            alt.Y("loss:Q", title="deferral loss per question", scale=y_scale),
             alt.Color("curve:N", title="policy", sort=list(_SWEEP_CURVES.values())),
             by_router,
         ),

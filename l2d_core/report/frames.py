@@ -28,8 +28,8 @@ __all__ = [
     "beta_points", "beta_routers", "router_label", "router_role", "with_role", "NO_ALLOCATION",
     "router_kind", "router_colors", "agent_colors",
     "agent_em", "agent_gflops", "share_of", "point_gflops_per_em", "tdl_below",
-    "POINT_COLUMNS", "TDL_CURVES", "points_frame", "tdl_frame", "allocation_frame", "pgr_refs",
-    "pgr_frame",
+    "POINT_COLUMNS", "REFERENCE_COLORS", "TDL_CURVES", "points_frame", "tdl_frame", "allocation_frame",
+    "pgr_refs", "pgr_frame",
 ]
 # fmt: on
 
@@ -37,7 +37,9 @@ _PALETTE = (
     "#1f77b4 #d62728 #2ca02c #9467bd #8c564b #e377c2 #17becf #bcbd22 #ff7f0e #7f7f7f #393b79 #637939 "
     "#8c6d31 #843c39 #7b4173 #3182bd #e6550d #31a354"
 ).split()
-_ROLE_COLORS = {"bound": "#000000", "floor": "#7f7f7f", "chance": "#bdbdbd"}  # the references'
+# the reference routers' colours by role, distinct from each other and from the palette (chance:
+# the random router, also the uniform random policy of the TDL figure)
+REFERENCE_COLORS = {"bound": "#000000", "floor": "#7f7f7f", "chance": "#bdbdbd"}
 # routers that draw no learned allocation: random allocation and the zero router
 NO_ALLOCATION = ("chance", "floor")
 _AGENT_PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2")
@@ -118,8 +120,8 @@ def router_colors(results: Results) -> dict[str, str]:
     """One colour per router id, the same in every figure (reference routers in greys/black)."""
     out, i = {}, 0
     for rid in routers_of(results):
-        if router_role(rid) in _ROLE_COLORS:
-            out[rid] = _ROLE_COLORS[router_role(rid)]
+        if router_role(rid) in REFERENCE_COLORS:
+            out[rid] = REFERENCE_COLORS[router_role(rid)]
         else:
             out[rid] = _PALETTE[i % len(_PALETTE)]
             i += 1

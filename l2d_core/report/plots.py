@@ -20,8 +20,9 @@ import pandas as pd
 
 from ..evaluation import metrics as M
 from ..evaluation.results import Results
-from .charts import charts_html, color_scale, plane_chart, sweep_charts
+from .charts import charts_html, color_scale, legend, plane_chart, sweep_charts
 from .frames import (
+    REFERENCE_COLORS,
     TDL_CURVES,
     agent_colors,
     allocation_frame,
@@ -103,8 +104,8 @@ def cost_em_figure(results: Results, log_x: bool = True) -> alt.LayerChart:
 
 def tdl_figure(results: Results) -> alt.LayerChart:
     """TDL over β₁ per router (the zero router: the best single agent's), colour by router, dash
-    by policy: the router's own, uniform random allocation (black) and, for the L2D routers,
-    random allocation with the router's own shares — the paper's Fig. 2."""
+    by policy: the router's own, uniform random allocation (the random router's grey) and, for the
+    L2D routers, random allocation with the router's own shares — the paper's Fig. 2."""
     t = tdl_frame(results)
     own = (
         (t["curve"] == TDL_CURVES["router"])
@@ -118,11 +119,14 @@ def tdl_figure(results: Results) -> alt.LayerChart:
     )
     t = t[keep].assign(width=lambda d: d["kind"].map({"ours": 3.0, "reference": 2.5}).fillna(1.5))
     t = t.drop(columns=["router", "kind"])
-    colors = {**_label_colors(results), TDL_CURVES["uniform"]: "#000000"}
+    colors = {**_label_colors(results), TDL_CURVES["uniform"]: REFERENCE_COLORS["chance"]}
     x = alt.X("beta:O", title=_BETA_TITLE, sort=_betas(t["beta"]), axis=alt.Axis(labelAngle=0))
     y = alt.Y("tdl:Q", title="mean TDL (lower is better)", scale=alt.Scale(zero=False))
     color = alt.Color(
-        "label:N", title="router", scale=color_scale(colors, t["label"]), legend=alt.Legend(labelLimit=320)
+        "label:N",
+        title="router",
+        scale=color_scale(colors, t["label"]),
+        legend=legend(t["label"].nunique(), 320),
     )
     dash = alt.StrokeDash(
         "curve:N",
@@ -248,7 +252,7 @@ def pgr_figure(results: Results) -> alt.LayerChart | None:
     x = x.scale(domain=[0, 1])
     y = alt.Y("pgr:Q", title=f"PGR (EM between {weak} and {strong})")
     color = alt.Color(
-        "label:N", title="router", scale=color_scale(colors, names), legend=alt.Legend(labelLimit=320)
+        "label:N", title="router", scale=color_scale(colors, names), legend=legend(len(set(names)), 320)
     )
     diag = pd.DataFrame({"share": [0.0, 1.0], "pgr": [0.0, 1.0], "label": diag_name})
     tip = [

@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..evaluation import metrics as M
 from ..evaluation.results import Results
-from .charts import color_scale
+from .charts import color_scale, legend
 from .frames import (
     beta_key,
     beta_points,
@@ -85,7 +85,7 @@ def request_accuracy_figure(results: Results) -> alt.LayerChart | None:
     x = x.axis(format=".0%").scale(domain=[0, 1])
     y = alt.Y("em:Q", title="accuracy (EM, %)").scale(zero=False)
     color = alt.Color(
-        "label:N", title="router", scale=color_scale(colors, names), legend=alt.Legend(labelLimit=320)
+        "label:N", title="router", scale=color_scale(colors, names), legend=legend(len(set(names)), 320)
     )
     tip = [
         alt.Tooltip("label:N", title="router"),
