@@ -187,8 +187,8 @@ def _said(raw: bytes, content_type: str) -> str:
     first characters."""
     text = raw[:4096].decode("utf-8", "replace")
     try:
-        doc = json.loads(text)
-    except ValueError:
+        doc = safe_json.loads(text)
+    except ValueError:  # not JSON, or nested past the bound
         doc = None
     if isinstance(doc, dict):
         inner = doc.get("error") if isinstance(doc.get("error"), dict) else doc
