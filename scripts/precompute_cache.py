@@ -63,6 +63,7 @@ import _bootstrap  # noqa: F401
 
 from l2d_core.agents import AgentSpec, get_agent, register_agent
 from l2d_core.agents.cache import AgentCache
+from l2d_core.agents.confidence import check_confidence_file
 from l2d_core.agents.endpoint import EndpointError
 from l2d_core.agents.measured import agent_gflops
 from l2d_core.agents.outcome_log import LOG_KINDS
@@ -171,6 +172,8 @@ def check_path(spec: AgentSpec) -> None:
         if not spec.path or not spec.resolved_path().is_file():
             what = "prediction file" if spec.kind == "prediction_file" else "outcome log"
             raise FileNotFoundError(f"agent {spec.id}: {what} {spec.resolved_path()} not found")
+        if spec.kind == "prediction_file":
+            check_confidence_file(spec)  # its confidence file too, as it is registered
         return
     p = spec.path
     if not p:
@@ -202,6 +205,8 @@ def launcher_shard(args) -> tuple[int, int, str | None]:
 
 def run_agent(spec, inline, ds, recs, cache, args, device, label) -> dict:
     """Run one agent over ``recs`` into the cache; register it if it was given inline."""
+    if spec.kind == "prediction_file":
+        check_confidence_file(spec, ds.qids)  # its ids questions of this dataset, before it is registered
     if spec.kind in LOG_KINDS:  # read in whole (checked first; a bad log changes nothing)
         before, qids = cache.done_ids(ds.name, spec.id), {r.qid for r in recs}
         ensure_cached(ds, [spec], cache)
