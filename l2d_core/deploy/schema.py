@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..agents.registry import AgentSpec, PoolSpec
 from ..data import safe_json
 from .artifact import ESTIMATOR_DIR, EXPORT_HINT, MANIFEST, ArtifactError
+from .integrity import check_files, copies_disagree
 
 __all__ = ["Manifest", "HeadConfig", "check_manifest", "check_head_configs", "first_problem"]
 
@@ -98,6 +99,13 @@ class FollowerState(Strict):
             raise ValueError("give either threshold or log_price")
         if self.threshold is not None and None in (self.step, self.lo, self.hi):
             raise ValueError("a threshold follower needs step, lo and hi")
+        if self.lo is not None and self.hi is not None and self.lo > self.hi:
+            raise ValueError(f"lo {self.lo} is above hi {self.hi}")
+        if self.step is not None and not self.step > 0:
+            raise ValueError(f"step {self.step} is not above 0")
+        share = self.threshold is not None and not self.spend  # a share of queries, else a spend
+        if not (0 <= self.target <= 1 if share else self.target > 0):
+            raise ValueError(f"target {self.target} is not {'a share in [0, 1]' if share else 'above 0'}")
         return self
 
 
@@ -105,6 +113,13 @@ class Budget(Strict):
     kind: Literal["share", "gflops"]
     target: Finite
     follower: FollowerState | None = None
+
+    @model_validator(mode="after")
+    def _target_in_range(self) -> Budget:
+        if not (0 <= self.target <= 1 if self.kind == "share" else self.target > 0):
+            what = "a share in [0, 1]" if self.kind == "share" else "GFLOPs per query above 0"
+            raise ValueError(f"target {self.target} is not {what}")
+        return self
 
 
 class Encoder(Strict):
@@ -268,14 +283,17 @@ def _inconsistency(m: Manifest, raw: dict) -> str | None:
     unknown = sorted(set(m.config.agent_gflops or {}) - set(m.agents))
     if unknown:
         return f"config.agent_gflops: {unknown[0]!r} is not described under agents"
-    return None
+    return copies_disagree(m, raw, pool)
 
 
 def check_head_configs(folder: Path, n_agents: int) -> None:
     """Every ``config.json`` of the estimator folder is a head configuration for ``n_agents``
-    agents; :class:`ArtifactError` naming the file and the field otherwise (a missing folder is
-    left to the router that reads it)."""
+    agents, and every file there a regular file under the size cap; :class:`ArtifactError` naming
+    the file and the field otherwise (a missing folder is left to the router that reads it)."""
     est = folder / ESTIMATOR_DIR
+    bad = check_files(est) if est.is_dir() else None
+    if bad:  # read before anything opens them: a FIFO would block, a huge file fill the memory
+        raise _refuse(Path(bad[0]).relative_to(folder).as_posix(), bad[1])
     for path in sorted(est.rglob("config.json")) if est.is_dir() else []:
         where = path.relative_to(folder).as_posix()
         try:
