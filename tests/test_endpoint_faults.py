@@ -4,7 +4,6 @@ the endpoint and its status, within the deadline, through the agent, precompute 
 
 from __future__ import annotations
 
-import json
 import math
 import time
 
