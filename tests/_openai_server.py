@@ -238,6 +238,7 @@ def _fake_handler(fake: FakeEndpoint):
                 self.send_header("Transfer-Encoding", "chunked")
             if status == 429:
                 self.send_header("Retry-After", "1")
+            self.send_header("Connection", "close")  # one request per connection, said to the client
             self.end_headers()
 
         def do_POST(self):
