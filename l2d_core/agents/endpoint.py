@@ -260,6 +260,7 @@ class Endpoint:
                 raise self.late()
             return seconds
 
+        resp = None
         cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
         conn = cls(u.hostname, u.port, timeout=left())
         path = u.path + (f"?{u.query}" if u.query else "")
@@ -279,7 +280,8 @@ class Endpoint:
                     endpoint=self.base_url,
                     kind="unreachable",
                 ) from None
-            conn.sock.settimeout(left())
+            sock = conn.sock  # kept: the connection lets go of it when the reply says it closes
+            sock.settimeout(left())
             resp = conn.getresponse()
             status, ctype = resp.status, (resp.getheader("content-type") or "").lower()
             declared = (resp.getheader("content-length") or "").strip()
@@ -292,7 +294,7 @@ class Endpoint:
                 )
             raw, size = [], 0
             while True:
-                conn.sock.settimeout(left())
+                sock.settimeout(left())
                 part = resp.read1(READ)
                 if not part:
                     break
@@ -311,6 +313,8 @@ class Endpoint:
             what = type(exc).__name__ if not str(exc) else _short(exc, 120)
             raise self.error(f"broke off its reply ({what})", "bad_reply") from None
         finally:
+            if resp is not None:
+                resp.close()
             conn.close()
         data = b"".join(raw)
         if not 200 <= status < 300:
