@@ -11,6 +11,11 @@ does; ``ChatServer.fail_after = n`` answers 500 once n replies were sent, ``Chat
 holds each reply back. Every reply is kept in ``ChatServer.replies`` (with the request's last
 turn) for the tests to compare with what the agent recorded; ``ChatServer.authorization`` is the
 last request's Authorization header.
+
+:func:`serve_fake` serves a misbehaving endpoint with no model (issue 38): ``FakeEndpoint.mode``
+makes it hang, trickle its reply byte by byte, answer 500 / 429 / 401 / an HTML page / text that is
+not JSON / 50 MB, or a reply with NaN, −inf or positive log-probabilities, a number as content, a
+null choice or token, no choices, no log-probabilities (:data:`MODES`).
 """
 
 from __future__ import annotations
