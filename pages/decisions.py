@@ -8,6 +8,7 @@ from l2d_core.app_logic.decisions import (
     BRUSH,
     GFLOPS_ADDED,
     brush_axes,
+    csv_download,
     decisions_chart,
     decisions_frame,
     explain,
@@ -104,7 +105,7 @@ st.dataframe(
 )
 st.download_button(
     "Decisions (CSV)",
-    lambda: shown.to_csv(index=False),
+    lambda: csv_download(shown),
     f"decisions_{dataset}_{pool}_{router_id}.csv",
     "text/csv",
     key="download_decisions",

@@ -44,7 +44,11 @@ says otherwise):
     torchrun --nproc-per-node 4 scripts/precompute_cache.py --config my_agents.json
 
 No process group is opened: the processes never talk to each other. Errors (bad config, unknown
-agent, missing model, empty split, bad shard) exit with code 2 and a one-line message.
+agent, missing model, empty split, bad shard, an endpoint nobody answers at or that refuses the
+key or model) exit with code 2 and a one-line message. An endpoint that fails single questions
+(past its deadline, an error status, a malformed reply) does not stop the run: those questions are
+left out of the cache, one line per agent names how many and the first failure with its endpoint,
+and the exit code is 1 (run the same command again to ask them again).
 """
 
 from __future__ import annotations
@@ -59,8 +63,9 @@ import _bootstrap  # noqa: F401
 
 from l2d_core.agents import AgentSpec, get_agent, register_agent
 from l2d_core.agents.cache import AgentCache
+from l2d_core.agents.confidence import check_confidence_file
+from l2d_core.agents.endpoint import EndpointError
 from l2d_core.agents.measured import agent_gflops
-from l2d_core.agents.openai_chat import EndpointError
 from l2d_core.agents.outcome_log import LOG_KINDS
 from l2d_core.agents.read_in import ensure_cached
 from l2d_core.agents.registry import AGENT_KINDS, check_new_agent
@@ -167,6 +172,8 @@ def check_path(spec: AgentSpec) -> None:
         if not spec.path or not spec.resolved_path().is_file():
             what = "prediction file" if spec.kind == "prediction_file" else "outcome log"
             raise FileNotFoundError(f"agent {spec.id}: {what} {spec.resolved_path()} not found")
+        if spec.kind == "prediction_file":
+            check_confidence_file(spec)  # its confidence file too, as it is registered
         return
     p = spec.path
     if not p:
@@ -198,6 +205,8 @@ def launcher_shard(args) -> tuple[int, int, str | None]:
 
 def run_agent(spec, inline, ds, recs, cache, args, device, label) -> dict:
     """Run one agent over ``recs`` into the cache; register it if it was given inline."""
+    if spec.kind == "prediction_file":
+        check_confidence_file(spec, ds.qids)  # its ids questions of this dataset, before it is registered
     if spec.kind in LOG_KINDS:  # read in whole (checked first; a bad log changes nothing)
         before, qids = cache.done_ids(ds.name, spec.id), {r.qid for r in recs}
         ensure_cached(ds, [spec], cache)
@@ -282,7 +291,28 @@ def main(argv=None) -> int:
         print(json.dumps(rows, indent=1))
     else:
         print_table(rows, f" — {cfg['dataset']}:{cfg['split']}, {len(recs)} questions{label}")
-    return 0
+    return report_failures(rows)
+
+
+def report_failures(rows: list[dict]) -> int:
+    """One line per agent whose endpoint failed questions (they are not cached: running again asks
+    them again) or sent answers without log-probabilities; 1 when questions failed, else 0."""
+    for r in rows:
+        if r.get("without_confidence"):
+            print(
+                f"note: {r['agent']}: {r['without_confidence']} answers came without log-probabilities, "
+                "so without a confidence a cascade can read",
+                file=sys.stderr,
+            )
+        if r.get("failed"):
+            first = r["failures"][0]
+            print(
+                f"warning: {r['agent']}: {r['failed']} of {r['questions']} questions failed and are not "
+                f"cached (the first, {first['qid']}: {first['error']}); run the same command again to "
+                "ask them again",
+                file=sys.stderr,
+            )
+    return 1 if any(r.get("failed") for r in rows) else 0
 
 
 def _fail(message: str) -> int:

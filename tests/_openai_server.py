@@ -11,6 +11,11 @@ does; ``ChatServer.fail_after = n`` answers 500 once n replies were sent, ``Chat
 holds each reply back. Every reply is kept in ``ChatServer.replies`` (with the request's last
 turn) for the tests to compare with what the agent recorded; ``ChatServer.authorization`` is the
 last request's Authorization header.
+
+:func:`serve_fake` serves a misbehaving endpoint with no model (issue 38): ``FakeEndpoint.mode``
+makes it hang, trickle its reply byte by byte, answer 500 / 429 / 401 / an HTML page / text that is
+not JSON / 50 MB, or a reply with NaN, −inf or positive log-probabilities, a number as content, a
+null choice or token, no choices, no log-probabilities (:data:`MODES`).
 """
 
 from __future__ import annotations
@@ -157,3 +162,144 @@ def serve(model_dir: Path, name: str = "tiny-chat") -> Iterator[tuple[str, ChatS
         web.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+# --- a misbehaving endpoint (no model): what a remote LLM service does on a bad day ----------------
+
+GOOD_TOKENS = (("Her", -0.1), ("man", -0.05), (" Melville", -0.3))
+HUGE_BYTES = 50 * 1024 * 1024
+
+
+def chat_reply(content="Herman Melville", tokens=GOOD_TOKENS, choice=None) -> dict:
+    """An OpenAI chat completion (``choice`` replaces the whole first choice)."""
+    logprobs = None
+    if tokens is not None:
+        logprobs = {
+            "content": [{"token": t, "logprob": lp, "bytes": [], "top_logprobs": []} for t, lp in tokens]
+        }
+    if choice is None:
+        choice = {"index": 0, "message": {"role": "assistant", "content": content}, "logprobs": logprobs}
+    return {"id": "chatcmpl-x", "object": "chat.completion", "model": "fake", "choices": [choice]}
+
+
+# mode -> (status, content type, body) for the modes that are a plain answer
+PLAIN = {
+    "ok": (200, "application/json", chat_reply()),
+    "500": (500, "application/json", {"error": {"message": "the fake endpoint is overloaded"}}),
+    "429": (429, "application/json", {"error": {"message": "rate limit reached"}}),
+    "401": (401, "application/json", {"error": {"message": "invalid api key"}}),
+    "html": (200, "text/html", "<!doctype html><html><head><title>Login required</title></head></html>"),
+    "html502": (
+        502,
+        "text/html",
+        "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>",
+    ),
+    "not_json": (200, "text/plain", "Internal error"),
+    "nan": (200, "application/json", chat_reply(tokens=(("Her", float("nan")), ("man", float("nan"))))),
+    "neginf": (200, "application/json", chat_reply(tokens=(("Her", float("-inf")),))),
+    "positive": (200, "application/json", chat_reply(tokens=(("Her", 5.0),))),
+    "content_int": (200, "application/json", chat_reply(content=12345)),
+    "null_choice": (200, "application/json", {"choices": [None]}),
+    "no_choices": (200, "application/json", {"choices": []}),
+    "null_token": (200, "application/json", chat_reply(tokens=((None, -0.1),))),
+    "no_logprobs": (200, "application/json", chat_reply(tokens=None)),
+}
+MODES = (*PLAIN, "hang", "trickle", "huge", "huge_chunked")
+
+
+class FakeEndpoint:
+    """``mode`` (one of :data:`MODES`, or a function of the request number from 1 giving one) says how
+    the next requests are answered; ``requests`` counts them; ``release`` ends every hang."""
+
+    def __init__(self):
+        self.mode = "ok"
+        self.requests = 0
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+
+    def next_mode(self) -> str:
+        with self.lock:
+            self.requests += 1
+            n = self.requests
+        return self.mode(n) if callable(self.mode) else self.mode
+
+
+def _fake_handler(fake: FakeEndpoint):
+    import json
+    from http.server import BaseHTTPRequestHandler
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):  # quiet
+            pass
+
+        def head(self, status, ctype, length=None):
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            if length is not None:
+                self.send_header("Content-Length", str(length))
+            else:
+                self.send_header("Transfer-Encoding", "chunked")
+            if status == 429:
+                self.send_header("Retry-After", "1")
+            self.send_header("Connection", "close")  # one request per connection, said to the client
+            self.end_headers()
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            mode = fake.next_mode()
+            try:
+                self.answer(mode)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up: what a real server meets too
+            self.close_connection = True
+
+        def answer(self, mode):
+            if mode == "hang":
+                fake.release.wait(60)
+                return
+            if mode == "trickle":  # a valid reply, one byte every 50 ms
+                body = json.dumps(chat_reply()).encode()
+                self.head(200, "application/json", len(body))
+                for k in range(len(body)):
+                    if fake.release.is_set():
+                        return
+                    self.wfile.write(body[k : k + 1])
+                    self.wfile.flush()
+                    time.sleep(0.05)
+                return
+            if mode.startswith("huge"):  # 50 MB of text in a JSON string
+                chunk = b"x" * (1 << 20)
+                declared = None if mode == "huge_chunked" else HUGE_BYTES + 64
+                self.head(200, "application/json", declared)
+                for _ in range(HUGE_BYTES >> 20):
+                    if declared is None:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    else:
+                        self.wfile.write(chunk)
+                return
+            status, ctype, body = PLAIN[mode]
+            raw = (body if isinstance(body, str) else json.dumps(body)).encode()  # NaN as JSON's NaN
+            self.head(status, ctype, len(raw))
+            self.wfile.write(raw)
+
+    return Handler
+
+
+@contextlib.contextmanager
+def serve_fake() -> Iterator[tuple[str, FakeEndpoint]]:
+    """``(base_url, fake)``: a misbehaving endpoint on 127.0.0.1 in a thread, until exit."""
+    from http.server import ThreadingHTTPServer
+
+    fake = FakeEndpoint()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _fake_handler(fake))
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", fake
+    finally:
+        fake.release.set()
+        httpd.shutdown()
+        httpd.server_close()

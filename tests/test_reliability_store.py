@@ -130,6 +130,16 @@ DAMAGED = {
         set(),
         {"mine"},
     ),
+    # issue 38 item 6: read through the depth bound (a RecursionError traceback before)
+    "deep": (b'{"agents": [' + b"[" * 100_000 + b"]" * 100_000 + b"]}", set(), set()),
+    "deep-after-valid": (
+        b'{"agents": [{"id": "kept-1", "dataset": "squad11", "gflops": 1.5}, '
+        + b"[" * 100_000
+        + b"]" * 100_000
+        + b"]}",
+        {"kept-1"},
+        set(),
+    ),
     "bad-entries": (
         b'{"agents": [{"idx": 1}, {"id": "g", "dataset": "squad11", "gflops": "1"}, '
         b'{"id": "ok", "dataset": "squad11", "gflops": 3}]}',

@@ -13,6 +13,7 @@ says how to read it (:data:`CONFIDENCE_RULES`).
 from __future__ import annotations
 
 import math
+import stat
 from pathlib import Path
 
 from ..data.records import DataFormatError
@@ -24,7 +25,11 @@ __all__ = [
     "oriented",
     "read_confidence_file",
     "file_confidences",
+    "check_confidence_file",
+    "MAX_CONFIDENCE_BYTES",
 ]
+
+MAX_CONFIDENCE_BYTES = 64 * 1024 * 1024  # a SQuAD dev run's null_odds.json is ~0.5 MB
 
 # ``direct``: the number is the confidence (higher = surer). ``null_margin``: the number is the
 # evidence for "no answer" (null odds, P(no) − P(phrase)): it backs an empty answer and speaks
@@ -68,7 +73,18 @@ def read_confidence_file(path: str | Path, label: str | None = None) -> dict[str
     """A confidence file ``{question_id: number}``, checked: every problem is one short
     DataFormatError naming the file."""
     name = label or str(path)
-    doc = read_json(Path(path), "confidence file", label=name, unique_keys=True)
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError:
+        raise FileNotFoundError(f"confidence file not found: {name}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise DataFormatError(f"confidence file {name} is not a regular file")
+    if st.st_size > MAX_CONFIDENCE_BYTES:
+        raise DataFormatError(
+            f"confidence file {name} is {st.st_size:,} bytes; the limit is {MAX_CONFIDENCE_BYTES:,}"
+        )
+    doc = read_json(path, "confidence file", label=name, unique_keys=True)
     if not isinstance(doc, dict) or not doc:
         raise DataFormatError(
             f"confidence file {name}: expected a non-empty JSON object {{question_id: number}}"
@@ -86,26 +102,49 @@ def read_confidence_file(path: str | Path, label: str | None = None) -> dict[str
     return {k: float(v) for k, v in doc.items()}
 
 
+def _confidence_path(spec) -> Path | None:
+    rel = spec.options.get("confidence_file") if isinstance(spec.options, dict) else None
+    if not rel:
+        return None
+    from ..paths import data_dir
+
+    path = Path(str(rel)).expanduser()
+    return path if path.is_absolute() else data_dir() / path
+
+
+def check_confidence_file(spec, qids=None) -> dict[str, float] | None:
+    """Check a prediction-file agent's confidence file when it is registered, as its prediction
+    file is: its rule known, the file a regular file under the size limit, every value a finite
+    number, and (given the dataset's ``qids``) some of its ids questions of the dataset. Returns
+    its values (``None`` without a confidence file); every problem one line naming agent and file."""
+    path = _confidence_path(spec)
+    rule = spec.options.get("confidence_rule", "direct") if isinstance(spec.options, dict) else "direct"
+    if rule not in CONFIDENCE_RULES:
+        raise DataFormatError(
+            f"agent {spec.id}: unknown confidence_rule {str(rule)[:40]!r}; "
+            f"known: {', '.join(CONFIDENCE_RULES)}"
+        )
+    if path is None:
+        return None
+    values = read_confidence_file(path)
+    if qids is not None and not set(values) & set(qids):
+        raise DataFormatError(
+            f"confidence file {path} of agent {spec.id}: none of its {len(values)} ids are questions "
+            "of this dataset — wrong file?"
+        )
+    return values
+
+
 def file_confidences(spec, qids, answers) -> list[dict | None]:
     """The confidence records of a prediction-file agent with ``options["confidence_file"]``
     (relative to the data folder) for ``qids`` and the agent's ``answers``: ``{"score": the
     oriented value, <rule's signal>: the raw value}`` (a ``null_margin`` file also feeds the
     cascade's ``null_margin`` column); None for a question the file does not cover. An agent
     without a confidence file gives None everywhere."""
-    rel = spec.options.get("confidence_file") if isinstance(spec.options, dict) else None
-    if not rel:
+    values = check_confidence_file(spec, qids)
+    if values is None:
         return [None] * len(qids)
-    from ..paths import data_dir
-
-    path = Path(rel).expanduser()
-    path = path if path.is_absolute() else data_dir() / path
     rule = spec.options.get("confidence_rule", "direct")
-    values = read_confidence_file(path)
-    if not set(values) & set(qids):
-        raise DataFormatError(
-            f"confidence file {path} of agent {spec.id}: none of its {len(values)} ids are questions "
-            "of this dataset — wrong file?"
-        )
     out: list[dict | None] = []
     for q, a in zip(qids, answers):
         if q not in values:

@@ -5,9 +5,11 @@ The registry entry (kind ``openai_chat``): ``path`` is the model name the endpoi
 ``options["base_url"]`` the endpoint (e.g. ``http://localhost:8000/v1``). Other options:
 ``api_key_env`` — the *name* of the environment variable holding the API key (the key itself is
 a secret and never written to the registry; without it a placeholder key is sent, which local
-servers accept), ``max_tokens`` (32), ``temperature`` (0: greedy), ``timeout`` (seconds per
-request, 60), ``retries`` (the client's retries of a failed connection, 429 or 5xx; 2) and
-``batch_size`` (requests in flight at once, 1).
+servers accept), ``max_tokens`` (32), ``temperature`` (0: greedy), ``timeout`` (the deadline of
+one question in seconds — connect, first byte, whole reply and retries —, 60), ``retries`` (tries
+again after a refused connection, 408, 409, 429 or 5xx while the deadline leaves time; 2) and
+``batch_size`` (requests in flight at once, 1). The contract with the endpoint (deadline, reply
+size cap, validation of every field, errors) is :mod:`~l2d_core.agents.endpoint`'s.
 
 The prompt: the instruction as the system message, the four demonstrations of the paper's
 appendix as user/assistant turns (the assistant answers with the output alone, ``?`` for no
@@ -21,14 +23,17 @@ Recorded with every answer (SPEC §5):
   ``exp(min logprob)`` (the confidence the remote log of BENCHMARK.md's PLLM pool gives, so a
   cascade reads the same kind of number), with ``min_logprob``, ``mean_logprob`` and
   ``abstained`` as the generative kind records them; an endpoint that returns no
-  log-probabilities gives ``abstained`` only (no score: a cascade cannot use the agent);
+  log-probabilities gives ``abstained`` only (no score: a cascade cannot use the agent) and a
+  ``note`` saying so, and one that stops sending them after it did fails the question (a
+  router would otherwise route without the confidence it was trained on);
 - latency: the measured wall time of the request (with ``batch_size`` > 1, waiting at the
   endpoint behind the requests sent with it included: what a user would wait);
 - GFLOPs: as declared in the registry (the endpoint's model is not counted here).
 
-An endpoint that cannot be reached, times out or answers with an error raises
-:class:`EndpointError` (one line naming the endpoint); the answers it gave before are kept on
-the error (``answered``), and :func:`~l2d_core.agents.runners.run_into_cache` records them.
+An endpoint that cannot be reached, misses the deadline, answers with an error or a malformed
+reply raises :class:`~l2d_core.agents.endpoint.EndpointError` (one line naming the endpoint);
+:meth:`OpenAIChatAgent.predict_each` keeps going past a failed question and lists the failures,
+which :func:`~l2d_core.agents.runners.run_into_cache` records per question.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from tqdm.auto import tqdm
 
 from ..data.records import QARecord
 from .base import Prediction
+from .endpoint import Endpoint, EndpointError, read_choice, waiting
 from .generative import FEW_SHOT, INSTRUCTION
 
 __all__ = [
@@ -57,15 +63,6 @@ __all__ = [
 OPTIONS = ("base_url", "api_key_env", "max_tokens", "temperature", "timeout", "retries", "batch_size")
 NO_ANSWER = ("?", "no answer", "unanswerable")
 PLACEHOLDER_KEY = "not-needed"  # local servers ask for no key; the client wants one anyway
-
-
-class EndpointError(RuntimeError):
-    """An endpoint that failed (unreachable, timed out, an error status, a malformed reply);
-    ``answered``: the predictions it gave before failing."""
-
-    def __init__(self, message: str, answered: list[Prediction] | None = None):
-        super().__init__(message)
-        self.answered = list(answered or [])
 
 
 def _turn(context: str, question: str) -> str:
@@ -154,15 +151,19 @@ class OpenAIChatAgent:
                 f"http://localhost:8000/v1; got {base_url!r}"
             )
         rule = (
-            "openai_chat options: max_tokens and batch_size integers >= 1, timeout > 0 (seconds), "
-            "retries an integer >= 0, temperature in [0, 2]"
+            "openai_chat options: max_tokens an integer in [1, 65536], batch_size in [1, 256], "
+            "timeout in (0, 3600] seconds, retries an integer in [0, 10], temperature in [0, 2]"
         )
         try:
             max_tokens, batch_size, retries = _integer(max_tokens), _integer(batch_size), _integer(retries)
             timeout, temperature = float(timeout), float(temperature)
         except (TypeError, ValueError):
             raise ValueError(rule) from None
-        if min(max_tokens, batch_size) < 1 or not timeout > 0 or retries < 0 or not 0 <= temperature <= 2:
+        if (
+            not (1 <= max_tokens <= 65536 and 1 <= batch_size <= 256 and 0 <= retries <= 10)
+            or not 0 < timeout <= 3600
+            or not 0 <= temperature <= 2
+        ):
             raise ValueError(rule)
         key = PLACEHOLDER_KEY
         if api_key_env:
@@ -172,71 +173,75 @@ class OpenAIChatAgent:
                     f"the API key of {base_url} is read from the environment variable {api_key_env}, "
                     "which is not set"
                 )
-        from openai import OpenAI
-
         self.model, self.base_url, self.gflops = model, str(base_url).rstrip("/"), float(gflops)
         self.max_tokens, self.temperature = max_tokens, temperature
         self.source = f"openai_chat:{self.model}@{self.base_url}"
-        self.client = OpenAI(api_key=key, base_url=self.base_url, timeout=timeout, max_retries=retries)
+        self.endpoint = Endpoint(self.base_url, model, key, timeout, retries, max_tokens)
         self._timeout, self.batch_size = timeout, batch_size
+        self.logprobs_seen = False  # once an endpoint sent log-probabilities, their absence is an error
 
     def gflops_at(self, n_tokens: int) -> float:
         return self.gflops  # declared per query: the endpoint's model is not counted here
 
     def _ask(self, record: QARecord) -> Prediction:
-        import openai
-
-        where = f"endpoint {self.base_url} (model {self.model})"
+        payload = {
+            "model": self.model,
+            "messages": chat_messages(record.question, record.context),
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "logprobs": True,
+            "stop": ["\n"],
+        }
         t0 = time.perf_counter()
-        try:
-            reply = self.client.chat.completions.create(
-                model=self.model,
-                messages=chat_messages(record.question, record.context),
-                max_tokens=self.max_tokens,
-                temperature=self.temperature,
-                logprobs=True,
-                stop=["\n"],
-            )
-        except openai.APITimeoutError:
-            raise EndpointError(f"{where} did not answer within {self._timeout:g} s") from None
-        except openai.APIConnectionError as exc:
-            raise EndpointError(f"cannot reach {where}: {_first_line(exc.__cause__ or exc)}") from None
-        except openai.APIStatusError as exc:
-            raise EndpointError(f"{where} answered HTTP {exc.status_code}: {_status_message(exc)}") from None
+        reply = self.endpoint.post(payload)
         seconds = time.perf_counter() - t0
-        if not getattr(reply, "choices", None):
-            raise EndpointError(f"{where} sent a reply without choices")
-        choice = reply.choices[0]
-        text = choice.message.content if choice.message is not None else None
-        logprobs = getattr(choice.logprobs, "content", None) or []
+        text, tokens = read_choice(reply, self.endpoint.where, self.base_url)
+        if tokens is None and self.logprobs_seen:
+            raise self.endpoint.error(
+                "stopped sending log-probabilities: the answer's confidence cannot be read", "bad_reply"
+            )
+        self.logprobs_seen |= tokens is not None
         answer = parse_reply(text)
-        tokens = [(t.token, t.logprob) for t in logprobs]
-        extra = {"raw": text or "", "generated_tokens": len(tokens)}
-        extra["confidence"] = reply_confidence(tokens, answer)
+        extra = {"raw": text, "generated_tokens": len(tokens or ())}
+        extra["confidence"] = reply_confidence(tokens or [], answer)
+        if tokens is None:
+            extra["note"] = "the endpoint sent no log-probabilities: no confidence"
         return Prediction(record.qid, answer, self.gflops, 1000.0 * seconds, 1, extra)
 
-    def predict(self, records: Sequence[QARecord], progress: bool = False) -> list[Prediction]:
-        """One request per record, ``batch_size`` in flight at once; an endpoint failure raises
-        :class:`EndpointError` carrying the predictions finished before it (requests not sent
-        yet are dropped)."""
+    def predict_each(self, records: Sequence[QARecord], progress: bool = False):
+        """``(predictions, failures)``: every record asked (``batch_size`` in flight), a failed one
+        kept as ``(qid, EndpointError)``; one that says every other question would fail too
+        (:attr:`EndpointError.fatal`) stops the rest (they are neither asked nor listed)."""
         records = list(records)
         out: list[Prediction] = []
-        error: EndpointError | None = None
+        failures: list[tuple[str, EndpointError]] = []
         bar = tqdm(total=len(records), unit="q", desc="ask", disable=not progress, leave=False)
-        with ThreadPoolExecutor(max_workers=self.batch_size) as pool:
-            futures = [pool.submit(self._ask, r) for r in records]
-            for f in futures:
-                try:
-                    out.append(f.result())
-                except EndpointError as exc:
-                    error = error or exc
-                    for g in futures:
-                        g.cancel()  # those not started yet
-                except CancelledError:
-                    continue
-                bar.update(1)
-        bar.close()
-        if error is not None:
+        pool = ThreadPoolExecutor(max_workers=self.batch_size, thread_name_prefix="l2d-ask")
+        try:
+            with waiting():
+                futures = [pool.submit(self._ask, r) for r in records]
+                for r, f in zip(records, futures):
+                    try:
+                        out.append(f.result())
+                    except EndpointError as exc:
+                        failures.append((r.qid, exc))
+                        if exc.fatal:
+                            for g in futures:
+                                g.cancel()  # those not started yet
+                    except CancelledError:
+                        continue
+                    bar.update(1)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+            bar.close()
+        return out, failures
+
+    def predict(self, records: Sequence[QARecord], progress: bool = False) -> list[Prediction]:
+        """One request per record, ``batch_size`` in flight at once; a failure raises the first
+        :class:`EndpointError` carrying the predictions finished (``answered``)."""
+        out, failures = self.predict_each(records, progress)
+        if failures:
+            error = failures[0][1]
             error.answered = out
             raise error
         return out
@@ -246,19 +251,3 @@ def _integer(value) -> int:
     if isinstance(value, bool) or int(value) != value:
         raise ValueError(value)
     return int(value)
-
-
-def _first_line(exc: BaseException | str) -> str:
-    """An error's message on one line, short."""
-    text = " ".join(str(exc).split())
-    return (text[:200] + "…") if len(text) > 200 else text or type(exc).__name__
-
-
-def _status_message(exc) -> str:
-    """What an endpoint said with its error status: the error object's message where it sent one."""
-    body = exc.body
-    if isinstance(body, dict):
-        inner = body.get("error") if isinstance(body.get("error"), dict) else body
-        if isinstance(inner.get("message"), str) and inner["message"].strip():
-            return _first_line(inner["message"])
-    return _first_line(body if isinstance(body, str) and body.strip() else exc.response.reason_phrase)

@@ -29,11 +29,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..data import safe_json
 from ..data.records import DataFormatError, QADataset
 from ..qa.scoring import SCORING_VERSION, gold_index, score_answer
 from .cache import AgentCache
 from .confidence import oriented
+from .log_table import MAX_LOG_BYTES, read_table
 from .measured import agent_gflops
 from .registry import AgentSpec
 
@@ -48,12 +48,14 @@ __all__ = [
     "abstain_records",
     "import_log",
     "log_needs_import",
+    "MAX_LOG_BYTES",
+    "MAX_LATENCY_S",
 ]
 
 LOG_KINDS = ("outcome_log", "abstain")  # agents read in from a log, or made from nothing
 LOG_FORMAT = 1  # stored in the cache metadata: bump when a log's records change meaning
 LOGGED = "logged"  # status of a question known by its logged outcome only (no answer text)
-MAX_LOG_BYTES = 200 * 1024 * 1024
+MAX_LATENCY_S = 86_400.0  # a day: a logged latency beyond it is a unit or parsing mistake
 # column → names it is found under (first present wins); ``options["columns"]`` overrides
 COLUMNS = {
     "id": ("id", "qid", "question_id", "index", "row"),
@@ -81,6 +83,7 @@ class LogReport:
     has_latency: bool
     sha256: str = ""
     unknown_examples: list[str] = field(default_factory=list)
+    disagree_rows: list[int] = field(default_factory=list)  # `correct` says otherwise than the text
 
     def lines(self) -> list[str]:
         carries = [n for n, h in (("answer text", self.has_text), ("confidence", self.has_confidence),
@@ -92,6 +95,18 @@ class LogReport:
             f"  ids not in the dataset (ignored): {self.unknown_ids}{examples}",
             f"  the log carries: {', '.join(carries) or 'right/wrong only'}"
             + ("" if self.has_text else " (no answer text: F1 and endpoints follow EM)"),
+        ] + self.disagreement()
+
+    def disagreement(self) -> list[str]:
+        """A warning when the log's right/wrong column and its answer text disagree (the text is
+        scored), naming the rows."""
+        if not self.disagree_rows:
+            return []
+        rows = ", ".join(map(str, self.disagree_rows[:5])) + (" …" if len(self.disagree_rows) > 5 else "")
+        return [
+            f"  warning: on {len(self.disagree_rows)} rows the log's right/wrong column disagrees with its "
+            f"answer text scored against the dataset (rows {rows}); the answer text is what counts — "
+            "check that the rows are aligned with the ids"
         ]
 
 
@@ -102,34 +117,6 @@ def _resolve(spec: AgentSpec, rel: str) -> Path:
     from ..paths import data_dir
 
     return data_dir() / p
-
-
-def _table(path: Path, name: str) -> pd.DataFrame:
-    if not path.is_file():
-        raise FileNotFoundError(f"outcome log not found: {name}")
-    if path.stat().st_size > MAX_LOG_BYTES:
-        raise DataFormatError(
-            f"outcome log {name} is {path.stat().st_size:,} bytes; the limit is {MAX_LOG_BYTES:,}"
-        )
-    try:
-        if path.suffix.lower() in (".jsonl", ".ndjson"):
-            rows = []
-            for n, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
-                if line.strip():
-                    row = safe_json.loads(line)
-                    if not isinstance(row, dict):
-                        raise DataFormatError(f"outcome log {name}: line {n} is not a JSON object")
-                    rows.append(row)
-            return pd.DataFrame(rows, dtype=object)
-        return pd.read_csv(path, dtype=str, keep_default_na=False)
-    except json.JSONDecodeError as exc:
-        raise DataFormatError(f"outcome log {name}: line {exc.lineno} is not JSON ({exc.msg})") from None
-    except safe_json.JSONNestingError as exc:
-        raise DataFormatError(f"outcome log {name}: line {n} holds {exc}") from None
-    except UnicodeDecodeError:
-        raise DataFormatError(f"outcome log {name} is not UTF-8 text (a binary file?)") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise DataFormatError(f"outcome log {name} is not a readable CSV: {str(exc).strip()[:120]}") from None
 
 
 def _columns(table: pd.DataFrame, override: dict, name: str) -> dict[str, str]:
@@ -170,13 +157,14 @@ def _bool(v, name: str, row: int, col: str) -> bool:
     )
 
 
-def _number(v, name: str, row: int, col: str, least: float | None = None) -> float:
+def _number(v, name: str, row: int, col: str, least: float | None = None, most: float | None = None) -> float:
     try:
         f = float(v) if not isinstance(v, bool) else math.nan
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         f = math.nan
-    if not math.isfinite(f) or (least is not None and f < least):
+    if not math.isfinite(f) or (least is not None and f < least) or (most is not None and f > most):
         need = f"a finite number >= {least:g}" if least is not None else "a finite number"
+        need += f" and <= {most:g} (a day, in seconds)" if most is not None else ""
         raise DataFormatError(
             f"outcome log {name}: row {row}, column {col} must be {need}, got {str(v)[:40]!r}"
         )
@@ -184,16 +172,18 @@ def _number(v, name: str, row: int, col: str, least: float | None = None) -> flo
 
 
 def read_outcome_log(
-    spec: AgentSpec, dataset: QADataset, path: str | Path | None = None
+    spec: AgentSpec, dataset: QADataset, path: str | Path | None = None, label: str | None = None
 ) -> tuple[dict, dict]:
     """``({question id: row}, summary)`` of an agent's outcome log, checked against ``dataset``
     (ids, duplicates, types, answerability where the log records it); each row a dict with
-    ``correct`` or ``answer`` and optionally ``confidence`` and ``latency`` (seconds). Every
-    problem is one DataFormatError naming the file."""
+    ``correct`` or ``answer``, optionally ``confidence`` and ``latency`` (seconds, at most a day);
+    the summary's ``row_of`` gives each question's row. Read from ``path`` (default: the agent's
+    file) in the format of the agent's file name; every problem is one DataFormatError naming
+    ``label`` (the user's file name; default the path)."""
     opts = spec.options if isinstance(spec.options, dict) else {}
     path = Path(path) if path else spec.resolved_path()
-    name = str(path)
-    table = _table(path, name)
+    name = label or str(path)
+    table = read_table(path, name, Path(spec.path).suffix if spec.path else None)
     if table.empty:
         raise DataFormatError(f"outcome log {name} has no rows")
     cols = _columns(table, opts.get("columns", {}), name)
@@ -232,7 +222,7 @@ def read_outcome_log(
         if "confidence" in cols:
             row["confidence"] = _number(rec[cols["confidence"]], name, n, cols["confidence"])
         if "latency" in cols:
-            row["latency"] = _number(rec[cols["latency"]], name, n, cols["latency"], least=0.0)
+            row["latency"] = _number(rec[cols["latency"]], name, n, cols["latency"], 0.0, MAX_LATENCY_S)
         impossible = dataset[qid].is_impossible or (dataset.v2 and not dataset[qid].answers)
         for key, says_impossible in (("possible", False), ("impossible", True)):
             if key in cols and _bool(rec[cols[key]], name, n, cols[key]) != (impossible == says_impossible):
@@ -247,12 +237,12 @@ def read_outcome_log(
             f"outcome log {name}: none of its {len(keys)} questions belong to dataset {dataset.name!r} "
             f"(e.g. {unknown[0]!r}) — wrong dataset or id map?"
         )
-    summary = {"rows": len(keys), "unknown": unknown, "columns": cols}
+    summary = {"rows": len(keys), "unknown": unknown, "columns": cols, "row_of": first}
     return rows, summary
 
 
 def _id_map(path: Path) -> dict[str, str]:
-    table = _table(path, str(path))
+    table = read_table(path, str(path))
     if "id" not in table.columns or len(table.columns) < 2:
         raise DataFormatError(f"id map {path}: needs a key column first and an 'id' column")
     key = table.columns[0]
@@ -328,17 +318,25 @@ def log_needs_import(dataset: QADataset, spec: AgentSpec, cache: AgentCache) -> 
 
 
 def import_log(
-    spec: AgentSpec, dataset: QADataset, cache: AgentCache, path: str | Path | None = None
+    spec: AgentSpec,
+    dataset: QADataset,
+    cache: AgentCache,
+    path: str | Path | None = None,
+    label: str | None = None,
 ) -> LogReport:
     """Read an outcome log (or make the abstaining agent's answers) into the agent cache, in one
-    transaction, after the whole log has been checked: a bad log leaves the cache as it was."""
+    transaction, after the whole log has been checked: a bad log leaves the cache as it was.
+    ``label``: the file's name in errors (an upload's own name, not its temporary copy)."""
+    disagree: list[int] = []
     if spec.kind not in LOG_KINDS:
         raise ValueError(f"agent {spec.id} is of kind {spec.kind!r}, not one of {LOG_KINDS}")
     if spec.kind == "abstain":
         records, summary = abstain_records(dataset), {"rows": len(dataset), "unknown": []}
     else:
-        rows, summary = read_outcome_log(spec, dataset, path)
+        rows, summary = read_outcome_log(spec, dataset, path, label)
         records = log_records(spec, dataset, rows, agent_gflops(spec))
+        disagree = [summary["row_of"][q] for q, r in rows.items() if "answer" in r and "correct" in r
+                    and bool(records[q]["em"]) != r["correct"]]  # fmt: skip
     n = len(records)
     first = next(iter(records.values()))
     report = LogReport(
@@ -354,6 +352,7 @@ def import_log(
         has_latency=first["latency_ms"] is not None,
         sha256=_digest(spec, path),
         unknown_examples=summary["unknown"][:3],
+        disagree_rows=disagree,
     )
     meta = {
         "scoring_version": SCORING_VERSION,

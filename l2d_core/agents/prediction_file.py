@@ -10,6 +10,7 @@ from ..data.records import DataFormatError, QADataset
 from ..data.squad_json import read_json
 from ..qa.scoring import MISSING, SCORING_VERSION, gold_index, score_answer
 from .cache import AgentCache
+from .confidence import check_confidence_file
 from .registry import AgentSpec, agent_lock
 
 __all__ = [
@@ -103,6 +104,7 @@ def import_predictions(
     path = Path(path) if path else spec.resolved_path()
     preds = read_prediction_file(path, label)
     known = set(dataset.qids)
+    check_confidence_file(spec, known)  # checked at registration, as the predictions are
     unknown = [q for q in preds if q not in known]
     if len(unknown) == len(preds):
         raise DataFormatError(

@@ -30,6 +30,7 @@ from pathlib import Path
 from filelock import FileLock
 from pydantic import ConfigDict, Field, ValidationError, create_model
 
+from ..data import safe_json
 from ..paths import cache_dir
 from ..stores import CorruptStoreWarning, atomic_write_text, set_aside
 
@@ -117,7 +118,7 @@ def salvage(text: str) -> dict:
                 break
             try:
                 entry, i = decoder.raw_decode(text, i)
-            except ValueError:
+            except (ValueError, RecursionError):  # a garbled or absurdly nested entry ends the section
                 break
             out[section].append(entry)
     return out
@@ -133,7 +134,10 @@ def parse_registry(raw: bytes, classes: tuple[type, type]) -> tuple[dict, list[s
         text = raw.decode("utf-8", "replace")
         problems.append("it is not UTF-8 text")
     try:
-        doc = json.loads(text)
+        doc = safe_json.loads(text)
+    except safe_json.JSONNestingError as exc:  # read through the depth bound: never a RecursionError
+        problems.append(f"it is not a registry: {exc}")
+        doc = salvage(text)
     except json.JSONDecodeError as exc:
         if not problems:
             problems.append(f"it is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")

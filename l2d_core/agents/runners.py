@@ -25,10 +25,11 @@ from ..data.records import QADataset, QARecord
 from ..qa.scoring import SCORING_VERSION, gold_index, score_answer
 from .base import ModelLoadError, Prediction
 from .cache import AgentCache
+from .endpoint import EndpointError
 from .extractive import ExtractiveAgent
 from .generative import GenerativeAgent
 from .openai_chat import OPTIONS as OPENAI_OPTIONS
-from .openai_chat import EndpointError, OpenAIChatAgent
+from .openai_chat import OpenAIChatAgent
 from .prediction_file import read_prediction_file
 from .registry import AgentSpec
 
@@ -170,7 +171,11 @@ def run_into_cache(
     ``computed``, ``skipped``, ``em``/``f1`` (percent), mean ``gflops`` and ``latency_ms`` per
     query, ``not_found`` (answers not located in the context: both positions wrong),
     ``ambiguous`` (located at their first of several occurrences), ``no_answer``, ``missing``,
-    ``seconds`` (this call).
+    ``seconds`` (this call). An agent behind a remote endpoint (``predict_each``) goes on past a
+    question that failed: the summary adds ``failed`` (how many; not cached, so running again asks
+    them again) and ``failures`` (``qid``, ``error``), and ``without_confidence`` (answers the
+    endpoint sent without log-probabilities); a failure that every question would meet
+    (:attr:`~l2d_core.agents.endpoint.EndpointError.fatal`) is raised, what was answered kept.
     """
     t0 = time.perf_counter()
     cache = cache or AgentCache()
@@ -194,22 +199,36 @@ def run_into_cache(
         **(meta or {}),
     }
     bar = tqdm(total=len(todo), unit="q", desc=desc or agent_id, disable=not progress or not todo)
+    failures: list[tuple[str, EndpointError]] = []
+    bare = 0  # answers without a confidence score from an endpoint
     for i in range(0, len(todo), batch_size):
         chunk = todo[i : i + batch_size]
-        failed = None
-        try:
+        stop = None
+        if hasattr(agent, "predict_each"):  # a remote endpoint: a failed question is listed, the run goes on
+            preds, failed = agent.predict_each(chunk)
+            failures += failed
+            bare += sum("score" not in (p.extra.get("confidence") or {}) for p in preds)
+            stop = next((e for _, e in failed if e.fatal), None)
+        else:
             preds = agent.predict(chunk)
-        except EndpointError as exc:  # a live endpoint failed midway: what it answered is kept
-            preds, failed = exc.answered, exc
         cache.put_many(
             dataset.name, agent_id, {p.qid: _record(gold, p, agent.source) for p in preds}, full_meta
         )
-        if failed is not None:
+        if stop is not None:  # nobody listens, or the key or model is refused: every question would fail
             bar.close()
-            raise failed
+            stop.answered = preds
+            raise stop
         bar.update(len(chunk))
     bar.close()
-    return cache_summary(cache, dataset, agent_id, records, len(todo), time.perf_counter() - t0)
+    seconds = time.perf_counter() - t0
+    out = cache_summary(cache, dataset, agent_id, records, len(todo) - len(failures), seconds)
+    if hasattr(agent, "predict_each"):
+        out["without_confidence"] = bare
+    if failures:
+        out["skipped"] -= len(failures)
+        out["failed"] = len(failures)
+        out["failures"] = [{"qid": q, "error": str(e)} for q, e in failures]
+    return out
 
 
 def cache_summary(

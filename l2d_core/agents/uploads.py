@@ -89,7 +89,11 @@ def add_log_from_upload(
         agent_id, dataset, data, suffix, kind="outcome_log", gflops=gflops, name=name, description=description
     )
     return _add(
-        spec, data, filename, replace, lambda tmp: import_log(spec, dataset, cache or AgentCache(), tmp)
+        spec,
+        data,
+        filename,
+        replace,
+        lambda tmp: import_log(spec, dataset, cache or AgentCache(), tmp, label=filename),
     )
 
 

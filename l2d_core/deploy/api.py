@@ -8,9 +8,12 @@
 
 A bad request gets a 4xx JSON answer naming the field (``loc``) and never a traceback: missing
 fields, wrong types, empty or over-long text (422), a body over the limit (413), a body that does not
-arrive whole within ``LIMITS["body_seconds"]`` of its headers (408). Model work runs
-one request at a time per process (a lock: torch already uses every core it is given); more
-processes come from uvicorn's ``--workers``.
+arrive whole within ``LIMITS["body_seconds"]`` of its headers (408). An agent behind a remote
+endpoint that fails is its one line (:class:`~l2d_core.agents.endpoint.EndpointError`): 504 past
+its deadline, 502 for an error status or a bad reply. Model work runs one request at a time per
+process (a lock: torch already uses every core it is given), but the lock is let go while a remote
+endpoint is waited on, so a slow endpoint delays only the requests that ask it; more processes come
+from uvicorn's ``--workers``.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import TypeAdapter, ValidationError
 
+from ..agents.endpoint import EndpointError, released_while_waiting
 from .api_models import BODY_TAGS, LIMITS, RESPONSES, Answered, Query, QueryBody, Routed
 from .deployed import DeployedRouter, load_router
 from .signals import QueryError
@@ -171,6 +175,12 @@ def create_app(router: DeployedRouter) -> FastAPI:
         problem = {"loc": ["body", exc.field], "msg": str(exc), "type": "value_error"}
         return JSONResponse({"detail": [problem]}, status_code=422)
 
+    @app.exception_handler(EndpointError)
+    async def _endpoint(request: Request, exc: EndpointError):
+        # a remote agent's failure, said as it is: 504 past its deadline, 502 for any other bad answer
+        log.warning("%s: %s", request.url.path, exc)
+        return JSONResponse({"detail": str(exc)}, status_code=exc.http_status)
+
     @app.exception_handler(Exception)
     async def _failed(request: Request, exc: Exception):
         log.error("routing failed on %s", request.url.path, exc_info=exc)  # the reason, for the operator
@@ -180,7 +190,7 @@ def create_app(router: DeployedRouter) -> FastAPI:
         parsed, batched = parse_queries(body)
         qids = [q.qid for q in parsed] if parsed[0].qid is not None else None
         t0 = time.perf_counter()
-        with lock:
+        with lock, released_while_waiting(lock):  # let go while a remote endpoint is asked
             queries = router.texts([(q.question, q.context) for q in parsed], qids)
             out = router.answer_batch(queries, qids) if answer else router.route_batch(queries, qids)
         ms = 1000.0 * (time.perf_counter() - t0)

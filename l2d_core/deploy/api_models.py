@@ -140,4 +140,6 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
     413: {"model": Refused, "description": f"a request body over {LIMITS['body_bytes']} bytes"},
     422: {"model": Invalid, "description": "a query that cannot be routed, the field named in loc"},
     500: {"model": Refused, "description": "routing failed (the server log says why)"},
+    502: {"model": Refused, "description": "an agent's remote endpoint failed or sent a bad reply (named)"},
+    504: {"model": Refused, "description": "an agent's remote endpoint missed its deadline (named)"},
 }

@@ -24,6 +24,7 @@ from ..data import safe_json
 from ..qa.scoring import SCORING_VERSION
 from ..routers.posthoc_inputs import FEATURE_FORMAT
 from ..stores import atomic_write_text
+from .integrity import regular_file_problem
 
 __all__ = [
     "ARTIFACT_FORMAT",
@@ -41,6 +42,7 @@ __all__ = [
 ARTIFACT_FORMAT = 4
 MANIFEST = "router.json"
 ESTIMATOR_DIR = "estimator"
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024  # a manifest is a few KB
 EXPORT_HINT = "export it again with this version: python scripts/export_router.py --pool … --out …"
 
 
@@ -86,9 +88,12 @@ def read_manifest(folder: str | Path) -> dict:
     """``router.json`` of an artifact folder, with its versions checked."""
     folder = Path(folder).expanduser()
     path = folder / MANIFEST
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         what = "does not exist" if not folder.exists() else f"has no {MANIFEST}"
         raise ArtifactError(f"{folder} {what}: it is not a router artifact ({EXPORT_HINT})")
+    problem = regular_file_problem(path, MAX_MANIFEST_BYTES)
+    if problem:
+        raise ArtifactError(f"{path} cannot be read: {problem} ({EXPORT_HINT})")
     try:
         manifest = safe_json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, safe_json.JSONNestingError) as exc:

@@ -16,13 +16,14 @@ import json
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from ..agents.registry import AgentSpec, PoolSpec
 from ..data import safe_json
 from ..routers.base import Needs
 from ..routers.saved import Costs, Count, Finite, FollowerState, NonNegative, SavedConfig, Strict, Text
 from .artifact import ESTIMATOR_DIR, EXPORT_HINT, MANIFEST, ArtifactError
+from .integrity import check_files, copies_disagree
 
 __all__ = ["Manifest", "HeadConfig", "check_manifest", "check_config", "check_head_configs", "first_problem"]
 
@@ -64,6 +65,13 @@ class Budget(Strict):
     kind: Literal["share", "gflops"]
     target: Finite
     follower: FollowerState | None = None
+
+    @model_validator(mode="after")
+    def _target_in_range(self) -> Budget:
+        if not (0 <= self.target <= 1 if self.kind == "share" else self.target > 0):
+            what = "a share in [0, 1]" if self.kind == "share" else "GFLOPs per query above 0"
+            raise ValueError(f"target {self.target} is not {what}")
+        return self
 
 
 class Manifest(Strict):
@@ -161,7 +169,7 @@ def _inconsistency(m: Manifest, raw: dict) -> str | None:
         got = len(getattr(m.costs, name))
         if got != j:
             return f"costs.{name}: {got} values for the {j} expert(s) of pool {pool.name}"
-    return None
+    return copies_disagree(m, raw, pool)
 
 
 def check_config(manifest: dict, model: type[SavedConfig], where: str = MANIFEST) -> SavedConfig:
@@ -180,9 +188,12 @@ def check_config(manifest: dict, model: type[SavedConfig], where: str = MANIFEST
 
 def check_head_configs(folder: Path, n_agents: int) -> None:
     """Every ``config.json`` of the estimator folder is a head configuration for ``n_agents``
-    agents; :class:`ArtifactError` naming the file and the field otherwise (a missing folder is
-    left to the router that reads it)."""
+    agents, and every file there a regular file under the size cap; :class:`ArtifactError` naming
+    the file and the field otherwise (a missing folder is left to the router that reads it)."""
     est = folder / ESTIMATOR_DIR
+    bad = check_files(est) if est.is_dir() else None
+    if bad:  # read before anything opens them: a FIFO would block, a huge file fill the memory
+        raise _refuse(Path(bad[0]).relative_to(folder).as_posix(), bad[1])
     for path in sorted(est.rglob("config.json")) if est.is_dir() else []:
         where = path.relative_to(folder).as_posix()
         try:

@@ -11,6 +11,7 @@ from typing import TypedDict
 
 import numpy as np
 
+from ..data import safe_json
 from ..paths import PROJECT_ROOT
 
 __all__ = [
@@ -184,8 +185,8 @@ def load_results(path: str | Path) -> dict:
     """Read a ``results.json``; ValueError when it is not one."""
     path = Path(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+        doc = safe_json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, safe_json.JSONNestingError) as exc:
         raise ValueError(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("routers"), dict):
         raise ValueError(f"{path} is not a router-comparison results file (no 'routers')")

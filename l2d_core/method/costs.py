@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..data import safe_json
+
 __all__ = [
     "CostConfig",
     "InvalidCostError",
@@ -176,7 +178,9 @@ class CostConfig:
     def from_json(cls, text: str) -> CostConfig:
         shape = 'a cost setting is a JSON object {"alpha": [numbers], "beta": [numbers]}'
         try:
-            doc = json.loads(text)
+            doc = safe_json.loads(text)
+        except safe_json.JSONNestingError as exc:
+            raise InvalidCostError(f"{shape}; this file has {exc}") from None
         except json.JSONDecodeError as exc:
             raise InvalidCostError(f"{shape}; this is not JSON ({exc.msg}, line {exc.lineno})") from None
         if not isinstance(doc, dict):

@@ -66,6 +66,13 @@ class FollowerState(Strict):
             raise ValueError("give either threshold or log_price")
         if self.threshold is not None and None in (self.step, self.lo, self.hi):
             raise ValueError("a threshold follower needs step, lo and hi")
+        if self.lo is not None and self.hi is not None and self.lo > self.hi:
+            raise ValueError(f"lo {self.lo} is above hi {self.hi}")
+        if self.step is not None and not self.step > 0:
+            raise ValueError(f"step {self.step} is not above 0")
+        share = self.threshold is not None and not self.spend  # a share of queries, else a spend
+        if not (0 <= self.target <= 1 if share else self.target > 0):
+            raise ValueError(f"target {self.target} is not {'a share in [0, 1]' if share else 'above 0'}")
         return self
 
 
