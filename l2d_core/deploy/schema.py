@@ -169,7 +169,7 @@ def _inconsistency(m: Manifest, raw: dict) -> str | None:
         got = len(getattr(m.costs, name))
         if got != j:
             return f"costs.{name}: {got} values for the {j} expert(s) of pool {pool.name}"
-    return copies_disagree(m, raw, pool)
+    return None
 
 
 def check_config(manifest: dict, model: type[SavedConfig], where: str = MANIFEST) -> SavedConfig:
@@ -180,8 +180,10 @@ def check_config(manifest: dict, model: type[SavedConfig], where: str = MANIFEST
         config = model.model_validate(manifest["config"])
     except ValidationError as exc:
         raise _refuse(where, "config." + first_problem(exc)) from None
-    problem = config.problem(PoolSpec(**manifest["pool"]), manifest["agents"])
-    if problem:
+    pool = PoolSpec(**manifest["pool"])
+    problem = config.problem(pool, manifest["agents"])
+    problem = problem or copies_disagree(Manifest.model_validate(manifest), manifest, pool)
+    if problem:  # facts written twice (the config's and the envelope's) must agree
         raise _refuse(where, problem)
     return config
 
