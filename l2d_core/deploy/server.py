@@ -5,16 +5,22 @@ response was sent, and any byte received stops that clock: a client that opens c
 sends a request's headers slowly (or never) would hold them forever. :class:`TimedH11Protocol`
 closes a connection whose request headers are not complete ``HEADER_TIMEOUT`` seconds after the
 connection opened or the previous response ended.
+
+Every accepted connection gets ``TCP_NODELAY`` (uvicorn sets it on none: its issue #3149). Without
+it, Nagle's algorithm holds a response's last small segment until the client acknowledges the
+previous one, and a client that delays its ACKs (Linux: up to 40 ms) makes every request after the
+first on a kept-open connection wait that long — every HTTP client library keeps connections open.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["HEADER_TIMEOUT", "KEEP_ALIVE", "LOG_LEVELS", "TimedH11Protocol", "server_config"]
+__all__ = ["HEADER_TIMEOUT", "KEEP_ALIVE", "LOG_LEVELS", "TimedH11Protocol", "no_delay", "server_config"]
 
 HEADER_TIMEOUT = 5.0  # seconds for a request's headers to arrive whole
 KEEP_ALIVE = 5  # seconds an idle keep-alive connection stays open
@@ -28,6 +34,7 @@ class TimedH11Protocol(H11Protocol):
     header_timeout: float = HEADER_TIMEOUT
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        no_delay(transport)
         super().connection_made(transport)
         self.header_clock: asyncio.TimerHandle | None = None
         self.start_header_clock()
@@ -61,6 +68,18 @@ class TimedH11Protocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.stop_header_clock()
         super().connection_lost(exc)
+
+
+def no_delay(transport: asyncio.BaseTransport) -> None:
+    """Send small writes on ``transport``'s TCP socket at once (``TCP_NODELAY``); a Unix socket,
+    or one already closed, is left as it is."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except OSError:
+        pass  # the peer is gone already: uvicorn finds that out on its own
 
 
 def server_config(app, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info", **extra) -> dict:
