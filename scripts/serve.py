@@ -38,6 +38,10 @@ from l2d_core.deploy.api import ROUTER_ENV, THREADS_ENV, create_app
 from l2d_core.deploy.server import LOG_LEVELS, server_config
 from l2d_core.paths import cache_dir
 
+# seconds a worker process may take to answer uvicorn's first health check: it imports torch and the
+# models before it can (uvicorn's 5 s default kills and restarts it forever on a busy machine)
+WORKER_STARTUP = 120
+
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -120,7 +124,8 @@ def main(argv=None) -> int:
         else:  # each worker process loads and warms up its own (l2d_core.deploy.api:app_from_env)
             app = "l2d_core.deploy.api:app_from_env"
             config = uvicorn.Config(
-                **server_config(app, args.host, bound, args.log_level, factory=True, workers=args.workers)
+                **server_config(app, args.host, bound, args.log_level, factory=True, workers=args.workers),
+                timeout_worker_healthcheck=WORKER_STARTUP,
             )
             Multiprocess(config, sockets=[sock]).run()
     except (OSError, SystemExit) as exc:

@@ -173,7 +173,10 @@ def test_a_port_in_use_is_one_sentence_at_any_log_level(artifact, capsys, worker
 
 @pytest.mark.parametrize(
     "host, words",
-    [("10.255.255.1", "is not an address of this machine"), ("no-such-host.invalid", "cannot resolve")],
+    [
+        ("10.255.255.1", "is not an address of this machine"),
+        ("no-such-host.invalid", "is not a name or address"),
+    ],
 )
 def test_a_host_that_cannot_be_served_on_is_one_sentence(artifact, capsys, host, words):
     import serve
@@ -227,3 +230,32 @@ def test_the_post_hoc_head_is_copied_once_not_per_call(live_bench, monkeypatch):
     for head in est.heads_:
         head.__dict__.pop("float64_head", None)  # a fresh copy, as each call made before
     assert np.array_equal(np.concatenate(got), est.predict_proba(X))
+
+
+# --- precision -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_agents_default_to_bf16_where_the_cpu_computes_it_natively(bert_path, monkeypatch, fast):
+    """No ``dtype`` option: bf16 on a CPU with native bf16, fp32 on one without; the option forces
+    either (an agent loads its model in that precision and still answers)."""
+    import torch
+
+    import l2d_core.agents.base as base
+    from l2d_core.agents import AgentSpec, load_agent
+    from l2d_core.data.records import QARecord
+
+    monkeypatch.setattr(base, "cpu_has_fast_bf16", lambda: fast)
+    cpu = torch.device("cpu")
+    assert base.resolve_dtype(None, cpu) == (torch.bfloat16 if fast else torch.float32)
+    assert (
+        base.resolve_dtype("fp32", cpu) == torch.float32 and base.resolve_dtype("bf16", cpu) == torch.bfloat16
+    )
+    record = QARecord(qid="q", title="", context=CONTEXT, question=Q["question"], answers=())
+    for options, want in [({}, torch.bfloat16 if fast else torch.float32), ({"dtype": "fp32"}, torch.float32),
+                          ({"dtype": "bf16"}, torch.bfloat16)]:  # fmt: skip
+        agent = load_agent(
+            AgentSpec("tiny", "squad11", kind="extractive", path=str(bert_path), options=options), "cpu"
+        )
+        assert agent.model.dtype == want
+        assert isinstance(agent.predict([record])[0].answer, str)
