@@ -31,6 +31,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -58,19 +59,27 @@ def free_port() -> int:
 
 
 def start(artifact: Path, port: int, workers: int) -> subprocess.Popen:
-    """serve.py on ``port``, once it says "serving" (it says so once it answers)."""
+    """serve.py on ``port``, once ``GET /healthz`` answers (its log goes to a temporary file, read
+    back when it fails to start)."""
     cmd = [sys.executable, str(SERVE), "--router", str(artifact), "--port", str(port)]
+    log = tempfile.TemporaryFile("w+")
     proc = subprocess.Popen(
-        [*cmd, "--workers", str(workers), "--log-level", "warning"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        [*cmd, "--workers", str(workers), "--log-level", "warning"], stdout=log, stderr=subprocess.STDOUT
     )
-    for text in proc.stdout:
-        if text.startswith("serving"):
-            return proc
-    proc.wait(30)
-    raise RuntimeError(f"serve.py exited: {proc.stderr.read()[-2000:]}")
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            log.seek(0)
+            raise RuntimeError(f"serve.py exited: {log.read()[-2000:]}")
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", "/healthz")
+            if c.getresponse().status == 200:
+                return proc
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("serve.py did not answer /healthz within 900 s")
 
 
 def tree(pid: int) -> list[int]:
