@@ -46,12 +46,12 @@ class TimedH11Protocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self.tcp_socket = no_delay(transport)
         super().connection_made(transport)
+        self.header_clock: asyncio.TimerHandle | None = None
+        self.start_header_clock()
 
     def data_received(self, data: bytes) -> None:
         quick_ack(self.tcp_socket)
         super().data_received(data)
-        self.header_clock: asyncio.TimerHandle | None = None
-        self.start_header_clock()
 
     def start_header_clock(self) -> None:
         """Give the next request ``header_timeout`` seconds to finish its headers (they are
@@ -72,12 +72,6 @@ class TimedH11Protocol(H11Protocol):
             return  # a request's headers came (it is being read or answered)
         if self.cycle is not None and not self.cycle.response_complete:
             return  # a pipelined request that started with the previous response's end
-        if self.cycle is not None and not self.conn.trailing_data[0]:
-            # idle after a response, no part of a request waiting (uvicorn's keep-alive timeout
-            # closes an idle connection): keep watching. Seen on a kept-open connection after
-            # thousands of quick requests, where this clock outlived the cycles it was set for.
-            self.start_header_clock()
-            return
         self.transport.close()
 
     def on_response_complete(self) -> None:
