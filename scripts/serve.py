@@ -17,21 +17,30 @@ gets an equal share of the CPU threads (--threads to set them).
 from __future__ import annotations
 
 import argparse
+import errno
 import hashlib
+import http.client
 import os
+import socket
 import sys
+import threading
 from pathlib import Path
 
 import _bootstrap  # noqa: F401
 import export_router
 import torch
 import uvicorn
+from uvicorn.supervisors import Multiprocess
 
 from l2d_core.cli import add_cost_arguments
 from l2d_core.deploy import ArtifactError, load_router
 from l2d_core.deploy.api import ROUTER_ENV, THREADS_ENV, create_app
 from l2d_core.deploy.server import LOG_LEVELS, server_config
 from l2d_core.paths import cache_dir
+
+# seconds a worker process may take to answer uvicorn's first health check: it imports torch and the
+# models before it can (uvicorn's 5 s default kills and restarts it forever on a busy machine)
+WORKER_STARTUP = 120
 
 
 def parse_args(argv):
@@ -100,28 +109,99 @@ def main(argv=None) -> int:
         print("note: this router reads agents known only by their prediction files: new text gets a 422")
     os.environ[ROUTER_ENV] = str(Path(path).resolve())
     os.environ[THREADS_ENV] = str(threads)
-    if args.workers == 1:  # this process serves the router it has warmed up
-        config = server_config(create_app(router), args.host, args.port, args.log_level)
-        server = uvicorn.Server(uvicorn.Config(**config))
-    else:  # each worker process loads and warms up its own (l2d_core.deploy.api:app_from_env)
-        app = "l2d_core.deploy.api:app_from_env"
-        config = server_config(app, args.host, args.port, args.log_level, factory=True, workers=args.workers)
-        server = None
-    where = f"{d['router']['id']} for pool {d['pool']} from {path}"
     try:
-        if server is None:
-            print(f"serving {where} on http://{args.host}:{args.port}/docs", flush=True)
-            uvicorn.run(**config)
-            return 0
-        server.config.load()
-        sockets = [server.config.bind_socket()]
-        host, bound = sockets[0].getsockname()[:2]
-        print(f"serving {where} on http://{host}:{bound}/docs", flush=True)
-        server.run(sockets=sockets)
-    except (OSError, SystemExit) as exc:
-        print(f"error: cannot serve on {args.host}:{args.port}: {one_line(exc)}", file=sys.stderr)
+        sock = bind(args.host, args.port)
+    except OSError as exc:
+        print(f"error: {cannot_bind(args.host, args.port, exc)}", file=sys.stderr)
         return 2
+    bound = sock.getsockname()[1]
+    where = f"{d['router']['id']} for pool {d['pool']} from {path}"
+    said = announce_when_answering(args.host, bound, f"serving {where} on http://{args.host}:{bound}/docs")
+    try:
+        if args.workers == 1:  # this process serves the router it has warmed up
+            config = uvicorn.Config(**server_config(create_app(router), args.host, bound, args.log_level))
+            uvicorn.Server(config).run(sockets=[sock])
+        else:  # each worker process loads and warms up its own (l2d_core.deploy.api:app_from_env)
+            app = "l2d_core.deploy.api:app_from_env"
+            config = uvicorn.Config(
+                **server_config(app, args.host, bound, args.log_level, factory=True, workers=args.workers),
+                timeout_worker_healthcheck=WORKER_STARTUP,
+            )
+            Multiprocess(config, sockets=[sock]).run()
+    except (OSError, SystemExit) as exc:
+        code = getattr(exc, "code", None)
+        reason = (
+            one_line(exc) if isinstance(exc, OSError) else f"it stopped while starting (exit status {code})"
+        )
+        print(f"error: the server on {args.host}:{bound} failed: {reason}", file=sys.stderr)
+        return 2
+    finally:
+        said.set()  # stop the watcher if the server never answered
+        sock.close()
     return 0
+
+
+def bind(host: str, port_number: int) -> socket.socket:
+    """A TCP socket bound to ``host:port_number`` (0: a free port), inheritable by worker
+    processes; it listens once the server starts."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port_number))
+    except BaseException:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def cannot_bind(host: str, port_number: int, exc: OSError) -> str:
+    """Why ``host:port_number`` cannot be served on, in one sentence.
+
+    >>> import errno
+    >>> cannot_bind("127.0.0.1", 8000, OSError(errno.EADDRINUSE, "Address already in use"))
+    'port 8000 on 127.0.0.1 is in use (another server?): stop it, or pick another --port (0: a free one)'
+    """
+    if isinstance(exc, socket.gaierror):
+        return f"--host {host!r} is not a name or address this machine can resolve ({exc.strerror})"
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"port {port_number} on {host} is in use (another server?): stop it, or pick another "
+            "--port (0: a free one)"
+        )
+    if exc.errno == errno.EACCES:
+        return (
+            f"port {port_number} on {host} needs privileges this user lacks: pick a port from 1024 up "
+            "(0: a free one)"
+        )
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return f"--host {host} is not an address of this machine: use 127.0.0.1, 0.0.0.0 or one of its own"
+    return f"cannot serve on {host}:{port_number}: {exc.strerror or one_line(exc)}"
+
+
+def announce_when_answering(host: str, port_number: int, message: str) -> threading.Event:
+    """Print ``message`` once ``GET /healthz`` on the port answers 200 (a worker is serving, not
+    only a socket bound), from a watcher thread; setting the returned event stops the watcher."""
+    stop = threading.Event()
+    probe = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+
+    def watch() -> None:
+        while not stop.is_set():
+            conn = http.client.HTTPConnection(probe, port_number, timeout=2)
+            try:
+                conn.request("GET", "/healthz")
+                if conn.getresponse().status == 200:
+                    print(message, flush=True)
+                    return
+            except OSError:
+                pass
+            finally:
+                conn.close()
+            stop.wait(0.02)
+
+    threading.Thread(target=watch, name="announce-serving", daemon=True).start()
+    return stop
 
 
 def one_line(exc: BaseException) -> str:

@@ -134,7 +134,9 @@ def test_the_server_warms_up_before_it_says_serving(artifact, monkeypatch, capsy
     assert serve.main(["--router", str(artifact), "--port", "0", "--log-level", "WARNING"]) == 0
     out = capsys.readouterr().out
     port = events[1][1]
-    assert events[0] == "warmed" and port > 0 and f"127.0.0.1:{port}/docs" in out and "serving" in out
+    # warmed up before the server ran on a real port; a server that never answered is never "serving"
+    # (tests/test_serve_floor.py: "serving" is printed once it answers)
+    assert events[0] == "warmed" and port > 0 and "serving" not in out
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from ..flops import count_gflops
-from ..runtime import pick_device, transformers_names
+from ..runtime import cpu_has_fast_bf16, pick_device, transformers_names
 
 __all__ = [
     "Prediction",
@@ -54,13 +54,21 @@ class ModelLoadError(FileNotFoundError):
 
 
 def resolve_dtype(dtype, device: torch.device) -> torch.dtype:
-    """``None``: bf16 on CUDA (fp16 where bf16 is unsupported), fp32 elsewhere. Strings:
-    ``fp32``/``bf16``/``fp16`` (or the torch names). fp16 is refused on the CPU.
+    """``None`` (an agent without a ``dtype`` option): bf16 on CUDA (fp16 where bf16 is
+    unsupported) and on a CPU that computes bf16 natively (:func:`~l2d_core.runtime.cpu_has_fast_bf16`:
+    on such a CPU a small QA model answers about twice as fast, and ``scripts/bench_serve.py
+    --precision`` measures what that does to its EM/F1), fp32 elsewhere (emulated bf16 is slower
+    than fp32). Strings: ``fp32``/``bf16``/``fp16`` (or the torch names) force one; fp16 is
+    refused on the CPU.
 
-    >>> resolve_dtype(None, torch.device("cpu")), resolve_dtype("bf16", torch.device("cpu"))
+    >>> resolve_dtype("fp32", torch.device("cpu")), resolve_dtype("bf16", torch.device("cpu"))
     (torch.float32, torch.bfloat16)
+    >>> resolve_dtype(None, torch.device("cpu")) == (torch.bfloat16 if cpu_has_fast_bf16() else torch.float32)
+    True
     """
     if dtype is None:
+        if device.type == "cpu":
+            return torch.bfloat16 if cpu_has_fast_bf16() else torch.float32
         if device.type != "cuda":
             return torch.float32
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16

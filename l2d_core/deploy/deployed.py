@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from safetensors import SafetensorError
 
+from ..agents.cache import AgentCache
 from ..agents.measured import agent_gflops
 from ..agents.registry import AgentSpec, PoolSpec, get_agent
 from ..data import load_dataset
@@ -144,7 +145,8 @@ class DeployedRouter:
         self.costs = CostConfig(tuple(manifest["costs"]["alpha"]), tuple(manifest["costs"]["beta"]))
         self.budget = manifest.get("budget")
         self.encoder = check_models(self.needs, frozen.config, self.specs)
-        self._records = None  # the dataset's questions by id, read on the first qid
+        self._records = None  # the dataset's questions by id (prepare(), or the first qid)
+        self.recorded: AgentCache | None = None  # the agents' recorded answers, opened once
 
     @property
     def agent_ids(self) -> tuple[str, ...]:
@@ -164,12 +166,32 @@ class DeployedRouter:
         write_manifest(folder, self.manifest)
         return folder
 
+    def prepare(self) -> DeployedRouter:
+        """Read once what a query by ``qid`` reads: the dataset's questions by id, and every
+        agent's recorded answers through one agent cache whose stores are opened, checked and read
+        here — not per request. Where this machine has no copy of the dataset, a router that routes
+        new text still serves it (a ``qid`` then gets the dataset's own error)."""
+        if self._records is None:
+            try:
+                self._records = {r.qid: r for r in load_dataset(self.manifest["dataset"])}
+            except FileNotFoundError:  # paths.DataNotFoundError: no copy of the dataset here
+                if not self.routes_new_text():
+                    raise
+                return self
+        if self.recorded is None:
+            cache = AgentCache()
+            for a, spec in self.specs.items():
+                cache.get(spec.dataset, a, "")  # opens the agent's store and reads its records in
+            self.recorded = cache
+        return self
+
     def warm_up(self) -> DeployedRouter:
-        """Load what the first query would load (the encoder, the main agent) by routing one — new
-        text, or the first question of its dataset for a router that routes those only. An
-        artifact that loads but cannot route (a hand-edited setting) raises
-        :class:`ArtifactError` here, before it serves anyone."""
+        """Load what the first query would load (the encoder, the main agent, the recorded answers:
+        :meth:`prepare`) by routing one — new text, or the first question of its dataset for a
+        router that routes those only. An artifact that loads but cannot route (a hand-edited
+        setting) raises :class:`ArtifactError` here, before it serves anyone."""
         try:
+            self.prepare()
             if self.routes_new_text():
                 self.route_batch([("Who wrote it?", "It was written by the router's warm-up.")])
             else:
@@ -246,7 +268,9 @@ class DeployedRouter:
         under a budget the queries are decided in order, each moving the budget's follower)."""
         records = [check_query(q, c, i) for i, (q, c) in enumerate(queries)]
         t0 = time.perf_counter()
-        signals = QuerySignals(self.needs, self.frozen.config, self.specs, records, qids, self.encoder)
+        signals = QuerySignals(
+            self.needs, self.frozen.config, self.specs, records, qids, self.encoder, self.recorded
+        )
         d = self.frozen.decide(signals)
         ms = 1000.0 * (time.perf_counter() - t0)
         ids = self.agent_ids
@@ -335,7 +359,7 @@ class DeployedRouter:
         routed = self.route_batch(queries, qids)
         for n, (r, (q, c)) in enumerate(zip(routed, queries)):
             qid = qids[n] if qids is not None else None
-            r["answer"] = answer_chosen(self.needs, self.specs, r, q, c, qid)
+            r["answer"] = answer_chosen(self.needs, self.specs, r, q, c, qid, self.recorded)
         ms = 1000.0 * (time.perf_counter() - t0)
         for r in routed:
             r["latency_ms"] = ms / len(routed)

@@ -98,12 +98,13 @@ def check_models(needs: Needs, config: dict, specs: dict[str, AgentSpec]):
     return enc
 
 
-def agent_answers(spec: AgentSpec, records: list[QARecord], qids=None) -> list[tuple]:
+def agent_answers(spec: AgentSpec, records: list[QARecord], qids=None, cache=None) -> list[tuple]:
     """``(answer, confidence, latency ms, why none)`` of an agent for each record: its cached
-    answers for dataset question ids ``qids``, else run now as one batch; an agent that cannot
+    answers for dataset question ids ``qids`` (read through ``cache``, the agent cache a deployed
+    router opened once; default a new handle), else run now as one batch; an agent that cannot
     answer new text gives ``None`` with the reason (never a made-up answer)."""
     if qids is not None:
-        cache = AgentCache()  # one handle for every cached answer
+        cache = cache if cache is not None else AgentCache()  # one handle for every cached answer
         got = [answer_with(spec, r.question, r.context, q, cache) for r, q in zip(records, qids)]
         # a recorded outcome without text (an outcome log: right/wrong only) is an answer, not a gap
         why = [None if g["status"] == "cached" else g["message"] for g in got]
@@ -117,13 +118,21 @@ def agent_answers(spec: AgentSpec, records: list[QARecord], qids=None) -> list[t
 
 class QuerySignals:
     """What a frozen router may read about ``records`` (``qids``: the dataset's questions, read
-    on the agents' recorded answers and the embedding cache, as on the benchmark)."""
+    on the agents' recorded answers — through ``cache``, an agent cache opened once — and the
+    embedding cache, as on the benchmark)."""
 
     def __init__(
-        self, needs: Needs, config: dict, specs: dict, records: list[QARecord], qids=None, encoder=None
+        self,
+        needs: Needs,
+        config: dict,
+        specs: dict,
+        records: list[QARecord],
+        qids=None,
+        encoder=None,
+        cache=None,
     ):
         self.needs, self.config, self.specs = needs, config, specs
-        self.records, self.qids, self.encoder = records, qids, encoder
+        self.records, self.qids, self.encoder, self.cache = records, qids, encoder, cache
         self._answers: list[dict] | None = None
 
     def embeddings(self):
@@ -153,7 +162,7 @@ class QuerySignals:
                         f"dataset, {fix}",
                         "context",
                     )
-                table[a] = agent_answers(self.specs[a], self.records, self.qids)
+                table[a] = agent_answers(self.specs[a], self.records, self.qids, self.cache)
                 for (ans, *_rest, why), r in zip(table[a], self.records):
                     if ans is None and why is not None:
                         raise QueryError(f"{a} gave no answer to {r.qid}: {why}", "context")
@@ -171,13 +180,16 @@ class QuerySignals:
     def ask(self, agent: str, rows: list[int]) -> list[tuple]:
         """``agent``'s answers to the records ``rows`` (only those: it runs where asked)."""
         qids = [self.qids[i] for i in rows] if self.qids is not None else None
-        return agent_answers(self.specs[agent], [self.records[i] for i in rows], qids)
+        return agent_answers(self.specs[agent], [self.records[i] for i in rows], qids, self.cache)
 
 
-def answer_chosen(needs: Needs, specs: dict, routed: dict, question: str, context: str, qid=None) -> dict:
+def answer_chosen(
+    needs: Needs, specs: dict, routed: dict, question: str, context: str, qid=None, cache=None
+) -> dict:
     """The chosen agent's answer: reused when it already ran (the main agent, a helper, the
-    expert a two-stage cascade asked), its recorded answer for a dataset question ``qid``, run
-    now when it can run, else ``status: cannot_answer`` with the reason (never made up)."""
+    expert a two-stage cascade asked), its recorded answer for a dataset question ``qid`` (read
+    through ``cache`` when given), run now when it can run, else ``status: cannot_answer`` with
+    the reason (never made up)."""
     agent = routed["agent"]
     s = routed["signals"]
     if agent in needs.answers or (s.get("asked") or {}).get("agent") == agent:
@@ -190,7 +202,7 @@ def answer_chosen(needs: Needs, specs: dict, routed: dict, question: str, contex
             }
         if s["helper_answers"].get(agent) is not None:
             return {"agent": agent, "status": "ran", "text": s["helper_answers"][agent]}
-    got = answer_with(specs[agent], question, context, qid)
+    got = answer_with(specs[agent], question, context, qid, cache)
     status = {"live": "ran", "cached": "recorded"}.get(got["status"], got["status"])
     return {"agent": agent, "status": status, "text": got["answer"], "latency_ms": got["latency_ms"]} | (
         {"message": got["message"]} if got["answer"] is None else {}

@@ -177,8 +177,18 @@ def _logits(head: PluginRejector, X: np.ndarray) -> np.ndarray:
     check_is_fitted(head, "head_")
     x = torch.from_numpy(head.scaler_.transform(np.asarray(X, np.float64)))
     with torch.no_grad():
-        z = copy.deepcopy(head.head_).double().eval()(x).numpy()
+        z = _double(head)(x).numpy()
     return z.astype(np.float32).astype(np.float64)
+
+
+def _double(head: PluginRejector) -> torch.nn.Module:
+    """A float64 copy of the head's network in eval mode, made once per fitted network (a served
+    router scores every request with it; copying per call cost more than the scoring)."""
+    made = head.__dict__.get("float64_head")
+    if made is None or made[0] is not head.head_:
+        made = (head.head_, copy.deepcopy(head.head_).double().eval())
+        head.__dict__["float64_head"] = made
+    return made[1]
 
 
 def answer_matrix(

@@ -1,0 +1,261 @@
+"""Issue 36 ("the routing API at its floor"): every accepted connection gets TCP_NODELAY (checked on
+the served socket itself, one worker and two); scripts/serve.py says "serving" only once the port
+answers, and every startup error is one sentence; a deployed router is prepared once — no agent
+store opened, no head copied per request — and decides as it did unprepared."""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+import http.client
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _serving import cascade_artifact
+
+import l2d_core.agents.cache as agent_cache
+import l2d_core.routers.posthoc as posthoc
+from l2d_core.data import load_dataset
+from l2d_core.deploy import load_router
+
+SERVE = Path(__file__).resolve().parent.parent / "scripts" / "serve.py"
+CONTEXT = "Moby-Dick is an 1851 novel by American writer Herman Melville about the whale."
+Q = {"question": "Who wrote Moby-Dick?", "context": CONTEXT}
+LINUX = sys.platform.startswith("linux")
+
+
+@pytest.fixture(scope="module")
+def artifact(live_bench, tmp_path_factory):
+    return cascade_artifact(live_bench, tmp_path_factory.mktemp("floor"))
+
+
+@pytest.fixture(scope="module")
+def qids(live_bench):
+    """Question ids of the slice whose main answers are in the agent cache (train and test)."""
+    return [str(q) for q in [*live_bench.train.qids[:12], *live_bench.test.qids[:12]]]
+
+
+# --- the accepted socket ------------------------------------------------------------------------
+
+
+def tcp_inodes(local_port: int, remote_port: int) -> set[str]:
+    """Inodes of the TCP sockets from ``local_port`` to ``remote_port`` (/proc/net/tcp, tcp6)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for row in f.readlines()[1:]:
+                cols = row.split()
+                if (
+                    int(cols[1].rsplit(":", 1)[1], 16) == local_port
+                    and int(cols[2].rsplit(":", 1)[1], 16) == remote_port
+                ):
+                    found.add(cols[9])
+    return found
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every process below it."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+    tree, grew = {pid}, True
+    while grew:
+        below = {p for p, parent in parents.items() if parent in tree} - tree
+        tree |= below
+        grew = bool(below)
+    return sorted(tree)
+
+
+def served_socket_nodelay(server_pid: int, port: int, client: socket.socket) -> bool:
+    """TCP_NODELAY of the socket the server accepted for ``client``: found by its inode in the
+    server's processes and duplicated here (pidfd_getfd), so the option is read on the very
+    socket the server writes its responses to."""
+    inodes = tcp_inodes(port, client.getsockname()[1])
+    assert inodes, "the accepted connection is not in /proc/net/tcp"
+    libc = ctypes.CDLL(None, use_errno=True)
+    for pid in process_tree(server_pid):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:[") and target[8:-1] in inodes:
+                pidfd = os.pidfd_open(pid)
+                try:
+                    mine = libc.syscall(438, pidfd, int(fd), 0)  # SYS_pidfd_getfd (Linux 5.6+)
+                    assert mine >= 0, f"pidfd_getfd failed: {os.strerror(ctypes.get_errno())}"
+                finally:
+                    os.close(pidfd)
+                with socket.socket(fileno=mine) as dup:
+                    return bool(dup.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+    raise AssertionError(f"no process under {server_pid} holds the accepted socket")
+
+
+def start_serving(artifact: Path, *flags: str) -> tuple[subprocess.Popen, int, str]:
+    """scripts/serve.py on a free port: the process, the port, and its "serving" line (read
+    as it is printed)."""
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVE), "--router", str(artifact), "--port", "0", *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in proc.stdout:
+        if line.startswith("serving"):
+            return proc, int(re.search(r":(\d+)/docs", line).group(1)), line
+    proc.wait(30)
+    raise AssertionError(f"serve.py exited without serving: {proc.stderr.read()[-2000:]}")
+
+
+@pytest.mark.skipif(not LINUX, reason="reads the server's socket through /proc and pidfd_getfd (Linux)")
+@pytest.mark.parametrize("workers", [1, 2])
+def test_serving_is_said_once_it_answers_and_accepted_sockets_send_at_once(artifact, workers):
+    proc, port, line = start_serving(artifact, "--workers", str(workers), "--log-level", "warning")
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn.request("GET", "/healthz")  # at once, no retry: "serving" means it answers
+        first = conn.getresponse()
+        assert first.status == 200 and json.loads(first.read())["status"] == "ok"
+        for _ in range(2):  # a kept-open connection, as client libraries keep them
+            conn.request("POST", "/v1/route", json.dumps(Q), {"content-type": "application/json"})
+            resp = conn.getresponse()
+            assert resp.status == 200 and json.loads(resp.read())["router"] == "l2d-cascade"
+        assert served_socket_nodelay(proc.pid, port, conn.sock)
+        conn.close()
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    assert f"127.0.0.1:{port}/docs" in line
+
+
+# --- startup errors: one sentence ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_port_in_use_is_one_sentence_at_any_log_level(artifact, capsys, workers):
+    import serve
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = [
+            "--router",
+            str(artifact),
+            "--port",
+            str(port),
+            "--log-level",
+            "critical",
+            "--workers",
+            workers,
+        ]
+        assert serve.main(argv) == 2
+    out, errors = capsys.readouterr()
+    assert "serving" not in out and "Traceback" not in errors and errors.count("\n") == 1
+    assert errors.startswith(f"error: port {port} on 127.0.0.1 is in use") and "--port" in errors
+
+
+@pytest.mark.parametrize(
+    "host, words",
+    [
+        ("10.255.255.1", "is not an address of this machine"),
+        ("no-such-host.invalid", "is not a name or address"),
+    ],
+)
+def test_a_host_that_cannot_be_served_on_is_one_sentence(artifact, capsys, host, words):
+    import serve
+
+    assert (
+        serve.main(["--router", str(artifact), "--host", host, "--port", "0", "--log-level", "critical"]) == 2
+    )
+    out, errors = capsys.readouterr()
+    assert "serving" not in out and "Traceback" not in errors and errors.count("\n") == 1
+    assert errors.startswith("error: ") and words in errors and host in errors
+
+
+# --- a router prepared once ----------------------------------------------------------------------
+
+
+def test_a_prepared_router_opens_no_store_per_request_and_decides_the_same(artifact, qids, monkeypatch):
+    """After warm-up, routing and answering by qid open no agent store (they opened one per agent
+    per request), and give what an unprepared router gives (a new store handle per request)."""
+    unprepared = load_router(artifact)
+    ds = load_dataset(unprepared.manifest["dataset"])
+    queries = [(ds[q].question, ds[q].context) for q in qids]
+    before = [unprepared.answer_batch([t], [q])[0] for t, q in zip(queries, qids)]
+
+    router = load_router(artifact).warm_up()
+    opened = []
+    real = agent_cache.open_disk_cache
+    monkeypatch.setattr(agent_cache, "open_disk_cache", lambda *a, **k: opened.append(a[0]) or real(*a, **k))
+    after = [router.answer_batch(router.texts([(None, None)], [q]), [q])[0] for q in qids]
+    assert opened == []
+    keep = ("agent", "deferred", "compared", "chance_wrong", "signals", "gflops", "answer")
+    for b, a in zip(before, after):
+        a["answer"].pop("latency_ms", None), b["answer"].pop("latency_ms", None)
+        assert {k: a[k] for k in keep} == {k: b[k] for k in keep}
+    assert any(a["signals"]["main_answer"] for a in after)
+
+
+def test_the_post_hoc_head_is_copied_once_not_per_call(live_bench, monkeypatch):
+    """The float64 copy of a head is made once; each call's outputs are those of a fresh copy."""
+    from l2d_core.routers.registry import make_router
+
+    router = make_router("l2d-cascade").fit(live_bench)
+    est = router.estimator_
+    X = np.random.default_rng(0).normal(size=(5, est.heads_[0].scaler_.n_features_in_))
+    est.predict_proba(X)
+    copies = []
+    real = copy.deepcopy
+    monkeypatch.setattr(posthoc.copy, "deepcopy", lambda x, *a: copies.append(type(x)) or real(x, *a))
+    got = [est.predict_proba(X[i : i + 1]) for i in range(len(X))]
+    assert copies == []
+    monkeypatch.undo()
+    for head in est.heads_:
+        head.__dict__.pop("float64_head", None)  # a fresh copy, as each call made before
+    assert np.array_equal(np.concatenate(got), est.predict_proba(X))
+
+
+# --- precision -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_agents_default_to_bf16_where_the_cpu_computes_it_natively(bert_path, monkeypatch, fast):
+    """No ``dtype`` option: bf16 on a CPU with native bf16, fp32 on one without; the option forces
+    either (an agent loads its model in that precision and still answers)."""
+    import torch
+
+    import l2d_core.agents.base as base
+    from l2d_core.agents import AgentSpec, load_agent
+    from l2d_core.data.records import QARecord
+
+    monkeypatch.setattr(base, "cpu_has_fast_bf16", lambda: fast)
+    cpu = torch.device("cpu")
+    assert base.resolve_dtype(None, cpu) == (torch.bfloat16 if fast else torch.float32)
+    assert (
+        base.resolve_dtype("fp32", cpu) == torch.float32 and base.resolve_dtype("bf16", cpu) == torch.bfloat16
+    )
+    record = QARecord(qid="q", title="", context=CONTEXT, question=Q["question"], answers=())
+    for options, want in [({}, torch.bfloat16 if fast else torch.float32), ({"dtype": "fp32"}, torch.float32),
+                          ({"dtype": "bf16"}, torch.bfloat16)]:  # fmt: skip
+        agent = load_agent(
+            AgentSpec("tiny", "squad11", kind="extractive", path=str(bert_path), options=options), "cpu"
+        )
+        assert agent.model.dtype == want
+        assert isinstance(agent.predict([record])[0].answer, str)
