@@ -42,7 +42,7 @@ EDITS = [
     ("costs-disagree", lambda m: m["costs"].update(beta=[5.0]), "config.costs"),
     ("other-dataset", lambda m: m.update(dataset="squad20"), "pool.dataset: 'squad11', but the router"),
     ("unknown-dataset", lambda m: m.update(dataset="nope"), "dataset: 'nope' is not a dataset"),
-    ("fingerprint-deleted", lambda m: m["config"].pop("main_fingerprint"), "config.main_fingerprint: Field required"),
+    ("fingerprint-deleted", lambda m: m["config"].pop("main_fingerprint"), "fingerprint: Field required"),
     ("embeddings-without-encoder", lambda m: m["needs"].update(embeddings=True), "config.encoder: missing"),
     ("budget-target-7", lambda m: m.update(budget={"kind": "share", "target": 7.0}), "7.0 is not a share"),
     ("follower-lo-above-hi", lambda m: m["config"].update(follower={**FOLLOWER, "lo": 5.0, "hi": -5.0}),
