@@ -241,6 +241,25 @@ class PosthocRouter(ErrorEstimateRouter):
         self.helpers, self.features, self.calibration = helpers, features, calibration
         self.confidence, self.config, self.asked = confidence, config, asked
 
+    @classmethod
+    def unavailable(cls, bench) -> str | None:
+        """Not offered where no cheap helper agent exists for the pool's main agent: it would read
+        what the cascade reads, and be the cascade under another name."""
+        if posthoc_helpers(bench.dataset.name, bench.pool.main):
+            return None
+        return (
+            f"{cls.id} is the same as l2d-cascade on pool {bench.pool.name}: no cheap helper agent "
+            f"answers its questions besides {bench.pool.main} (choose l2d-cascade)"
+        )
+
+    def fit(self, bench, seed: int = 0) -> PosthocRouter:
+        if self.helpers is None:  # the pool's default helpers: not offered where there are none
+            return super().fit(bench, seed)
+        # helpers given (a two-stage cascade's stages): it reads them, whatever the pool's defaults
+        self.bench_, self.seed_ = bench, int(seed)
+        self._fit()
+        return self
+
     def helper_ids(self, bench) -> tuple[str, ...]:
         """The helpers this router reads on ``bench`` (its own, or the default cheap ones)."""
         default = posthoc_helpers(bench.dataset.name, bench.pool.main)
@@ -336,3 +355,7 @@ class CascadeRouter(PosthocRouter):
         config=POSTHOC_CONFIG,
     ):
         super().__init__(helpers, features, calibration, confidence, config)
+
+    @classmethod
+    def unavailable(cls, bench) -> str | None:
+        return None
