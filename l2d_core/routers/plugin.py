@@ -33,6 +33,7 @@ from .budget import (
     PriceFollower,
     budget_stage,
     calibrate_price,
+    calibrate_threshold,
     defer_margin,
     follower_from_state,
     pinned_note,
@@ -156,6 +157,10 @@ class ErrorEstimateFrozen(Frozen):
         return PluginRejector
 
 
+# target shares of expert calls in an error-estimate router's sweep (ErrorEstimateRouter.share_points)
+SHARE_LEVELS = 41
+
+
 class ErrorEstimateRouter(Router):
     """A router whose decision at any cost setting is the plug-in rule on error estimates p̂."""
 
@@ -258,6 +263,27 @@ class ErrorEstimateRouter(Router):
         )
         return d, info
 
+    def share_points(self) -> list[OperatingPoint]:
+        """Points at target shares of expert calls (:data:`SHARE_LEVELS` evenly spaced, as many as
+        the confidence threshold's quantiles; field ``target_share``): the queries whose best
+        expert beats the main agent by the widest expected margin defer, the margin's threshold
+        set on the training articles (no label read). Margins at two cost settings: accuracy
+        alone (every β 0) and the dearest β₁ of the dense sweep (the cheap experts: on
+        PLLM-abstain, main against ``abstain``). An expert at no cost (``abstain``) is chosen at
+        every β, so without these points the curve jumps from no deferral to the share the plain
+        rule gives it, and the shares between are unseen."""
+        bench = self.bench_
+        p_cal = self.estimator_.predict_proba(self._features("train"))
+        points = []
+        for costs in (bench.costs(0.0), bench.costs(DENSE_BETAS[-1])):
+            m_cal, _ = defer_margin(p_cal, costs)
+            m_test, best = defer_margin(self.p_err_, costs)
+            for share in np.linspace(0.0, 1.0, SHARE_LEVELS):
+                choice = np.where(m_test > calibrate_threshold(m_cal, share), best, 0)
+                d = Decision(choice, self.overhead_, data=self.data_, extra={"target_share": float(share)})
+                points.append(OperatingPoint(None, d))
+        return points
+
     def oof_outcome(self, costs: CostConfig) -> tuple[np.ndarray, np.ndarray]:
         data, overhead = self.accounting(self.bench_.train)
         choice = plugin_policy(self.oof_error_proba(), costs)
@@ -334,4 +360,5 @@ class PluginRouter(ErrorEstimateRouter):
         return PluginRejector(config=self.config.but(seed=self.seed_))
 
     def sweep(self):
-        return [OperatingPoint(b, self.decide(self.bench_.costs(b))) for b in DENSE_BETAS]
+        dense = [OperatingPoint(b, self.decide(self.bench_.costs(b))) for b in DENSE_BETAS]
+        return dense + self.share_points()

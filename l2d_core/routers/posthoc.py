@@ -36,6 +36,7 @@ from .posthoc_inputs import (
     DEFAULT_FEATURES,
     FEATURE_FORMAT,
     GFLOPS_SWEEP,
+    feature_set,
     gflops_costs,
     helpers_to_import,
     main_has_confidence,
@@ -276,11 +277,12 @@ class PosthocRouter(ErrorEstimateRouter):
         bench = self.bench_
         self.helpers_ = self.helper_ids(bench)
         self.confidence_ = self.confidence and main_has_confidence(bench)
+        self.features_ = feature_set(bench, self.features, self.confidence_)
         super()._fit()
 
     def _features(self, split: str) -> np.ndarray:
         return posthoc_features(
-            self.bench_, self.helpers_, split, self.features, self.confidence_, self.asked
+            self.bench_, self.helpers_, split, self.features_, self.confidence_, self.asked
         )
 
     def _new_estimator(self):
@@ -295,7 +297,7 @@ class PosthocRouter(ErrorEstimateRouter):
     def _store_params(self) -> dict:
         return dict(
             helpers=list(self.helpers_),
-            features=self.features,
+            features=self.features_,
             confidence=self.confidence_,
             feature_format=FEATURE_FORMAT,
             asked=bool(self.asked),
@@ -312,13 +314,13 @@ class PosthocRouter(ErrorEstimateRouter):
             OperatingPoint(None, self.decision(self.p_err_, gflops_costs(self.data_, bm), beta_max=bm))
             for bm in GFLOPS_SWEEP
         ]
-        return dense + marginal
+        return dense + marginal + self.share_points()
 
     def answers_config(self) -> dict:
         """What a frozen router of the answer family records of what it reads."""
         main = get_agent(self.bench_.pool.main)
         return {
-            "set": self.features,
+            "set": self.features_,
             "helpers": list(self.helpers_),
             "confidence": bool(self.confidence_),
             "main_fingerprint": model_fingerprint(str(main.path)),

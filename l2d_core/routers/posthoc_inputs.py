@@ -38,6 +38,8 @@ __all__ = [
     "agents_outcomes",
     "posthoc_answers",
     "main_has_confidence",
+    "main_gives_text",
+    "feature_set",
     "posthoc_features",
     "helpers_to_import",
     "import_helpers",
@@ -52,8 +54,9 @@ DEFAULT_CALIBRATION = "platt"
 # one held-out calibration split).
 CALIBRATION_FOLDS = 4
 # Part of the trained-head cache key: bump when the features change. 4: a two-stage cascade's
-# second stage describes the asked expert's answer; 5: extra_features reads question_overlap.
-FEATURE_FORMAT = 5
+# second stage describes the asked expert's answer; 5: extra_features reads question_overlap;
+# 6: a main agent with no answer text is read by its confidence alone (feature_set).
+FEATURE_FORMAT = 6
 # Second dense sweep of posthoc_points: β of the dearest expert, every other expert's β in
 # proportion to its *marginal* GFLOPs (0 for an agent that already ran), so the policy trades
 # error against compute itself; the GFLOPs rule of SPEC §3 (β_j ∝ GFLOPs_j / 20 for j ≥ 2)
@@ -156,6 +159,23 @@ def main_has_confidence(bench) -> bool:
     """Whether the pool's main agent recorded its confidence (a model agent does)."""
     conf = bench.train.confidence
     return conf is not None and any(isinstance(c, dict) for c in conf[:, 0])
+
+
+def main_gives_text(bench) -> bool:
+    """Whether the pool's main agent gives answer texts on the training articles (an agent known
+    only by an outcome log gives right/wrong and no text)."""
+    return any(isinstance(a, str) for a in bench.train.answers[:, 0])
+
+
+def feature_set(bench, features: str, confidence: bool) -> str:
+    """The feature set a post-hoc router asked for ``features`` reads on ``bench``: its own, or
+    ``confidence`` where the main agent gives no answer text but its confidence. Without a text
+    the answer columns are constant and the rest describe the question alone (type, lengths);
+    fitted beside the confidence they only add noise: on PLLM-abstain a logistic model of
+    confidence and those columns split main from ``abstain`` 0.2 EM below confidence alone."""
+    if confidence and not features.endswith("+emb") and not main_gives_text(bench):
+        return "confidence"
+    return features
 
 
 def posthoc_features(

@@ -220,6 +220,23 @@ class StagedRouter(Router):
         self.helpers, self.features, self.calibration = tuple(helpers), features, calibration
         self.confidence, self.config = confidence, config
 
+    @classmethod
+    def unavailable(cls, bench) -> str | None:
+        """Not offered where the expert it asks first gives no answer text, or one answer to every
+        question (``abstain``): comparing answers then adds nothing to the cascade."""
+        data = bench.train
+        if data.n_agents < 2:
+            return None  # fit says why
+        j = 1 + int(np.argmin(data.agent_gflops[1:]))
+        texts = {a for a in data.answers[:, j] if isinstance(a, str)}
+        if len(texts) > 1:
+            return None
+        gives = "no answer text" if not texts else "the same answer to every question"
+        return (
+            f"{cls.id} is the same as l2d-cascade on pool {bench.pool.name}: the expert it asks first, "
+            f"{data.agent_ids[j]}, gives {gives}, so comparing answers adds nothing (choose l2d-cascade)"
+        )
+
     def _stage(self, helpers: tuple[str, ...], asked: bool = False) -> PosthocRouter:
         return PosthocRouter(helpers, self.features, self.calibration, self.confidence, self.config, asked)
 
