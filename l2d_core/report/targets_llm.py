@@ -153,7 +153,15 @@ def _em_at_share(results: dict, siblings: dict | None, t: dict) -> dict:
     )
     status = "met" if em is not None and em >= need else "not met"
     return make_target(
-        t["id"], text, status, detail, router=rid, value=em, interval=list(ci) if ci else None, threshold=need
+        t["id"],
+        text,
+        status,
+        detail,
+        router=rid,
+        point=i,
+        value=em,
+        interval=list(ci) if ci else None,
+        threshold=need,
     )
 
 
