@@ -15,6 +15,7 @@ from functools import lru_cache
 
 from ..agents import AgentSpec, PoolSpec, get_agent, list_pools
 from ..agents.cache import AgentCache
+from ..agents.kind_words import no_new_text
 from ..agents.measured import agent_gflops, per_query_gflops
 from ..agents.profiles import PROFILES, train_command
 from ..agents.registry import RUNNABLE_KINDS
@@ -172,11 +173,7 @@ def answer_with(
             )
     if not can_answer_new_text(agent_spec):
         status = "not_cached" if dataset_qid is not None else "cannot_answer"
-        why = (  # reads after "which": "…, which is known only by its prediction file …"
-            "is known only by its prediction file and cannot answer new text"
-            if agent_spec.kind == "prediction_file"
-            else f"is of kind {agent_spec.kind!r}, which this tool does not run on new text yet"
-        )
+        why = no_new_text(agent_spec.kind)  # reads after "which": "…, which is known only by …"
         if dataset_qid is not None:
             why = f"has no recorded answer for question {dataset_qid}, and {why}"
         return _result(agent_spec, status, why, gflops=agent_gflops(agent_spec), expected_answer=check)

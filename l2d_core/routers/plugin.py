@@ -22,6 +22,7 @@ import numpy as np
 from scipy.special import expit
 from torch import nn
 
+from ..agents.routing_data import textless_agents
 from ..method.costs import CostConfig
 from ..method.policies import expected_costs, plugin_policy
 from ..method.training import FAST_CONFIG
@@ -66,6 +67,25 @@ PLUGIN_STAGES = (
         "of a mistake plus its price β on both ends",
     ),
 )
+# the same where the main agent is known by its outcome log: right or wrong, no span to be wrong on
+LOG_STAGES = (
+    Stage(
+        "",
+        "expected cost",
+        "the main agent's chance of a wrong answer (its log holds right or wrong, counted on both answer "
+        "ends), against each expert's α × its chance of a wrong answer plus its price β",
+    ),
+)
+
+
+def plugin_stages(data, spans: bool | None = None) -> tuple[Stage, ...]:
+    """What the plug-in rule compares, in words that fit the main agent's kind of record (``data``:
+    the routing data decided on; ``spans``: said by the caller instead, e.g. a frozen router)."""
+    if spans is not None:
+        return PLUGIN_STAGES if spans else LOG_STAGES
+    if data is not None and data.agent_ids[0] in textless_agents(data.agent_ids[:1], data.answers[:, :1]):
+        return LOG_STAGES
+    return PLUGIN_STAGES
 
 
 def article_folds(titles: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
@@ -96,15 +116,20 @@ class PluginRejector(AgentHead):
 
 
 def plugin_decision(
-    p_err, costs, overhead, data=None, follower=None, extra_gflops=None, base=None, **extra
+    p_err, costs, overhead, data=None, follower=None, extra_gflops=None, base=None, spans=None, **extra
 ) -> Decision:
     """The decision on error estimates ``p_err`` (N, 2, A) at ``costs`` — the plug-in rule — or,
     with a budget's ``follower``, the rule with the follower's surcharge (a share) or price (a
     GFLOPs budget; ``extra_gflops`` (N, A) what each agent adds, ``base`` (N,) what every query
-    pays), the follower moving on as it decides. ``extra``: fields of the curve point."""
+    pays), the follower moving on as it decides. ``spans``: whether the main agent answers with a
+    span (None: read from ``data``; :func:`plugin_stages`). ``extra``: fields of the curve point."""
     per_query = None
     if follower is None:
-        choice, values, stages = plugin_policy(p_err, costs), expected_costs(p_err, costs), PLUGIN_STAGES
+        choice, values, stages = (
+            plugin_policy(p_err, costs),
+            expected_costs(p_err, costs),
+            plugin_stages(data, spans),
+        )
     else:
         extra["budget"] = follower.target
         if isinstance(follower, PriceFollower):
@@ -138,8 +163,9 @@ class ErrorEstimateFrozen(Frozen):
             own = [0.0 if a in self.needs.answers else g for a, g in self.config["agent_gflops"].items()]
             extra = np.repeat(np.array([own]) - own[0], len(p), axis=0)
             base = np.full(len(p), self.overhead_gflops + own[0])
+        spans = self.config.get("set") != "confidence"  # a main agent with no text: its confidence only
         return plugin_decision(
-            p, costs, self.overhead_gflops, follower=self.follower, extra_gflops=extra, base=base
+            p, costs, self.overhead_gflops, follower=self.follower, extra_gflops=extra, base=base, spans=spans
         )
 
     def save(self, directory: Path) -> None:

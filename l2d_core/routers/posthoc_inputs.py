@@ -39,6 +39,7 @@ __all__ = [
     "posthoc_answers",
     "main_has_confidence",
     "main_gives_text",
+    "asked_adds_nothing",
     "feature_set",
     "posthoc_features",
     "helpers_to_import",
@@ -165,6 +166,24 @@ def main_gives_text(bench) -> bool:
     """Whether the pool's main agent gives answer texts on the training articles (an agent known
     only by an outcome log gives right/wrong and no text)."""
     return any(isinstance(a, str) for a in bench.train.answers[:, 0])
+
+
+def asked_adds_nothing(bench, router_id: str) -> str | None:
+    """Why a two-stage cascade is the cascade on ``bench`` (one line), or None: the expert it asks
+    first (the cheapest) gives no answer text, or one answer to every question (``abstain``), so
+    comparing its answer with the main agent's adds nothing."""
+    data = bench.train
+    if data.n_agents < 2:
+        return None  # fit says why
+    j = 1 + int(np.argmin(data.agent_gflops[1:]))
+    texts = {a for a in data.answers[:, j] if isinstance(a, str)}
+    if len(texts) > 1:
+        return None
+    gives = "no answer text" if not texts else "the same answer to every question"
+    return (
+        f"{router_id} is the same as l2d-cascade on pool {bench.pool.name}: the expert it asks first, "
+        f"{data.agent_ids[j]}, gives {gives}, so comparing answers adds nothing (choose l2d-cascade)"
+    )
 
 
 def feature_set(bench, features: str, confidence: bool) -> str:

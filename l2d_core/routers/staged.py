@@ -5,13 +5,10 @@ router: its two heads, how it decides on the benchmark and under a budget, what 
 and how a frozen one routes new queries (asking the expert only where it doubts).
 
 Both stages are post-hoc heads (:class:`~l2d_core.routers.posthoc.PosthocRouter`): the first reads
-the main agent's answer and its confidence (and optional helpers), the second also reads the asked
-expert's answer, described as the main agent's is (its agreement with the main answer, length,
-where it occurs in the context, whether the question's words surround it: chosen on validation
-articles). At a cost setting the one thing fitted is the doubt threshold, chosen for the least
-TDL on the training articles' out-of-fold estimates — milliseconds, so any α/β applies instantly.
-An asked expert that cannot answer new text is named ("would ask …") and the decision stops there:
-its answer is never made up.
+the main agent's answer and confidence (and optional helpers), the second also the asked expert's
+answer, described as the main agent's is. At a cost setting the one thing fitted is the doubt
+threshold (least TDL on the training articles' out-of-fold estimates: any α/β applies instantly).
+An asked expert that cannot answer new text is named ("would ask …"), its answer never made up.
 """
 
 from __future__ import annotations
@@ -50,6 +47,7 @@ from .posthoc_inputs import (
     DEFAULT_CALIBRATION,
     DEFAULT_FEATURES,
     GFLOPS_SWEEP,
+    asked_adds_nothing,
     gflops_costs,
     helpers_to_import,
 )
@@ -221,27 +219,13 @@ class StagedRouter(Router):
         self.confidence, self.config = confidence, config
 
     @classmethod
-    def unavailable(cls, bench) -> str | None:
-        """Not offered where the expert it asks first gives no answer text, or one answer to every
-        question (``abstain``): comparing answers then adds nothing to the cascade."""
-        data = bench.train
-        if data.n_agents < 2:
-            return None  # fit says why
-        j = 1 + int(np.argmin(data.agent_gflops[1:]))
-        texts = {a for a in data.answers[:, j] if isinstance(a, str)}
-        if len(texts) > 1:
-            return None
-        gives = "no answer text" if not texts else "the same answer to every question"
-        return (
-            f"{cls.id} is the same as l2d-cascade on pool {bench.pool.name}: the expert it asks first, "
-            f"{data.agent_ids[j]}, gives {gives}, so comparing answers adds nothing (choose l2d-cascade)"
-        )
+    def unavailable(cls, bench) -> str | None:  # the cascade where the asked expert adds nothing
+        return asked_adds_nothing(bench, cls.id)
 
     def _stage(self, helpers: tuple[str, ...], asked: bool = False) -> PosthocRouter:
         return PosthocRouter(helpers, self.features, self.calibration, self.confidence, self.config, asked)
 
-    def asked_expert(self, bench) -> str:
-        """The expert it asks first: the pool's cheapest."""
+    def asked_expert(self, bench) -> str:  # the expert it asks first: the pool's cheapest
         return bench.test.agent_ids[1 + int(np.argmin(bench.test.agent_gflops[1:]))]
 
     def needs(self, bench) -> Needs:
@@ -265,8 +249,7 @@ class StagedRouter(Router):
         return main_doubt(self.first_.oof_error_proba()), self.second_.oof_error_proba()
 
     def threshold(self, costs: CostConfig) -> float:
-        """The doubt above which the cheapest expert is asked at ``costs`` (from the training
-        articles' out-of-fold estimates; memoized per cost setting)."""
+        """The doubt above which the cheapest expert is asked at ``costs`` (memoized)."""
         if costs not in self.thresholds_:
             doubt, p2 = self._oof()
             self.thresholds_[costs] = ask_threshold(doubt, self.bench_.train.errors, p2, costs, self.asked_)
