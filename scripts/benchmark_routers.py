@@ -28,6 +28,7 @@ appear twice: at each β₁ by their own cost rule (threshold 1 − β of the ex
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import time
@@ -42,6 +43,8 @@ from l2d_core.evaluation import comparison as C
 from l2d_core.evaluation import results as store
 from l2d_core.evaluation.benchmark import QUESTION_SETS, prepare
 from l2d_core.evaluation.paper import paper_table
+from l2d_core.evaluation.results import run_key
+from l2d_core.report.readme_figures import figures_markdown, replace_block
 from l2d_core.routers.registry import AGENT_PREFIX, router_class, router_ids
 
 QUICK_SEEDS = (0,)
@@ -97,6 +100,13 @@ def parse_args(argv):
         "--report-only",
         action="store_true",
         help="rewrite report.md and the plots from <out>/results.json (nothing recomputed)",
+    )
+    p.add_argument(
+        "--readme",
+        type=Path,
+        metavar="PATH",
+        help="rewrite the generated figures block of this README from every results.json beside --out "
+        "(also with --report-only)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     return p.parse_args(argv)
@@ -292,6 +302,7 @@ def main(argv=None) -> int:
         "n_train": len(bench.train),
         "timings_s": timings,
         "compute_s": time.perf_counter() - t_start,  # data, routers and the paper table
+        "load_avg": list(os.getloadavg()),  # the machine's load as it ended (1, 5, 15 minutes)
     }
     path = store.save_results(results, args.out)
     return write_report(args, path, log)
@@ -314,10 +325,25 @@ def write_report(args, path: Path, log) -> int:
     print(f"wrote {path}, {out / 'report.md'} and {len(plots)} plot files under {out / 'plots'}")
     for t in R.evaluate_targets(results, siblings):
         print(f"  target {t['target']}: {t['status']} — {t['detail']}")
+    if args.readme is not None:
+        try:
+            write_readme(args.readme, {**siblings, run_key(results): {"path": path, "results": results}})
+        except (OSError, ValueError) as exc:
+            print(f"error: --readme: {exc}", file=sys.stderr)
+            return 2
     if png_error:
         print(f"warning: {png_error}", file=sys.stderr)
         return 3 if args.png else 0
     return 0
+
+
+def write_readme(readme: Path, runs: dict) -> None:
+    """The README's generated figures block from ``runs`` (paths relative to the README)."""
+    here = readme.resolve().parent
+    rel = {k: {**v, "path": os.path.relpath(Path(v["path"]).resolve(), here)} for k, v in runs.items()}
+    text = replace_block(readme.read_text(encoding="utf-8"), figures_markdown(rel))
+    readme.write_text(text, encoding="utf-8")
+    print(f"wrote the figures of {len(runs)} run(s) into {readme}")
 
 
 if __name__ == "__main__":

@@ -98,10 +98,10 @@ def test_report_tables_and_targets_match_results(reduced_run):
     # summary table row of the plug-in: AIQ and APGR with the numbers of results.json
     plug = res["routers"]["l2d-plugin"]
     assert f"| l2d-plugin | {plug['aiq']:.2f} ± " in md and f"{plug['apgr']:.3f} ± " in md
-    # targets: APGR (P2) of the best L2D router within the overhead, the other pools n/a
+    # targets: APGR (P2) of the L2D router chosen on validation within the overhead, the other pools n/a
     targets = md.split("## Targets")[1].split("## Agents")[0]
     m = re.search(r"APGR ≥ 0\.77 on P2 at ≤ 16\.05 GFLOPs per query of overhead \| \*\*(met|not met)\*\* "
-                  r"\| best (\S+): APGR ([0-9.]+)", targets)  # fmt: skip
+                  r"\| chosen on validation (\S+): APGR ([0-9.]+)", targets)  # fmt: skip
     assert m, targets
     best = res["routers"][m.group(2)]
     assert m.group(2).startswith("l2d-") and (best.get("overhead_gflops") or 0.0) <= 16.05

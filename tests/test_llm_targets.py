@@ -51,6 +51,7 @@ def _pllm(apgr: float, ci: list[float], questions: str = "all") -> dict:
         "questions": questions,
         "routers": {
             "l2d-cascade": {
+                "validation": {"aiq": 30.0, "price": 0.01},  # chosen on the training articles
                 "apgr": apgr,
                 "apgr_ci": [apgr - 0.1, apgr + 0.1],
                 "aiq": 30.5,
@@ -93,12 +94,13 @@ def test_the_answerable_target_reads_only_an_answerable_run():
 # --- EM at ≤ 10% remote calls (PLLM-abstain) ------------------------------------------------
 
 
-def _abstain(points: list[tuple[float, float]], cis=None) -> dict:
+def _abstain(points: list[tuple[float, float, float]], cis=None, price: float = 0.01) -> dict:
+    """(per-TFLOP price, share to GPT-3, EM) per point; ``price``: the one chosen on validation."""
     pts = [
-        {"em": em, "allocation": {"bert-tiny": 0.9 - s, "gpt3-davinci": s, "abstain": 0.1}}
-        for s, em in points
+        {"price": lam, "em": em, "allocation": {"bert-tiny": 0.9 - s, "gpt3-davinci": s, "abstain": 0.1}}
+        for lam, s, em in points
     ]
-    r = {"points": pts, **({"point_em_ci": cis} if cis else {})}
+    r = {"points": pts, "validation": {"aiq": 60.0, "price": price}, **({"point_em_ci": cis} if cis else {})}
     return {
         "pool": "PLLM-abstain",
         "agents": ["bert-tiny", "gpt3-davinci", "abstain"],
@@ -106,11 +108,15 @@ def _abstain(points: list[tuple[float, float]], cis=None) -> dict:
     }
 
 
-def test_em_at_a_remote_share_takes_the_best_point_within_the_cap_only():
-    res = _abstain([(0.05, 59.0), (0.10, 61.5), (0.11, 70.0)], cis=[[58, 60], [60.1, 62.9], [69, 71]])
+def test_em_at_a_remote_share_reads_the_point_chosen_on_validation_within_the_cap():
+    """The point at the validation price, or the nearest dearer one within the cap — never the
+    best EM on test (the cheaper point of EM 70 sends 11% to GPT-3; the point of EM 75 is dearer
+    than the first one within the cap)."""
+    pts = [(0.001, 0.11, 70.0), (0.01, 0.10, 61.5), (0.1, 0.05, 75.0)]
+    res = _abstain(pts, cis=[[69, 71], [60.1, 62.9], [74, 76]], price=0.001)
     row = _one(res, "em-remote-PLLM-abstain")
     assert row["status"] == "met" and row["value"] == 61.5 and row["interval"] == [60.1, 62.9]
-    row = _one(_abstain([(0.05, 59.0), (0.11, 70.0)]), "em-remote-PLLM-abstain")
+    row = _one(_abstain([(0.001, 0.05, 59.0), (0.01, 0.02, 75.0)], price=0.001), "em-remote-PLLM-abstain")
     assert row["status"] == "not met" and row["value"] == 59.0
     assert "conf-threshold EM 59.00" in row["detail"]  # the baseline at the same cap, for reference
 
@@ -122,7 +128,7 @@ def test_the_aiq_gain_target_shows_its_paired_interval():
     res = {
         "pool": "P3-albert",
         "routers": {
-            "l2d-staged": {"aiq": 84.0, "aiq_gain_ci": [0.05, 0.2]},
+            "l2d-staged": {"aiq": 84.0, "aiq_gain_ci": [0.05, 0.2], "validation": {"aiq": 80.0}},
             "zero": {"aiq": 83.0},
             "oracle": {"aiq": 90.0},
         },

@@ -62,6 +62,7 @@ def _agent(gflops: float, em: float, aiq: float) -> dict:
 def res() -> dict:
     sdl = _router(80.0, [85.0, 75.0], [60.0, 20.0], [0.6, 0.1])
     sdl["points"].append({"beta1": 0.25, "dense": True, "gflops": 40.0, "em": 80.0, "share_strong": 0.3})
+    sdl["validation"] = {"gain": 1.0, "price": 0.1, "aiq": 60.0}  # chosen on the training articles
     return {
         "dataset": "squad11",
         "pool": "P2",
@@ -137,7 +138,7 @@ def _imports(module: str) -> list[ast.ImportFrom]:
         ("plots", {"frames", "charts", "requests"}),
         ("tables", {"frames"}),
         ("requests", {"frames", "charts", "tables"}),
-        ("target_common", set()),
+        ("target_common", {"frames"}),
         ("targets_llm", {"frames", "target_common"}),
         ("targets", {"frames", "tables", "target_common", "targets_llm"}),
         ("markdown", {"frames", "tables", "targets", "requests"}),

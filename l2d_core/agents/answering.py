@@ -15,6 +15,7 @@ from ..data.records import QARecord
 from ..qa.positions import ContextIndex, locate
 from ..qa.squad_eval import exact_match, f1
 from .cache import AgentCache
+from .kind_words import no_new_text
 from .measured import agent_gflops, per_query_gflops
 from .registry import RUNNABLE_KINDS, AgentSpec
 
@@ -118,11 +119,7 @@ def answer_with(
             )
     if not can_answer_new_text(agent_spec):
         status = "not_cached" if dataset_qid is not None else "cannot_answer"
-        why = (  # reads after "which": "…, which is known only by its prediction file …"
-            "is known only by its prediction file and cannot answer new text"
-            if agent_spec.kind == "prediction_file"
-            else f"is of kind {agent_spec.kind!r}, which this tool does not run on new text yet"
-        )
+        why = no_new_text(agent_spec.kind)  # reads after "which": "…, which is known only by …"
         if dataset_qid is not None:
             why = f"has no recorded answer for question {dataset_qid}, and {why}"
         return _result(agent_spec, status, why, gflops=agent_gflops(agent_spec), expected_answer=check)

@@ -75,7 +75,15 @@ _TILES = (
         "{:.1%}",
         "{:+.1%}",
         None,
-        "share of questions whose kept answer is an expert's (not the main model's)",
+        "share of questions whose kept answer is an expert's (not the main model's, not an abstention)",
+    ),
+    (
+        "Abstained",
+        "abstained",
+        "{:.1%}",
+        "{:+.1%}",
+        None,
+        'share of questions answered "no answer" by the agent that abstains (at no cost: no expert ran)',
     ),
     (
         "Expert consulted",
@@ -130,7 +138,8 @@ _TILES = (
 # what the tiles mean, in a line under them (the tiles' help holds the same, one each)
 TILE_WORDS = (
     "**EM vs random mixing**: EM points above sending each question to a single agent at random in "
-    "proportions that cost the same compute. **Answered by an expert**: the kept answer is an expert's; "
+    "proportions that cost the same compute. **Answered by an expert**: the kept answer is an expert's "
+    "(an abstention has its own tile where the pool has an agent that abstains); "
     "**expert consulted**: an expert ran and was paid. **TPR**: of the main model's wrong answers, the "
     "share an expert fixed; **FPR**: of its right answers, the share sent to an expert that got them "
     "wrong. **TDL**: mistakes per answer end plus each expert call's price β, per question — lower "

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from safetensors import SafetensorError
 
 from ..agents.cache import AgentCache
+from ..agents.kind_words import known_only_by
 from ..agents.measured import agent_gflops
 from ..agents.registry import AgentSpec, PoolSpec, get_agent
 from ..data import load_dataset
@@ -53,12 +54,13 @@ def new_text_problem(router: Router) -> str | None:
     """Why a fitted router, once saved, cannot route a question it has never seen (``None``: it
     can): it reads the answer of an agent known only by its prediction file. It still routes the
     dataset's questions by id."""
-    dead = [a for a in router.needs(router.bench_).answers if not runs(get_agent(a))]
+    dead = [get_agent(a) for a in router.needs(router.bench_).answers]
+    dead = [a for a in dead if not runs(a)]
     if not dead:
         return None
     return (
-        f"it reads the answers of {', '.join(dead)}, known only by {'its' if len(dead) == 1 else 'their'} "
-        "prediction file: it routes this dataset's questions by id, not new text"
+        f"it reads the answers of {', '.join(a.id for a in dead)}, known only by "
+        f"{known_only_by([a.kind for a in dead])}: it routes this dataset's questions by id, not new text"
     )
 
 

@@ -11,6 +11,7 @@ import unicodedata
 
 from ..agents.answering import answer_with, runnable_agent
 from ..agents.cache import AgentCache
+from ..agents.kind_words import no_new_text
 from ..agents.registry import RUNNABLE_KINDS, AgentSpec
 from ..data.records import QARecord
 from ..routers.base import Needs
@@ -112,7 +113,7 @@ def agent_answers(spec: AgentSpec, records: list[QARecord], qids=None, cache=Non
     if runs(spec):
         preds = runnable_agent(spec).predict(records)
         return [(p.answer, p.extra.get("confidence"), p.latency_ms, p.extra.get("error")) for p in preds]
-    why = "is known only by its prediction file and cannot answer new text"
+    why = no_new_text(spec.kind)
     return [(None, None, None, why)] * len(records)
 
 

@@ -45,6 +45,7 @@ from .budget import BUDGET_POINTS, budget_decision, budget_rows
 from .paired import paired_differences, point_em_intervals, seed_mean_samples
 from .points import beta_key, decision_metrics, router_points
 from .results import SCHEMA_VERSION, Point, Results, expert_share
+from .validation import validation_score
 
 __all__ = [
     "BENCHMARK_SEEDS",
@@ -116,8 +117,9 @@ def _mean_points(runs: list[list[Point]]) -> list[Point]:
 
 
 def _pgr_refs(bench: Benchmark) -> tuple[int, int]:
-    """Indices of the weak (main) and strong (best test EM) agents of the PGR metrics."""
-    return 0, int(np.argmax(bench.test.em.mean(axis=0)))
+    """Indices of the weak (main) and strong agents of the PGR metrics: the strong one is the
+    agent of best EM on the training articles (chosen before the test articles are read)."""
+    return 0, int(np.argmax(bench.train.em.mean(axis=0)))
 
 
 def _curve_summary(bench: Benchmark, points: list[Point], lo: float, hi: float) -> dict:
@@ -295,7 +297,11 @@ def run_comparison(
         "pgr_weak": test.agent_ids[weak_j],
         "pgr_strong": test.agent_ids[strong_j],
         "pgr_note": "share_strong = share of queries sent to a non-main agent; PGR between the main "
-        "agent's EM (pgr_weak) and the best single agent's (pgr_strong); two agents: RouteLLM's APGR",
+        "agent's EM (pgr_weak) and that of the agent of best EM on the training articles (pgr_strong); "
+        "two agents: RouteLLM's APGR",
+        "validation_note": "validation (L2D routers ranked on the training articles, out of fold, first "
+        "seed): gain = best EM above random mixing over the per-TFLOP prices, price = where, aiq = "
+        "validation AIQ; the reports choose their router and operating point by it",
         "bootstrap": {
             "n_boot": int(n_boot),
             "seed": int(boot_seed),
@@ -330,6 +336,9 @@ def run_comparison(
         per_seed = [_curve_summary(bench, pts, lo, hi) for pts in runs]
         points = _mean_points(runs)
         entry: dict = {"points": points}
+        if getattr(fitted[0], "validated", False):  # what the reports choose by (no test label read)
+            gain, price, aiq = validation_score(fitted[0])
+            entry["validation"] = {"gain": gain, "price": price, "aiq": aiq, "seed": seeds[0]}
         # what the router pays on every query besides the agent it picks (encoder, main + helpers)
         entry["overhead_gflops"] = float(fitted[0].decide(bench.costs(BETA_POINTS[-1])).overhead_gflops)
         for k in per_seed[0]:

@@ -15,7 +15,15 @@ from ..routers.decision import Decision
 from . import metrics as M
 from .benchmark import Benchmark
 
-__all__ = ["evaluate_choice", "decision_metrics", "make_point", "router_points", "beta_key", "TDL_FIELDS"]
+__all__ = [
+    "evaluate_choice",
+    "decision_metrics",
+    "abstaining",
+    "make_point",
+    "router_points",
+    "beta_key",
+    "TDL_FIELDS",
+]
 
 TDL_FIELDS = ("tdl", "tdl_random", "tdl_random_std", "tdl_random_matched")
 
@@ -70,11 +78,30 @@ def decision_metrics(bench: Benchmark, decision: Decision, costs: CostConfig) ->
     m["tdl"] = float(q["tdl"].mean())
     # two figures with two names: questions whose kept answer is an expert's, and questions on
     # which an expert ran and was paid (a two-stage cascade asks one and may keep the main answer)
-    m["answered_by_expert"] = 1.0 - float(m["allocation"][data.agent_ids[0]])
-    m["consulted"] = float(q["share"].mean())
+    # an agent that abstains on every question (``abstain``) is no expert: its share is its own
+    abstains = abstaining(data)
+    kept_abstention = np.isin(choice, abstains)
+    m["answered_by_expert"] = float(((choice != 0) & ~kept_abstention).mean())
+    m["consulted"] = float((q["share"] * ~kept_abstention).mean())
+    if abstains:
+        m["abstained"] = float(kept_abstention.mean())
     if data.has_latency:  # BENCHMARK.md: the main agent's latency always paid, the chosen expert's on top
         m["latency_s"] = float(realised_latency(data.latency, choice).mean())
     return m, q
+
+
+def abstaining(data: RoutingData) -> list[int]:
+    """The experts of ``data`` that answer "no answer" to every question (the ``abstain`` agent):
+    a question they get is abstained on, not answered by an expert.
+
+    >>> z = np.zeros((2, 3), bool)
+    >>> d = RoutingData("d", ("m", "x", "no"), ("q1", "q2"), np.array(["t", "t"]), z, z, z * 1.0,
+    ...                 z * 1.0, z * 1.0, np.array([["a", "b", ""], ["c", None, ""]], object))
+    >>> abstaining(d)
+    [2]
+    """
+    answers = data.answers
+    return [j for j in range(1, data.n_agents) if all(isinstance(a, str) and not a for a in answers[:, j])]
 
 
 def make_point(

@@ -243,7 +243,8 @@ def price_table(results: Results) -> str:
 
 
 def beta_table(results: Results) -> str:
-    """Per learned router and β₁: EM, GFLOPs/EM and the share of expert calls (Fig. 3's numbers)."""
+    """Per learned router and β₁: EM, GFLOPs/EM, the share answered by an expert and, on a pool
+    with an agent that abstains, the share abstained on (Fig. 3's numbers)."""
     betas = [beta_key(b) for b in results.get("beta_points") or []]
     rows = []
     for rid in beta_routers(results):
@@ -253,10 +254,16 @@ def beta_table(results: Results) -> str:
         for label, f in (
             ("EM", lambda p: fmt(p.get("em"), 2)),
             ("GFLOPs/EM", lambda p: fmt(point_gflops_per_em(p))),
-            ("expert share", lambda p: fmt(share_of(p, results), 3)),
+            ("answered by an expert", lambda p: fmt(p.get("answered_by_expert", share_of(p, results)), 3)),
+            *([("abstained", lambda p: fmt(p.get("abstained"), 3))] if abstains(results) else []),
         ):
             rows.append([rid, label, *[f(by[k]) if k in by else "n/a" for k in betas]])
     return md_table(["router", "metric", *[f"β₁={k}" for k in betas]], rows)
+
+
+def abstains(results: Results) -> bool:
+    """Whether a router's point of ``results`` kept abstentions apart (a pool with ``abstain``)."""
+    return any("abstained" in p for r in routers_of(results).values() for p in r.get("points") or [])
 
 
 def paper_table(results: Results) -> str:

@@ -4,7 +4,9 @@ results beside it).
 The targets are data, in ``targets.json`` beside this module (read once at import into
 :data:`TARGETS`; :func:`load_targets` reads another file): a list of ``{"id", "type", "pool",
 …thresholds}`` with ``type`` one of :data:`TARGET_TYPES`; everything else is computed from the
-results. Candidates: the L2D routers (ids ``l2d-…``).
+results. Candidates: the L2D routers (ids ``l2d-…``); a target reads the one chosen on validation
+(best validation AIQ on the training articles) at its operating point chosen there, never the best
+on test (:mod:`~l2d_core.report.target_common`).
 
 >>> TARGETS[0]["type"] in TARGET_TYPES and all("pool" in t for t in TARGETS)
 True
@@ -28,14 +30,13 @@ from .frames import (
     num,
     our_routers,
     point_gflops_per_em,
-    points_of,
     routers_of,
     share_of,
     tdl_below,
     with_role,
 )
 from .tables import md_table
-from .target_common import make_target, missing, source_of
+from .target_common import chosen_point, chosen_router, make_target, missing, source_of
 from .targets_llm import LLM_TARGET_TYPES, LLM_TARGETS
 
 __all__ = ["TARGETS_FILE", "TARGET_TYPES", "TARGETS", "load_targets", "evaluate_targets", "targets_markdown"]
@@ -95,13 +96,15 @@ def _target_apgr(results: Results, siblings: dict | None, t: dict) -> dict:
     vals = {k: v for k, v in vals.items() if v is not None}
     if not vals:
         return _target(t["id"], text, "n/a", f"no APGR of an L2D router within the overhead in {src}")
-    best = max(vals, key=vals.get)
+    best = chosen_router(res, list(vals))
+    if best is None:
+        return _target(t["id"], text, "n/a", f"no L2D router chosen on validation in {src}")
     ci = fmt_ci(routers_of(res)[best].get("apgr_ci"))
     all_txt = ", ".join(f"{k} {v:.3f}" for k, v in vals.items())
     status = "met" if vals[best] >= t["min"] else "not met"
     over = num(routers[best].get("overhead_gflops"))
     paid = f", overhead {over:.2f} GFLOPs/query" if over is not None else ""
-    detail = f"best {best}: APGR {vals[best]:.3f} (95% CI {ci}){paid} vs {t['min']:.2f}; "
+    detail = f"chosen on validation {best}: APGR {vals[best]:.3f} (95% CI {ci}){paid} vs {t['min']:.2f}; "
     detail += f"all: {all_txt}; from {src}"
     return _target(t["id"], text, status, detail, router=best, value=vals[best], threshold=t["min"])
 
@@ -120,13 +123,15 @@ def _target_aiq(results: Results, siblings: dict | None, t: dict) -> dict:
     frac = {k: (v - zero) / (oracle - zero) for k, v in vals.items() if v is not None}
     if not frac:
         return _target(t["id"], text, "n/a", f"no AIQ of an L2D router in {src}")
-    best = max(frac, key=frac.get)
+    best = chosen_router(res, list(frac))
+    if best is None:
+        return _target(t["id"], text, "n/a", f"no L2D router chosen on validation in {src}")
     status = "met" if frac[best] >= t["min"] else "not met"
     all_txt = ", ".join(f"{k} {v:.1%}" for k, v in frac.items())
     ci = interval(routers[best].get("aiq_gain_ci"))
     ci_txt = f" (paired 95% CI [{ci[0]:.1%}, {ci[1]:.1%}])" if ci else ""
     detail = (
-        f"best {best}: AIQ {vals[best]:.3f}, zero {zero:.3f}, oracle {oracle:.3f} → "
+        f"chosen on validation {best}: AIQ {vals[best]:.3f}, zero {zero:.3f}, oracle {oracle:.3f} → "
         f"({vals[best]:.3f} − {zero:.3f}) / ({oracle:.3f} − {zero:.3f}) = {frac[best]:.1%}{ci_txt} "
         f"vs {t['min']:.0%}; "
         f"all: {all_txt}; from {src}"
@@ -199,28 +204,20 @@ def _target_vs_agent(results: Results, siblings: dict | None, t: dict) -> dict:
     if em_a is None or g_a is None or em_a <= 0:
         return _target(t["id"], text, "n/a", f"{a} is not in pool {results.get('pool')}")
     gpe_a = g_a / em_a
-    best = None  # (ratio, router, point)
-    for rid in our_routers(results):
-        for p in points_of(routers_of(results)[rid]):
-            em, gpe = num(p.get("em")), point_gflops_per_em(p)
-            if em is None or gpe is None or gpe <= 0 or em < em_a - t["em_gap"]:
-                continue
-            if best is None or gpe_a / gpe > best[0]:
-                best = (gpe_a / gpe, rid, p)
-    if best is None:
-        detail = (
-            f"no L2D point reaches EM ≥ {em_a - t['em_gap']:.2f} ({a}: EM {em_a:.2f}, GFLOPs/EM {gpe_a:.3f})"
-        )
-        return _target(t["id"], text, "not met", detail, value=None, threshold=t["min_ratio"])
-    ratio, rid, p = best
-    status = "met" if ratio >= t["min_ratio"] else "not met"
-    where = "a dense-sweep point" if num(p.get("beta1")) is None else f"β₁ {beta_key(p['beta1'])}"
-    where += "" if num(p.get("beta1")) is None or not p.get("dense") else " (dense sweep)"
-    where += f", expert share {fmt(share_of(p, results))}"
+    rid = chosen_router(results)
+    found = chosen_point(results, rid) if rid else None
+    if found is None:
+        why = "no L2D router chosen on validation" if rid is None else f"no price point of {rid}"
+        return _target(t["id"], text, "n/a", f"{why} (pool {results.get('pool')})")
+    p = found[1]
+    em, gpe = num(p.get("em")), point_gflops_per_em(p)
+    ratio = gpe_a / gpe if gpe else None
+    close = em is not None and em >= em_a - t["em_gap"]
+    status = "met" if close and ratio is not None and ratio >= t["min_ratio"] else "not met"
     detail = (
-        f"{rid} at {where}: EM {p['em']:.2f} (≥ {em_a:.2f} − {t['em_gap']:g}), GFLOPs/EM "
-        f"{point_gflops_per_em(p):.3f} vs {a} {gpe_a:.3f} → {ratio:.2f}× lower (needs {t['min_ratio']:g}×; "
-        f"pool {results.get('pool')})"
+        f"{rid} (chosen on validation) at λ {p['price']:g}, expert share {fmt(share_of(p, results))}: "
+        f"EM {fmt(em, 2)} ({'≥' if close else '<'} {em_a:.2f} − {t['em_gap']:g}), GFLOPs/EM {fmt(gpe)} vs "
+        f"{a} {gpe_a:.3f} → {fmt(ratio, 2)}× lower (needs {t['min_ratio']:g}×; pool {results.get('pool')})"
     )
     return _target(t["id"], text, status, detail, router=rid, value=ratio, threshold=t["min_ratio"])
 

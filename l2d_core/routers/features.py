@@ -292,8 +292,9 @@ def confidence_features(confidence) -> np.ndarray:
 
 
 # ``answer``: answer_features; ``answer+extra``: also extra_features; ``…+emb``: also the ex-ante
-# question/context embeddings (the encoder is then paid too).
-POSTHOC_FEATURE_SETS = ("answer", "answer+extra", "answer+emb", "answer+extra+emb")
+# question/context embeddings (the encoder is then paid too); ``confidence``: the main agent's
+# confidence signals alone (what a post-hoc router reads where the main agent gives no answer text).
+POSTHOC_FEATURE_SETS = ("answer", "answer+extra", "answer+emb", "answer+extra+emb", "confidence")
 
 
 def posthoc_matrix(
@@ -312,6 +313,10 @@ def posthoc_matrix(
     main agent's is (against the main agent and the other helpers), appended last."""
     if features not in POSTHOC_FEATURE_SETS:
         raise ValueError(f"unknown post-hoc features {features!r}; known: {POSTHOC_FEATURE_SETS}")
+    if features == "confidence":
+        if confidence is None:
+            raise ValueError("post-hoc features 'confidence' need the main agent's confidence")
+        return confidence_features(confidence)
     main = np.asarray(main_answers, dtype=object)
     helpers = np.asarray(helper_answers, dtype=object).reshape(len(records), -1)
     parts = [answer_features(main, helpers, records)]

@@ -22,6 +22,7 @@ import numpy as np
 from scipy.special import expit
 from torch import nn
 
+from ..agents.routing_data import textless_agents
 from ..method.costs import CostConfig
 from ..method.policies import expected_costs, plugin_policy
 from ..method.training import FAST_CONFIG
@@ -33,6 +34,7 @@ from .budget import (
     PriceFollower,
     budget_stage,
     calibrate_price,
+    calibrate_threshold,
     defer_margin,
     follower_from_state,
     pinned_note,
@@ -69,6 +71,25 @@ PLUGIN_STAGES = (
         "of a mistake plus its price β on both ends",
     ),
 )
+# the same where the main agent is known by its outcome log: right or wrong, no span to be wrong on
+LOG_STAGES = (
+    Stage(
+        "",
+        "expected cost",
+        "the main agent's chance of a wrong answer (its log holds right or wrong, counted on both answer "
+        "ends), against each expert's α × its chance of a wrong answer plus its price β",
+    ),
+)
+
+
+def plugin_stages(data, spans: bool | None = None) -> tuple[Stage, ...]:
+    """What the plug-in rule compares, in words that fit the main agent's kind of record (``data``:
+    the routing data decided on; ``spans``: said by the caller instead, e.g. a frozen router)."""
+    if spans is not None:
+        return PLUGIN_STAGES if spans else LOG_STAGES
+    if data is not None and data.agent_ids[0] in textless_agents(data.agent_ids[:1], data.answers[:, :1]):
+        return LOG_STAGES
+    return PLUGIN_STAGES
 
 
 def article_folds(titles: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
@@ -99,15 +120,20 @@ class PluginRejector(AgentHead):
 
 
 def plugin_decision(
-    p_err, costs, overhead, data=None, follower=None, extra_gflops=None, base=None, **extra
+    p_err, costs, overhead, data=None, follower=None, extra_gflops=None, base=None, spans=None, **extra
 ) -> Decision:
     """The decision on error estimates ``p_err`` (N, 2, A) at ``costs`` — the plug-in rule — or,
     with a budget's ``follower``, the rule with the follower's surcharge (a share) or price (a
     GFLOPs budget; ``extra_gflops`` (N, A) what each agent adds, ``base`` (N,) what every query
-    pays), the follower moving on as it decides. ``extra``: fields of the curve point."""
+    pays), the follower moving on as it decides. ``spans``: whether the main agent answers with a
+    span (None: read from ``data``; :func:`plugin_stages`). ``extra``: fields of the curve point."""
     per_query = None
     if follower is None:
-        choice, values, stages = plugin_policy(p_err, costs), expected_costs(p_err, costs), PLUGIN_STAGES
+        choice, values, stages = (
+            plugin_policy(p_err, costs),
+            expected_costs(p_err, costs),
+            plugin_stages(data, spans),
+        )
     else:
         extra["budget"] = follower.target
         if isinstance(follower, PriceFollower):
@@ -157,8 +183,9 @@ class ErrorEstimateFrozen(Frozen):
             own = [0.0 if a in self.needs.answers else g for a, g in self.config["agent_gflops"].items()]
             extra = np.repeat(np.array([own]) - own[0], len(p), axis=0)
             base = np.full(len(p), self.overhead_gflops + own[0])
+        spans = self.config.get("set") != "confidence"  # a main agent with no text: its confidence only
         return plugin_decision(
-            p, costs, self.overhead_gflops, follower=self.follower, extra_gflops=extra, base=base
+            p, costs, self.overhead_gflops, follower=self.follower, extra_gflops=extra, base=base, spans=spans
         )
 
     def save(self, directory: Path) -> None:
@@ -174,6 +201,10 @@ class ErrorEstimateFrozen(Frozen):
     @classmethod
     def estimator_class(cls):
         return PluginRejector
+
+
+# target shares of expert calls in an error-estimate router's sweep (ErrorEstimateRouter.share_points)
+SHARE_LEVELS = 41
 
 
 class ErrorEstimateRouter(Router):
@@ -275,6 +306,27 @@ class ErrorEstimateRouter(Router):
         )
         return d, BudgetStart(**info)
 
+    def share_points(self) -> list[OperatingPoint]:
+        """Points at target shares of expert calls (:data:`SHARE_LEVELS` evenly spaced, as many as
+        the confidence threshold's quantiles; field ``target_share``): the queries whose best
+        expert beats the main agent by the widest expected margin defer, the margin's threshold
+        set on the training articles (no label read). Margins at two cost settings: accuracy
+        alone (every β 0) and the dearest β₁ of the dense sweep (the cheap experts: on
+        PLLM-abstain, main against ``abstain``). An expert at no cost (``abstain``) is chosen at
+        every β, so without these points the curve jumps from no deferral to the share the plain
+        rule gives it, and the shares between are unseen."""
+        bench = self.bench_
+        p_cal = self.estimator_.predict_proba(self._features("train"))
+        points = []
+        for costs in (bench.costs(0.0), bench.costs(DENSE_BETAS[-1])):
+            m_cal, _ = defer_margin(p_cal, costs)
+            m_test, best = defer_margin(self.p_err_, costs)
+            for share in np.linspace(0.0, 1.0, SHARE_LEVELS):
+                choice = np.where(m_test > calibrate_threshold(m_cal, share), best, 0)
+                d = Decision(choice, self.overhead_, data=self.data_, extra={"target_share": float(share)})
+                points.append(OperatingPoint(None, d))
+        return points
+
     def oof_outcome(self, costs: CostConfig) -> tuple[np.ndarray, np.ndarray]:
         data, overhead = self.accounting(self.bench_.train)
         choice = plugin_policy(self.oof_error_proba(), costs)
@@ -351,4 +403,5 @@ class PluginRouter(ErrorEstimateRouter):
         return PluginRejector(config=self.config.but(seed=self.seed_))
 
     def sweep(self):
-        return [OperatingPoint(b, self.decide(self.bench_.costs(b))) for b in DENSE_BETAS]
+        dense = [OperatingPoint(b, self.decide(self.bench_.costs(b))) for b in DENSE_BETAS]
+        return dense + self.share_points()

@@ -36,6 +36,7 @@ from .posthoc_inputs import (
     DEFAULT_FEATURES,
     FEATURE_FORMAT,
     GFLOPS_SWEEP,
+    feature_set,
     gflops_costs,
     helpers_to_import,
     main_has_confidence,
@@ -266,6 +267,25 @@ class PosthocRouter(ErrorEstimateRouter):
         self.helpers, self.features, self.calibration = helpers, features, calibration
         self.confidence, self.config, self.asked = confidence, config, asked
 
+    @classmethod
+    def unavailable(cls, bench) -> str | None:
+        """Not offered where no cheap helper agent exists for the pool's main agent: it would read
+        what the cascade reads, and be the cascade under another name."""
+        if posthoc_helpers(bench.dataset.name, bench.pool.main):
+            return None
+        return (
+            f"{cls.id} is the same as l2d-cascade on pool {bench.pool.name}: no cheap helper agent "
+            f"answers its questions besides {bench.pool.main} (choose l2d-cascade)"
+        )
+
+    def fit(self, bench, seed: int = 0) -> PosthocRouter:
+        if self.helpers is None:  # the pool's default helpers: not offered where there are none
+            return super().fit(bench, seed)
+        # helpers given (a two-stage cascade's stages): it reads them, whatever the pool's defaults
+        self.bench_, self.seed_ = bench, int(seed)
+        self._fit()
+        return self
+
     def helper_ids(self, bench) -> tuple[str, ...]:
         """The helpers this router reads on ``bench`` (its own, or the default cheap ones)."""
         default = posthoc_helpers(bench.dataset.name, bench.pool.main)
@@ -282,11 +302,12 @@ class PosthocRouter(ErrorEstimateRouter):
         bench = self.bench_
         self.helpers_ = self.helper_ids(bench)
         self.confidence_ = self.confidence and main_has_confidence(bench)
+        self.features_ = feature_set(bench, self.features, self.confidence_)
         super()._fit()
 
     def _features(self, split: str) -> np.ndarray:
         return posthoc_features(
-            self.bench_, self.helpers_, split, self.features, self.confidence_, self.asked
+            self.bench_, self.helpers_, split, self.features_, self.confidence_, self.asked
         )
 
     def _new_estimator(self):
@@ -301,7 +322,7 @@ class PosthocRouter(ErrorEstimateRouter):
     def _store_params(self) -> dict:
         return dict(
             helpers=list(self.helpers_),
-            features=self.features,
+            features=self.features_,
             confidence=self.confidence_,
             feature_format=FEATURE_FORMAT,
             asked=bool(self.asked),
@@ -318,13 +339,13 @@ class PosthocRouter(ErrorEstimateRouter):
             OperatingPoint(None, self.decision(self.p_err_, gflops_costs(self.data_, bm), beta_max=bm))
             for bm in GFLOPS_SWEEP
         ]
-        return dense + marginal
+        return dense + marginal + self.share_points()
 
     def answers_config(self) -> dict:
         """What a frozen router of the answer family records of what it reads."""
         main = get_agent(self.bench_.pool.main)
         return {
-            "set": self.features,
+            "set": self.features_,
             "helpers": list(self.helpers_),
             "confidence": bool(self.confidence_),
             "main_fingerprint": model_fingerprint(str(main.path)),
@@ -364,3 +385,7 @@ class CascadeRouter(PosthocRouter):
         config=POSTHOC_CONFIG,
     ):
         super().__init__(helpers, features, calibration, confidence, config)
+
+    @classmethod
+    def unavailable(cls, bench) -> str | None:
+        return None

@@ -41,6 +41,9 @@ __all__ = [
     "agents_outcomes",
     "posthoc_answers",
     "main_has_confidence",
+    "main_gives_text",
+    "asked_adds_nothing",
+    "feature_set",
     "posthoc_features",
     "helpers_to_import",
     "import_helpers",
@@ -55,8 +58,9 @@ DEFAULT_CALIBRATION = "platt"
 # one held-out calibration split).
 CALIBRATION_FOLDS = 4
 # Part of the trained-head cache key: bump when the features change. 4: a two-stage cascade's
-# second stage describes the asked expert's answer; 5: extra_features reads question_overlap.
-FEATURE_FORMAT = 5
+# second stage describes the asked expert's answer; 5: extra_features reads question_overlap;
+# 6: a main agent with no answer text is read by its confidence alone (feature_set).
+FEATURE_FORMAT = 6
 FEATURES_KIND = "posthoc-features"  # their store beside the routers' scores (kept on disk)
 # Second dense sweep of posthoc_points: β of the dearest expert, every other expert's β in
 # proportion to its *marginal* GFLOPs (0 for an agent that already ran), so the policy trades
@@ -160,6 +164,41 @@ def main_has_confidence(bench) -> bool:
     """Whether the pool's main agent recorded its confidence (a model agent does)."""
     conf = bench.train.confidence
     return conf is not None and any(isinstance(c, dict) for c in conf[:, 0])
+
+
+def main_gives_text(bench) -> bool:
+    """Whether the pool's main agent gives answer texts on the training articles (an agent known
+    only by an outcome log gives right/wrong and no text)."""
+    return any(isinstance(a, str) for a in bench.train.answers[:, 0])
+
+
+def asked_adds_nothing(bench, router_id: str) -> str | None:
+    """Why a two-stage cascade is the cascade on ``bench`` (one line), or None: the expert it asks
+    first (the cheapest) gives no answer text, or one answer to every question (``abstain``), so
+    comparing its answer with the main agent's adds nothing."""
+    data = bench.train
+    if data.n_agents < 2:
+        return None  # fit says why
+    j = 1 + int(np.argmin(data.agent_gflops[1:]))
+    texts = {a for a in data.answers[:, j] if isinstance(a, str)}
+    if len(texts) > 1:
+        return None
+    gives = "no answer text" if not texts else "the same answer to every question"
+    return (
+        f"{router_id} is the same as l2d-cascade on pool {bench.pool.name}: the expert it asks first, "
+        f"{data.agent_ids[j]}, gives {gives}, so comparing answers adds nothing (choose l2d-cascade)"
+    )
+
+
+def feature_set(bench, features: str, confidence: bool) -> str:
+    """The feature set a post-hoc router asked for ``features`` reads on ``bench``: its own, or
+    ``confidence`` where the main agent gives no answer text but its confidence. Without a text
+    the answer columns are constant and the rest describe the question alone (type, lengths);
+    fitted beside the confidence they only add noise: on PLLM-abstain a logistic model of
+    confidence and those columns split main from ``abstain`` 0.2 EM below confidence alone."""
+    if confidence and not features.endswith("+emb") and not main_gives_text(bench):
+        return "confidence"
+    return features
 
 
 def posthoc_features(

@@ -29,6 +29,7 @@ from ..posthoc_inputs import (
     DEFAULT_CALIBRATION,
     DEFAULT_FEATURES,
     GFLOPS_SWEEP,
+    asked_adds_nothing,
     gflops_costs,
     helpers_to_import,
 )
@@ -73,11 +74,14 @@ class StagedRouter(Router):
         self.helpers, self.features, self.calibration = tuple(helpers), features, calibration
         self.confidence, self.config = confidence, config
 
+    @classmethod
+    def unavailable(cls, bench) -> str | None:  # the cascade where the asked expert adds nothing
+        return asked_adds_nothing(bench, cls.id)
+
     def _stage(self, helpers: tuple[str, ...], asked: bool = False) -> PosthocRouter:
         return PosthocRouter(helpers, self.features, self.calibration, self.confidence, self.config, asked)
 
-    def asked_expert(self, bench) -> str:
-        """The expert it asks first: the pool's cheapest."""
+    def asked_expert(self, bench) -> str:  # the expert it asks first: the pool's cheapest
         return bench.test.agent_ids[1 + int(np.argmin(bench.test.agent_gflops[1:]))]
 
     def needs(self, bench) -> Needs:
@@ -101,8 +105,7 @@ class StagedRouter(Router):
         return main_doubt(self.first_.oof_error_proba()), self.second_.oof_error_proba()
 
     def threshold(self, costs: CostConfig) -> float:
-        """The doubt above which the cheapest expert is asked at ``costs`` (from the training
-        articles' out-of-fold estimates; memoized per cost setting)."""
+        """The doubt above which the cheapest expert is asked at ``costs`` (memoized)."""
         if costs not in self.thresholds_:
             doubt, p2 = self._oof()
             self.thresholds_[costs] = ask_threshold(doubt, self.bench_.train.errors, p2, costs, self.asked_)
