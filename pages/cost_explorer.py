@@ -16,7 +16,7 @@ from l2d_core.app_logic.explorer import (
 )
 from l2d_core.method.costs import PRICE_STEP, PRICE_TOP, CostConfig, InvalidCostError
 from l2d_core.report import charts
-from l2d_core.routers.registry import router_label
+from l2d_core.routers.registry import router_label, supports_budget
 from pages.ui.app import within_app
 from pages.ui.cache import benchmark, embedding_ranking, embeddings_ready, fitted_router, sweep, sweep_charts
 from pages.ui.deploy_panel import deploy_panel
@@ -118,7 +118,7 @@ with shown_errors():
 
 def follows_budget(decide_by: str) -> bool:
     """Whether every router shown follows a budget (then β applies to none of them)."""
-    return decide_by != "costs" and all(getattr(r, "supports_budget", False) for r in routers.values())
+    return decide_by != "costs" and all(supports_budget(type(r)) for r in routers.values())
 
 
 def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[float, ...]]:

@@ -53,7 +53,7 @@ def main(argv=None) -> int:
 
     from l2d_core.agents.registry import get_pool
     from l2d_core.evaluation.benchmark import embeddings_on_disk, prepare
-    from l2d_core.evaluation.comparison import run_comparison
+    from l2d_core.evaluation.comparison import ComparisonPlan, run_comparison
     from l2d_core.paths import cache_dir
     from l2d_core.routers.registry import router_ids
 
@@ -75,7 +75,9 @@ def main(argv=None) -> int:
                 cold(cache)
                 loads.append(load_now())
                 c, w = cpu_and_wall(
-                    lambda r=rid, b=bench: run_comparison(b, seeds=SEEDS[: args.seeds], routers=[r], n_boot=0)
+                    lambda r=rid, b=bench: run_comparison(
+                        b, ComparisonPlan(SEEDS[: args.seeds], [r], n_boot=0)
+                    )
                 )
                 cpus.append(c)
                 walls.append(w)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from l2d_core.evaluation.benchmark import prepare
-from l2d_core.evaluation.comparison import run_comparison
+from l2d_core.evaluation.comparison import ComparisonPlan, run_comparison
 from l2d_core.report import evaluate_targets
 from l2d_core.report.target_common import chosen_point, chosen_router
 
@@ -43,8 +43,8 @@ def _swapped_labels(bench):
 @pytest.fixture(scope="module")
 def both(real_data):
     bench = prepare("squad20", "PLLM", features_needed=False)
-    kw = dict(seeds=(0,), routers=ROUTERS, n_boot=0, budgets=())
-    return run_comparison(bench, **kw), run_comparison(_swapped_labels(bench), **kw)
+    plan = ComparisonPlan(seeds=(0,), routers=ROUTERS, n_boot=0, budgets=())
+    return run_comparison(bench, plan), run_comparison(_swapped_labels(bench), plan)
 
 
 def test_the_swap_moves_the_test_figures(both):

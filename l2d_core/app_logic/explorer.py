@@ -37,8 +37,7 @@ __all__ = [
     "budget_words",
 ]
 
-# Metric tiles: label, metric key, value format, delta format, which way is better (None: neither),
-# help text.
+# Metric tiles: label, metric key, value and delta formats, which way is better (None: neither), help.
 _TILES = (
     ("EM", "em", "{:.2f}", "{:+.2f}", "higher", "exact match of the answer kept, % of test questions"),
     (
@@ -50,14 +49,7 @@ _TILES = (
         "EM minus what sending each question to a single agent at random, in the proportions that "
         "spend the same mean compute, reaches (points; above 0: the router pays for itself)",
     ),
-    (
-        "F1",
-        "f1",
-        "{:.2f}",
-        "{:+.2f}",
-        "higher",
-        "word overlap (F1) of the answer kept with the gold answers, %",
-    ),
+    ("F1", "f1", "{:.2f}", "{:+.2f}", "higher", "word overlap (F1) of the answer kept with gold answers, %"),
     ("GFLOPs/query", "gflops_per_query", "{:.1f}", "{:+.1f}", "lower", "compute paid per question, mean"),
     (
         "Latency/query",
@@ -311,12 +303,9 @@ SWEEPS = {  # rule → column, points
 
 
 def sweep_points(rule: str, log_prices: tuple[float, ...] | None = None, end: float | None = None):
-    """The settings a sweep shows: the BENCHMARK.md points of the rule, or, for the price rule on
-    a pool whose price slider steps in log (``log_prices``: a remote LLM's, where the decisions
-    change over decades), 0, the slider's stops at 1, 2 and 5 per decade, and its end — to be
-    drawn on a symlog axis; every point is a stop of the slider. ``end``: the slider's top, added
-    where the points stop short of it (the sweep covers every setting the slider offers, the
-    default among them).
+    """The settings a sweep shows: the rule's BENCHMARK.md points, or on a log price slider
+    (``log_prices``: a remote LLM's) 0, its stops at 1, 2 and 5 per decade and its end, for a
+    symlog axis; ``end``: the slider's top, added where the points stop short of it.
 
     >>> sweep_points("price") == SWEEPS["price"][1]
     True

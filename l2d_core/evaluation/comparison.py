@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..method.costs import LATENCY_POINTS, CostConfig, cost_matrix, query_costs
-from ..routers.base import DENSE_BETAS, TARGET_SHARES, Router, supports_budget
+from ..routers.base import DENSE_BETAS, TARGET_SHARES, Router, supports_budget, validated
 from ..routers.registry import make_router, router_ids, router_role
 from . import metrics as M
 from .benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
@@ -336,7 +336,7 @@ def run_comparison(
         per_seed = [_curve_summary(bench, pts, lo, hi) for pts in runs]
         points = _mean_points(runs)
         entry: dict = {"points": points}
-        if getattr(fitted[0], "validated", False):  # what the reports choose by (no test label read)
+        if validated(type(fitted[0])):  # what the reports choose by (no test label read)
             gain, price, aiq = validation_score(fitted[0])
             entry["validation"] = {"gain": gain, "price": price, "aiq": aiq, "seed": seeds[0]}
         # what the router pays on every query besides the agent it picks (encoder, main + helpers)

@@ -5,10 +5,10 @@ what load, the L2D router chosen on validation with its APGR and AIQ, and every 
 status and detail — so that the README quotes no figure by hand.
 
 >>> res = {"pool": "P2", "created": "2026-11-26", "n_test": 10, "seeds": [0],
-...        "routers": {"l2d-a": {"validation": {"aiq": 50.0}, "apgr": 0.8, "apgr_ci": [0.7, 0.9],
+...        "routers": {"l2d-cascade": {"validation": {"aiq": 50.0}, "apgr": 0.8, "apgr_ci": [0.7, 0.9],
 ...                              "aiq": 60.0, "aiq_ci": [59.0, 61.0]}}}
 >>> body = figures_markdown({"P2": {"path": "reports/p2/results.json", "results": res}}, targets=[])
->>> "chosen on validation: l2d-a, APGR 0.800 [0.700, 0.900], AIQ 60.00 [59.00, 61.00]" in body
+>>> "chosen on validation: l2d-cascade, APGR 0.800 [0.700, 0.900], AIQ 60.00 [59.00, 61.00]" in body
 True
 >>> replace_block(f"a {BLOCK_START} old {BLOCK_END} b", "new") == f"a {BLOCK_START}\\nnew\\n{BLOCK_END} b"
 True

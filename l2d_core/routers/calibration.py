@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["crossfit_splits", "calibration_split", "fit_platt"]
+__all__ = ["crossfit_splits", "calibration_split", "fit_platt", "article_folds"]
 
 
 def crossfit_splits(groups: np.ndarray, k: int, seed: int) -> list[np.ndarray]:
@@ -96,3 +96,15 @@ def fit_platt(z: np.ndarray, errors: np.ndarray, ridge: float = 1.0, steps: int 
         if not active.any():
             break
     return w.reshape(e, a, 2)
+
+
+def article_folds(titles: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
+    """Fold index (0..k-1) of each question, by article, seeded.
+
+    >>> article_folds(np.array(["a", "a", "b", "c", "d"]), 2).tolist()
+    [1, 1, 0, 0, 1]
+    """
+    names = np.array(sorted(set(titles)))
+    np.random.default_rng(seed).shuffle(names)
+    fold_of = {t: i % k for i, t in enumerate(names)}
+    return np.array([fold_of[t] for t in titles], dtype=int)

@@ -43,6 +43,7 @@ from .budget import (
     reach_note,
     surcharge_choice,
 )
+from .calibration import article_folds
 from .decision import BudgetStart, Decision, Stage
 from .encoder import encoder_spec
 from .head import AgentHead
@@ -53,7 +54,6 @@ from .saved import Encoder as EncoderSpec
 __all__ = [
     "VALIDATION_FOLDS",
     "PLUGIN_STAGES",
-    "article_folds",
     "PluginRejector",
     "ErrorEstimateRouter",
     "ErrorEstimateConfig",
@@ -90,18 +90,6 @@ def plugin_stages(data, spans: bool | None = None) -> tuple[Stage, ...]:
     if data is not None and data.agent_ids[0] in textless_agents(data.agent_ids[:1], data.answers[:, :1]):
         return LOG_STAGES
     return PLUGIN_STAGES
-
-
-def article_folds(titles: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
-    """Fold index (0..k-1) of each question, by article, seeded.
-
-    >>> article_folds(np.array(["a", "a", "b", "c", "d"]), 2).tolist()
-    [1, 1, 0, 0, 1]
-    """
-    names = np.array(sorted(set(titles)))
-    np.random.default_rng(seed).shuffle(names)
-    fold_of = {t: i % k for i, t in enumerate(names)}
-    return np.array([fold_of[t] for t in titles], dtype=int)
 
 
 class PluginRejector(AgentHead):

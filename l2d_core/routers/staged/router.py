@@ -22,8 +22,9 @@ from ..budget import (
     pinned_note,
     reach_note,
 )
+from ..calibration import article_folds
 from ..decision import BudgetStart, Decision, Stage
-from ..plugin import VALIDATION_FOLDS, article_folds
+from ..plugin import VALIDATION_FOLDS
 from ..posthoc import PosthocRouter
 from ..posthoc_inputs import (
     DEFAULT_CALIBRATION,
