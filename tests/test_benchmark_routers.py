@@ -239,6 +239,7 @@ def test_report_renders_incomplete_results():
         "routers": {
             "l2d-sdl": {
                 "aiq": 72.0,
+                "validation": {"aiq": 70.0},  # chosen on validation (the targets read that router)
                 "points": [
                     {
                         "beta1": 0.0,

@@ -189,6 +189,7 @@ def test_posthoc_points_pay_the_overhead_and_beat_random(p2):
     from l2d_core.evaluation.comparison import run_router
     from l2d_core.evaluation.points import router_points
     from l2d_core.routers.base import DENSE_BETAS
+    from l2d_core.routers.plugin import SHARE_LEVELS
     from l2d_core.routers.posthoc_inputs import GFLOPS_SWEEP
     from l2d_core.routers.registry import make_router
 
@@ -198,7 +199,10 @@ def test_posthoc_points_pay_the_overhead_and_beat_random(p2):
     pts = router_points(router)
     core = [p for p in pts if not p["dense"]]
     assert [p["beta1"] for p in core] == list(BETA_POINTS)
-    assert [p["beta1"] for p in pts if p["dense"]] == [*DENSE_BETAS] + [None] * len(GFLOPS_SWEEP)
+    shares = [p["target_share"] for p in pts if "target_share" in p]  # two margins' share sweeps
+    assert shares == 2 * list(np.linspace(0.0, 1.0, SHARE_LEVELS))
+    undated = [None] * (len(GFLOPS_SWEEP) + len(shares))
+    assert [p["beta1"] for p in pts if p["dense"]] == [*DENSE_BETAS] + undated
     assert [p["beta_max"] for p in pts if "beta_max" in p] == list(GFLOPS_SWEEP)
     # built by the comparison's own point builder: the fields of every other router's points
     assert set(run_router(p2, "agent:bert-ens")[0]) <= set(pts[0]) <= {*run_router(p2, "oracle")[0]}
