@@ -241,7 +241,11 @@ def test_single_query_page_draws_at_once_then_fills_in_the_time_and_shows_the_ru
     monkeypatch.setattr(Q.os, "getloadavg", lambda: (0.5, 0.5, 0.5))  # idle, then as now
     spawned = []
 
+    real_start = background.start  # other jobs (the page reads the default's agents in) run for real
+
     def pending(key, target, kwargs=None, title=""):  # a measurement job that has not finished
+        if not target.endswith(":measure_job"):
+            return real_start(key, target, kwargs, title)
         spawned.append((key, target, kwargs))
         path = background.job_file(key)
         path.parent.mkdir(parents=True, exist_ok=True)
