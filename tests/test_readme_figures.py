@@ -45,13 +45,13 @@ def _results(apgr: float) -> dict:
             "load_avg": [3.5],
         },
         "routers": {
-            "l2d-a": {
+            "l2d-cascade": {
                 "validation": {"aiq": 70.0, "price": 0.1},
                 "apgr": apgr,
                 "apgr_ci": [0.7, 0.9],
                 "aiq": 71.0,
             },
-            "l2d-b": {"validation": {"aiq": 60.0, "price": 0.1}, "apgr": 0.95, "aiq": 72.0},
+            "l2d-staged": {"validation": {"aiq": 60.0, "price": 0.1}, "apgr": 0.95, "aiq": 72.0},
         },
     }
 
@@ -64,8 +64,8 @@ def test_the_block_is_written_from_the_results(tmp_path, monkeypatch):
     B.write_readme(readme, runs)
     text = readme.read_text(encoding="utf-8")
     block = text.partition(BLOCK_START)[2].partition(BLOCK_END)[0]
-    # the router chosen on validation (l2d-a), not the best on test (l2d-b), with its figures
-    assert "chosen on validation: l2d-a, APGR 0.800 [0.700, 0.900]" in block
+    # the router chosen on validation (l2d-cascade), not the best on test (l2d-staged), with its figures
+    assert "chosen on validation: l2d-cascade, APGR 0.800 [0.700, 0.900]" in block
     assert (
         "**met**" in block and "10.0 min at load 3.5" in block and "reports/squad11-P2/results.json" in block
     )

@@ -112,7 +112,7 @@ def test_deep_json_is_refused_wherever_a_user_file_is_read(tmp_path):
     log = tmp_path / "deep.jsonl"
     log.write_text('{"id": "q1", "exact_match": 1}\n' + DEEP + "\n")
     spec = AgentSpec(id="log", dataset="squad11", kind="outcome_log", path=str(log))
-    with pytest.raises(DataFormatError, match="deep.jsonl: line 2 holds arrays or objects nested"):
+    with pytest.raises(DataFormatError, match=r"deep.jsonl: line 2 cannot be read \(arrays or objects"):
         read_outcome_log(spec, None, log)
     (tmp_path / "router").mkdir()
     (tmp_path / "router" / "router.json").write_text(DEEP)
