@@ -239,6 +239,9 @@ def test_single_query_page_draws_at_once_then_fills_in_the_time_and_shows_the_ru
     import pages.ui.live_agent as page_module
 
     monkeypatch.setattr(Q.os, "getloadavg", lambda: (0.5, 0.5, 0.5))  # idle, then as now
+    # torch's thread count is per OS thread: an earlier test that set the main thread's would make
+    # the page's script thread see a measurement taken here as stale
+    monkeypatch.setattr(Q.torch, "get_num_threads", lambda: 2)
     spawned = []
 
     real_start = background.start  # other jobs (the page reads the default's agents in) run for real

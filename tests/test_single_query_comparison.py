@@ -35,6 +35,7 @@ from l2d_core.method.costs import CostConfig
 from l2d_core.method.policies import expected_costs, plugin_policy
 from l2d_core.report import summary_frame
 from l2d_core.routers.base import DENSE_BETAS
+from l2d_core.routers.plugin import SHARE_LEVELS
 from l2d_core.routers.registry import make_router, router_ids
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -272,7 +273,8 @@ def test_run_comparison_on_p2(p2, p2_results, tmp_path):
     assert oracle["apgr"] > 0.8
     sdl, plugin = res["routers"]["l2d-sdl"], res["routers"]["l2d-plugin"]
     assert len(sdl["points"]) == len(BETA_POINTS) + len(PRICE_POINTS)
-    assert len(plugin["points"]) == len(BETA_POINTS) + len(DENSE_BETAS) + len(PRICE_POINTS)
+    shares = 2 * SHARE_LEVELS  # the share sweeps of an error-estimate router (two margins)
+    assert len(plugin["points"]) == len(BETA_POINTS) + len(DENSE_BETAS) + shares + len(PRICE_POINTS)
     assert set(sdl["tdl"]) == {f"{b:g}" for b in BETA_POINTS} == set(res["tdl_random"])
     # TDL: the oracle is per-query optimal, so no router does better at any β; the zero router
     # (best mixture of single agents) is the best single agent; at the ends of the sweep the

@@ -183,14 +183,16 @@ def _index() -> dict[str, tuple[bool, bool]]:
     from ..paths import cache_dir
 
     key = _sources_key()
-    path = cache_dir() / "router_index.json"
     try:
+        path = cache_dir() / "router_index.json"
         stored = json.loads(path.read_text())
         if stored.get("key") == key:
             return {r: (bool(e), bool(a)) for r, e, a in stored["routers"]}
-    except (OSError, ValueError, KeyError, TypeError):
-        pass  # none yet, or damaged: written again below
+    except (OSError, ValueError, KeyError, TypeError):  # none yet, damaged, or no cache folder
+        path = None  # (the command says why the cache folder is unusable where it needs it)
     known = {r: (bool(c.reads_embeddings), bool(c.on_request)) for r, c in routers().items()}
+    if path is None:
+        return known
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
