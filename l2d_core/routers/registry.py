@@ -185,11 +185,14 @@ def _index() -> dict[str, tuple[bool, bool]]:
     key = _sources_key()
     try:
         path = cache_dir() / "router_index.json"
-        stored = json.loads(path.read_text())
+    except ValueError:  # no usable cache folder: the command says why where it needs one
+        path = None
+    try:
+        stored = json.loads(path.read_text()) if path is not None else {}
         if stored.get("key") == key:
             return {r: (bool(e), bool(a)) for r, e, a in stored["routers"]}
-    except (OSError, ValueError, KeyError, TypeError):  # none yet, damaged, or no cache folder
-        path = None  # (the command says why the cache folder is unusable where it needs it)
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # none yet, or damaged: written again below
     known = {r: (bool(c.reads_embeddings), bool(c.on_request)) for r, c in routers().items()}
     if path is None:
         return known
