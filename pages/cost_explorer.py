@@ -383,18 +383,10 @@ with st.expander("How the routers rank on validation articles"):
     read = embedding_ranking(dataset, pool, rank=False) if embeddings_ready(dataset) else None
     if read:
         st.markdown("**Routers that read the question and context** (ranked the same way)")
-        ranks = ranking_frame(read)
-        st.table(ranks.style.format(fmt).hide(axis="index"))
+        st.table(ranking_frame(read).style.format(fmt).hide(axis="index"))
     if unranked and read is None:
-        st.caption(
-            f"Not ranked yet: {', '.join(map(router_label, unranked))} — read the question and context, "
-            + (
-                "being ranked now."
-                if embeddings_ready(dataset)
-                else "whose embeddings are not computed here yet (pick one in the sidebar to compute them: "
-                "minutes, once)."
-            )
-        )
+        why = "being ranked now" if embeddings_ready(dataset) else "their embeddings are not computed yet"
+        st.caption(f"Not ranked yet ({why}): {', '.join(map(router_label, unranked))}.")
     if unranked:
         st.caption(
             "The default is chosen among the routers that do not read the question and context, so it "

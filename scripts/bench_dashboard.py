@@ -72,7 +72,6 @@ TARGET_COLD_S = 10.0
 TARGET_FIRST_VIEW_S = 8.0  # launch → first EM tile, empty cache (the fast issue's target)
 TARGET_WARM_VIEW_S = 3.0  # a fresh server on a warm cache
 TARGET_POOL_SWITCH_S = 8.0
-IDLE_S = 30.0  # the first EM must still be shown after the page is left alone this long
 TARGET_SLIDER_BROWSER_S = 0.250
 TARGET_SESSIONS_MEDIAN_S, TARGET_SESSIONS_MAX_S, TARGET_SESSIONS_LOAD_S = 0.5, 2.0, 5.0
 
@@ -209,74 +208,6 @@ def slider_in_browser(n_moves: int, log_path: Path) -> tuple[list[float], str]:
     )
 
 
-def first_view_in_browser(
-    runs: int, log_path: Path, idle_s: float = IDLE_S
-) -> tuple[list[float], list[float], str]:
-    """A new user's first view: from launching a fresh server (``streamlit run app.py``) on a new,
-    empty cache directory to the cost explorer's first EM tile; that EM, and the EM after the
-    page has been left alone ``idle_s`` seconds, which must be equal (numbers shown first are
-    numbers that stay). Then a fresh server on the same, now warm, cache: launch → first EM."""
-    import tempfile
-
-    from playwright.sync_api import sync_playwright
-
-    cold, warm, moved, errors = [], [], [], 0
-    for _ in range(runs):
-        with tempfile.TemporaryDirectory(prefix="l2d-empty-cache-") as tmp:
-            env = dict(os.environ, L2D_CACHE_DIR=tmp)
-            t = time.perf_counter()
-            with dashboard_server(log_path, env) as base, sync_playwright() as pw:
-                browser = launch_chromium(pw)
-                try:
-                    page = browser.new_page(viewport=VIEWPORT)
-                    first = open_cost_explorer(page, base).inner_text()
-                    cold.append(time.perf_counter() - t)
-                    time.sleep(idle_s)
-                    wait_idle(page, FIRST_LOAD_TIMEOUT_S)
-                    later = metric_value(page, "EM").inner_text()
-                    moved += [] if later == first else [f"{first} -> {later}"]
-                    errors += page.get_by_test_id("stException").count()
-                finally:
-                    browser.close()
-            t = time.perf_counter()
-            with dashboard_server(log_path, env) as base, sync_playwright() as pw:
-                browser = launch_chromium(pw)
-                try:
-                    open_cost_explorer(browser.new_page(viewport=VIEWPORT), base)
-                    warm.append(time.perf_counter() - t)
-                finally:
-                    browser.close()
-    same = "equal in every run" if not moved else f"CHANGED in {len(moved)} run(s): {'; '.join(moved)}"
-    return cold, warm, f"first EM and EM after {idle_s:.0f} s idle: {same}; {errors} errors shown"
-
-
-def pool_switches(log_path: Path) -> dict[str, float]:
-    """Each built-in pool picked in the sidebar of the cost explorer, in one session on an empty
-    cache (AppTest, server side): seconds from the pick to the page's end with an EM tile."""
-    import tempfile
-
-    from l2d_core.agents.registry import builtin_pool_names, get_pool
-
-    out = {}
-    with tempfile.TemporaryDirectory(prefix="l2d-empty-cache-") as tmp:
-        os.environ["L2D_CACHE_DIR"] = tmp
-        at = app_test(page_scripts()["cost_explorer"], COLD_TIMEOUT_S)
-        at.run()
-        for name in sorted(builtin_pool_names(), key=lambda n: (get_pool(n).dataset, n)):
-            pool = get_pool(name)
-            t = time.perf_counter()
-            if at.selectbox(key="dataset").value != pool.dataset:
-                at.selectbox(key="dataset").set_value(pool.dataset).run()
-            at.selectbox(key="pool").set_value(name).run()
-            took = time.perf_counter() - t
-            if at.exception:
-                out[name] = float("nan")
-                print(f"{name}: {at.exception[0].message[:200]}")
-                continue
-            out[name] = took if any(m.label == "EM" for m in at.metric) else float("nan")
-    return out
-
-
 async def _session(browser, base: str, n_moves: int, loads: list, moves: list) -> None:
     """One browser session of :func:`sessions_in_browser`: open the cost explorer, then move
     the λ slider ``n_moves`` times, each timed on the page's clock from the key release to the
@@ -355,6 +286,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.cold_page:
         return _cold_child(args.cold_page)
+
+    from bench_first_view import first_view_in_browser, pool_switches
 
     from l2d_core.evaluation.benchmark import prepare
 
