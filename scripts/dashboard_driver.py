@@ -158,13 +158,16 @@ def number(text: str) -> float:
     return float(m.group())
 
 
+# While a run redraws the page, Streamlit can keep the previous tile (greyed) beside the new one:
+# the value counts as changed once a single tile with that label is left and it reads otherwise.
 METRIC_CHANGED_JS = """([label, old]) => {
+    const values = [];
     for (const m of document.querySelectorAll('[data-testid="stMetric"]')) {
         const l = m.querySelector('[data-testid="stMetricLabel"]');
         const v = m.querySelector('[data-testid="stMetricValue"]');
-        if (l && v && l.textContent.trim() === label) return v.textContent !== old;
+        if (l && v && l.textContent.trim() === label) values.push(v.textContent);
     }
-    return false;
+    return values.length === 1 && values[0] !== old;
 }"""
 
 

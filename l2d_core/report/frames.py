@@ -34,8 +34,8 @@ __all__ = [
 # fmt: on
 
 _PALETTE = (
-    "#1f77b4 #d62728 #2ca02c #9467bd #8c564b #e377c2 #17becf #bcbd22 #ff7f0e #7f7f7f #393b79 #637939 "
-    "#8c6d31 #843c39 #7b4173 #3182bd #e6550d #31a354"
+    "#1f77b4 #d62728 #2ca02c #9467bd #8c564b #e377c2 #17becf #bcbd22 #ff7f0e #a55194 #393b79 #637939 "
+    "#8c6d31 #843c39 #7b4173 #3182bd #e6550d #31a354 #6b6ecf #b5cf6b #e7ba52 #ad494a"
 ).split()
 # the reference routers' colours by role, distinct from each other and from the palette (chance:
 # the random router, also the uniform random policy of the TDL figure)
