@@ -69,23 +69,26 @@ def select_row() -> None:
         st.session_state["dec_qid"] = st.session_state["_dec_shown_qids"][rows[0]]
 
 
-c1, c2, c3, c4, c5 = st.columns([2, 2, 2, 3, 2], vertical_alignment="bottom")
-chosen = c1.multiselect("Agent chosen", agents, key="dec_chosen")
+c1, c2, c3 = st.columns([3, 2, 2], vertical_alignment="bottom")
+# pills show each agent's whole name, selected or not (a multiselect's chip cut it to "matc…")
+chosen = c1.pills("Agent chosen", agents, selection_mode="multi", key="dec_chosen") or []
 outcome = c2.radio("Outcome", ("all", "correct", "incorrect"), key="dec_outcome", horizontal=True)
-types = c3.multiselect("Question type", sorted(df["type"].unique()), key="dec_type")
-search = c4.text_input("Search questions", key="dec_search", placeholder="case-insensitive substring")
-main_wrong = c5.checkbox("Main model wrong", key="dec_main_wrong")
+main_wrong = c3.checkbox("Main model wrong", key="dec_main_wrong")
+c4, c5 = st.columns([2, 3], vertical_alignment="bottom")
+types = c4.multiselect("Question type", sorted(df["type"].unique()), key="dec_type")
+search = c5.text_input("Search questions", key="dec_search", placeholder="case-insensitive substring")
 shown = filter_decisions(df, chosen, outcome, main_wrong, types, search)
 if (axes := brush_axes(df)) and not shown.empty:
     x = st.radio("Chart across", axes, horizontal=True, key="dec_axis") if len(axes) > 1 else axes[0]
-    event = st.altair_chart(
-        decisions_chart(shown, x), on_select="rerun", key=f"dec_brush_{x}", width="stretch"
-    )
-    interval = (event.selection.get(BRUSH) or {}).get(x) if event else None
+    # above the chart: its toolbar then covers this caption, never a filter
     st.caption(
         "Each tick is a question. Drag across the chart to keep only the questions in that range "
         "in the table below; double-click to clear."
     )
+    event = st.altair_chart(
+        decisions_chart(shown, x), on_select="rerun", key=f"dec_brush_{x}", width="stretch"
+    )
+    interval = (event.selection.get(BRUSH) or {}).get(x) if event else None
     if interval:
         shown = filter_decisions(shown, within={x: tuple(interval)})
 st.session_state["_dec_shown_qids"] = list(shown["qid"])
@@ -143,13 +146,10 @@ if missing:
 if not rec.answers:
     st.caption("Unanswerable question: the right answer is no answer.")
 compared = view.decision.explain(i, agents)
-if compared is not None:
-    left, right = st.columns([2, 3])
+if compared is not None:  # the chart, then the table at full width (beside it, columns were cut)
     chart = compared_chart(compared, ex["winner"], option_labels(compared, agents))
-    left.altair_chart(chart, key="dec_compared", width="stretch")
-    right.dataframe(ex["table"], hide_index=True)
-else:
-    st.dataframe(ex["table"], hide_index=True)
+    st.columns([2, 3])[0].altair_chart(chart, key="dec_compared", width="stretch")
+st.dataframe(ex["table"], hide_index=True, key="dec_explained")
 st.caption(
     f"This query paid {ex['paid']:,.2f} GFLOPs, {ex['paid_always']:,.2f} of them whatever was chosen "
     f"(what runs on every query); '{GFLOPS_ADDED}' is what choosing an agent adds to those."

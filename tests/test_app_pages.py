@@ -22,6 +22,7 @@ from _pages import open_page
 from streamlit.testing.v1 import AppTest
 
 from l2d_core.app_logic.cost_settings import cost_from_upload, rule_beta1
+from l2d_core.app_logic.decisions import GFLOPS_ADDED
 from l2d_core.app_logic.default_view import default_router
 from l2d_core.app_logic.highlight import answer_spans, context_html
 from l2d_core.evaluation.benchmark import embeddings_on_disk, prepare
@@ -312,13 +313,19 @@ def test_decisions_filters_and_detail(real_data):
     placed = answer_context(at.dataframe[1].value["answer"].iloc[0], rec.question, rec.context)
     assert placed is not None and context_note("match-lstm", placed) in [c.value for c in at.caption]
 
-    ran(at.multiselect(key="dec_chosen").set_value(["match-lstm"]))
+    # the explanation table has the page's width (beside the chart its last columns were cut);
+    # the agent filter shows whole names; the chart's "went to" reads across, above the agents
+    assert GFLOPS_ADDED in at.dataframe[1].value
+    assert not any(GFLOPS_ADDED in d.value for c in at.columns for d in c.dataframe)
+    assert at.pills(key="dec_chosen").options == ["match-lstm", "rnet-plus", "bert-ens"]
+    assert spec["encoding"]["y"]["axis"]["titleAngle"] == 0
+    ran(at.pills(key="dec_chosen").set_value(["match-lstm"]))
     only_main = at.dataframe[0].value
     assert 0 < len(only_main) < n and set(only_main["chosen"]) == {"match-lstm"}
     ran(at.checkbox(key="dec_main_wrong").check())
     wrong = at.dataframe[0].value
     assert 0 < len(wrong) < len(only_main) and not wrong["correct"].any()  # main wrong and kept
-    at.multiselect(key="dec_chosen").set_value([])
+    at.pills(key="dec_chosen").set_value([])
     ran(at.checkbox(key="dec_main_wrong").uncheck())
     ran(at.text_input(key="dec_search").set_value("HOW MANY"))
     found = at.dataframe[0].value

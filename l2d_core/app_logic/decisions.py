@@ -80,7 +80,7 @@ def decisions_chart(df: pd.DataFrame, x: str, outcome: str = "correct") -> alt.C
         .mark_tick(thickness=2, size=18)
         .encode(
             x=alt.X(f"{x}:Q", title=x, scale=alt.Scale(zero=False)),
-            y=alt.Y("chosen:N", title="went to"),
+            y=alt.Y("chosen:N", title="went to", axis=alt.Axis(titleAngle=0, titleAlign="right", titleY=-6)),
             color=alt.Color(
                 "outcome:N",
                 scale=alt.Scale(domain=["right", "wrong"], range=["#2e7d32", "#c62828"]),
@@ -90,7 +90,7 @@ def decisions_chart(df: pd.DataFrame, x: str, outcome: str = "correct") -> alt.C
             tooltip=["question:N", "chosen:N", "outcome:N", alt.Tooltip(f"{x}:Q", format=".3f")],
         )
         .add_params(brush)
-        .properties(height=60 + 30 * df["chosen"].nunique())
+        .properties(height=max(100, 40 + 36 * df["chosen"].nunique()))
     )
 
 
