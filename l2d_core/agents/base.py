@@ -54,12 +54,13 @@ class ModelLoadError(FileNotFoundError):
 
 
 def resolve_dtype(dtype, device: torch.device) -> torch.dtype:
-    """``None`` (an agent without a ``dtype`` option): bf16 on CUDA (fp16 where bf16 is
-    unsupported) and on a CPU that computes bf16 natively (:func:`~l2d_core.runtime.cpu_has_fast_bf16`:
-    on such a CPU a small QA model answers about twice as fast, and ``scripts/bench_serve.py
-    --precision`` measures what that does to its EM/F1), fp32 elsewhere (emulated bf16 is slower
-    than fp32). Strings: ``fp32``/``bf16``/``fp16`` (or the torch names) force one; fp16 is
-    refused on the CPU.
+    """``None`` (an agent without a ``dtype`` option): bf16 on a CPU that computes bf16 natively
+    (:func:`~l2d_core.runtime.cpu_has_fast_bf16`: on such a CPU a small QA model answers about
+    twice as fast, and ``scripts/bench_serve.py --precision`` measures what that does to its
+    EM/F1), fp32 elsewhere: emulated bf16 is slower than fp32, and on CUDA a MiniLM-sized QA model
+    is bound by kernel launches, not arithmetic (timed on an H100 and an H200, bf16 was slower
+    than fp32 at batch 1 and 8, and moved answers). Strings: ``fp32``/``bf16``/``fp16`` (or the
+    torch names) force one; fp16 is refused on the CPU.
 
     >>> resolve_dtype("fp32", torch.device("cpu")), resolve_dtype("bf16", torch.device("cpu"))
     (torch.float32, torch.bfloat16)
@@ -69,9 +70,7 @@ def resolve_dtype(dtype, device: torch.device) -> torch.dtype:
     if dtype is None:
         if device.type == "cpu":
             return torch.bfloat16 if cpu_has_fast_bf16() else torch.float32
-        if device.type != "cuda":
-            return torch.float32
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
     d = DTYPES.get(dtype.lower()) if isinstance(dtype, str) else dtype
     if d not in DTYPES.values():
         raise ValueError(f"unknown dtype {dtype!r}; use one of fp32, bf16, fp16")
