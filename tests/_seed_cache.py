@@ -76,6 +76,45 @@ def seed(session_cache: Path, folder: Path) -> None:
             shutil.copytree(folder / "agents", session_cache / "agents", dirs_exist_ok=True)
 
 
+# a cache's folders that hold only what data and code derive under content keys
+DERIVED = ("routers", "router_scores")
+
+
+def seed_from(session_cache: Path, path: Path) -> None:
+    """Start the cache ``path`` from a session's: its embeddings shared, its builtin agents'
+    imports and its :data:`DERIVED` folders copied (registrations, jobs and runs are not)."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "embeddings").symlink_to((session_cache / "embeddings").resolve(), target_is_directory=True)
+    builtin = builtin_agents()
+    for store in sorted((session_cache / "agents").glob("*/*")):
+        if store.is_dir() and store.name in builtin:
+            shutil.copytree(store, path / "agents" / store.parent.name / store.name)
+    for name in DERIVED:
+        if (session_cache / name).is_dir():
+            shutil.copytree(session_cache / name, path / name)
+
+
+def give_back(path: Path, session_cache: Path) -> None:
+    """Give a session's cache what the cache ``path`` (started by :func:`seed_from`) derived
+    anew in its :data:`DERIVED` folders: router fits as whole folders, validation scores by key."""
+    from diskcache import Cache
+
+    for name in DERIVED:
+        if not (path / name).is_dir():
+            continue
+        if (path / name / "cache.db").is_file():  # a diskcache store: entry by entry
+            with Cache(str(path / name)) as mine, Cache(str(session_cache / name)) as theirs:
+                for key in mine:
+                    if key not in theirs:
+                        theirs.set(key, mine[key])
+            continue
+        for entry in (path / name).iterdir():
+            target = session_cache / name / entry.name
+            if entry.is_dir() and not target.exists():
+                shutil.copytree(entry, target.with_name(f".{entry.name}.part"))
+                os.replace(target.with_name(f".{entry.name}.part"), target)
+
+
 def keep(session_cache: Path, folder: Path) -> list[str]:
     """Give the seed ``folder`` the builtin agents this session imported that it lacks (each
     copied whole, then renamed into place); returns them as ``dataset/agent``."""

@@ -84,6 +84,21 @@ def fresh_cache(tmp_path, monkeypatch):
     return path
 
 
+@pytest.fixture
+def seeded_cache(tmp_path, monkeypatch, _session_cache):
+    """A cache directory of the test's own that starts with what the session's cache holds under
+    content keys, derived from data and code alone: the builtin agents' imports, the embeddings,
+    router fits and validation scores (a page the test opens does not compute them again). What
+    the test registers or writes stays its own. ``fresh_cache``: one that starts empty."""
+    from _seed_cache import give_back, seed_from
+
+    path = tmp_path / "cache"
+    seed_from(_session_cache, path)
+    monkeypatch.setenv("L2D_CACHE_DIR", str(path))
+    yield path
+    give_back(path, _session_cache)
+
+
 @pytest.fixture(scope="session")
 def real_data():
     """The real data directory; the suite needs it (CI runs with ../shared beside the clone)."""

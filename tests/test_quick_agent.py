@@ -229,7 +229,7 @@ def test_the_run_starts_as_a_background_job_and_its_pid_is_watched(real_data, fr
 
 
 def test_single_query_page_draws_at_once_then_fills_in_the_time_and_shows_the_run(
-    real_data, fresh_cache, timed, monkeypatch
+    real_data, seeded_cache, timed, monkeypatch
 ):
     """No pool answers new text: opening the page starts no measurement (it says the time is not
     measured yet); asked, the time is measured in a background process, never waited for, then
@@ -338,7 +338,7 @@ def test_single_query_page_draws_at_once_then_fills_in_the_time_and_shows_the_ru
     assert any(b.label == "Train the quick model" for b in at.button)  # and it can be started again
 
 
-def test_once_a_pool_answers_new_text_the_page_switches_to_it(real_data, fresh_cache, bert_path):
+def test_once_a_pool_answers_new_text_the_page_switches_to_it(real_data, seeded_cache, bert_path):
 
     from l2d_core.agents import AgentSpec, register_agent, register_pool
     from l2d_core.agents.registry import PoolSpec
