@@ -18,7 +18,7 @@ the router's p50 at one keep-alive client is shown as a multiple of it.
 
 ``--precision``: the main agent of each router answers every test-article question in fp32 and in
 bf16 (its ``dtype`` option forced), EM/F1 of both and the time per question at batch 1 and 8;
-bf16 only where it is fast here (CUDA, or a CPU for which ``runtime.cpu_has_fast_bf16()`` is true),
+bf16 measured on CUDA and on a CPU for which ``runtime.cpu_has_fast_bf16()`` is true,
 else said to be n/a.
 """
 

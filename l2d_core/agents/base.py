@@ -59,8 +59,8 @@ def resolve_dtype(dtype, device: torch.device) -> torch.dtype:
     twice as fast, and ``scripts/bench_serve.py --precision`` measures what that does to its
     EM/F1), fp32 elsewhere: emulated bf16 is slower than fp32, and on CUDA a MiniLM-sized QA model
     is bound by kernel launches, not arithmetic (timed on an H100 and an H200, bf16 was slower
-    than fp32 at batch 1 and 8, and moved answers). Strings: ``fp32``/``bf16``/``fp16`` (or the
-    torch names) force one; fp16 is refused on the CPU.
+    than fp32 at batch 8 in every run and no faster at batch 1 in most). Strings:
+    ``fp32``/``bf16``/``fp16`` (or the torch names) force one; fp16 is refused on the CPU.
 
     >>> resolve_dtype("fp32", torch.device("cpu")), resolve_dtype("bf16", torch.device("cpu"))
     (torch.float32, torch.bfloat16)
