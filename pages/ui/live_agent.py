@@ -136,8 +136,10 @@ def offer_quick_agent(dataset: str) -> None:
         st.warning(f"This machine's time for it could not be measured: {m.message}")
     if m.state in ("none", "failed"):  # started in the callback: the rerun draws it as measuring
         st.button(
-            "Measure this machine's time for it (a minute or two)",
+            "Measure this machine's time for it",
             on_click=lambda: measurement(dataset, start=True),
+            help="times a few training steps and forward passes of the base model in the background; "
+            "the page stays usable meanwhile",
         )
     if m.state == "measuring":
         _await_estimate(dataset, sum(m.expected(p) is not None for p in PROFILES.values()))
