@@ -287,7 +287,8 @@ def results() -> None:
     chart_alloc = charts.allocation_chart(view.allocation)
     left.altair_chart(chart_alloc, width="stretch")
     chart_plane = charts.plane_chart(view.plane, log_x=st.session_state.get("plane_log", False))
-    right.altair_chart(chart_plane, width="stretch")
+    # as tall as the plot plus its legend: a legend below (many agents) squashed the plot
+    right.altair_chart(charts.fit_width(chart_plane), width="stretch")
     right.checkbox("log GFLOPs axis", key="plane_log", help="the hull is straight in linear cost only")
     below = [v.label for v in view.views if v.router_id in view.below_zero]
     if below:
@@ -334,7 +335,7 @@ def results() -> None:
         if rule != "hand" and not follows_budget(st.session_state["decide_by"]):  # mark the setting
             sweep_set = charts.mark_setting(sweep_set, current)
         for col, chart in zip(st.columns(2) * 2, sweep_set.values()):
-            col.altair_chart(chart, width="stretch")
+            col.altair_chart(charts.fit_width(chart), width="stretch")
         shown |= sweep_set
 
     st.subheader("Export and import")

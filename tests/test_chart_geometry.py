@@ -99,3 +99,27 @@ def test_a_point_at_zero_sits_on_the_zero_tick_and_shares_on_their_lines(x, xs, 
         on = [p for p in drawn if p["text"].endswith(f"; share: {share:g}")]
         assert on and all(abs(p["y"] - y_ticks[label][1]) < 0.6 for p in on), (label, on)
     assert not [t for t in y_ticks if t.startswith(("-", "−"))]  # no share below 0% on the axis
+
+
+TEN = [f"agent-{k}" for k in range(10)]  # a pool of ten agents, as P10
+
+
+def test_every_agent_of_a_large_pool_is_named_on_the_allocation_axis():
+    """In half the page beside its legend, the dashboard dropped every other label of ten agents
+    (Streamlit's chart theme lets Vega hide overlapping labels)."""
+    frame = pd.DataFrame({"router": "L2D", "agent": TEN, "share": [0.1] * 10})
+    chart = charts.allocation_chart(frame)
+    axis = chart.to_dict()["encoding"]["x"]["axis"]
+    assert axis["labelOverlap"] is False and axis["labelAngle"] != 0  # slanted, none dropped
+    assert set(ticks(svg_of(chart.properties(width=180)), "X")) == set(TEN)  # beside its legend
+
+
+def test_a_sweep_of_a_large_pool_names_every_agent_below_the_chart():
+    """Beside a sweep chart (three quarters of a chart's height) ten entries were cut at seven;
+    below it they all show, and the page's chart grows with them (fit_width)."""
+    frame = sweep("price", PRICE_POINTS).drop(columns=["share small", "share big"])
+    frame = frame.assign(**{f"share {a}": 0.1 for a in TEN})
+    spec = charts.sweep_charts(frame, "price", "λ")["Allocation vs λ"].to_dict()
+    assert spec["encoding"]["color"]["legend"]["orient"] == "bottom"
+    assert spec["encoding"]["color"]["legend"]["symbolLimit"] == 0
+    assert charts.fit_width(charts.sweep_charts(frame, "price", "λ")["Allocation vs λ"]).to_dict()["autosize"]

@@ -63,17 +63,18 @@ def _order(values) -> list:
     return list(dict.fromkeys(values))
 
 
-def legend(n: int, label_limit: int = 170, **kw) -> alt.Legend:
-    """A legend of ``n`` entries that shows them all: beside the plot while they fit its height,
-    else below it in columns (a legend beside the plot is cut at the chart's height, and the
-    dashboard's pages draw charts at a fixed height). ``kw``: any other legend property.
+def legend(n: int, label_limit: int = 170, beside: int = _LEGEND_BESIDE, **kw) -> alt.Legend:
+    """A legend of ``n`` entries that shows them all: beside the plot while they fit its height
+    (``beside`` entries: fewer on a shorter chart), else below it in columns (a legend beside the
+    plot is cut at the chart's height, and the dashboard's pages draw charts at a fixed height).
+    ``kw``: any other legend property.
 
     >>> legend(4).to_dict()
     {'labelLimit': 170}
     >>> legend(16).to_dict()
     {'columns': 2, 'labelLimit': 260, 'orient': 'bottom', 'symbolLimit': 0}
     """
-    if n <= _LEGEND_BESIDE:
+    if n <= beside:
         return alt.Legend(labelLimit=label_limit, **kw)
     return alt.Legend(orient="bottom", columns=2, labelLimit=max(label_limit, 260), symbolLimit=0, **kw)
 
@@ -221,7 +222,13 @@ def allocation_chart(frame: pd.DataFrame) -> alt.Chart:
         alt.Chart(frame)
         .mark_bar()
         .encode(
-            x=alt.X("agent:N", title="answered by", sort=agents, axis=alt.Axis(labelAngle=0)),
+            # every agent named: across while a few fit, slanted for more (Vega drops overlapping labels)
+            x=alt.X(
+                "agent:N",
+                title="answered by",
+                sort=agents,
+                axis=alt.Axis(labelAngle=0 if len(agents) <= 4 else -40, labelOverlap=False),
+            ),
             xOffset=alt.XOffset("router:N", sort=routers),
             y=alt.Y("share:Q", title="share of questions", axis=alt.Axis(format=".0%")),
             color=alt.Color("router:N", sort=routers),
@@ -293,7 +300,12 @@ def sweep_charts(
         f"Allocation vs {x_title}": lines(
             shares,
             alt.Y("share:Q", title="share of questions", axis=alt.Axis(format=".0%"), scale=share_scale),
-            alt.Color("agent:N", title="answered by", sort=_order(shares["agent"])),
+            alt.Color(
+                "agent:N",
+                title="answered by",
+                sort=_order(shares["agent"]),
+                legend=legend(len(_order(shares["agent"])), beside=_LEGEND_BESIDE * 3 // 4),
+            ),
             by_router,
         ),
         f"Loss vs random routing over {x_title}": lines(
