@@ -379,7 +379,18 @@ def _menu_page():
 
     from pages.ui.widgets import select_routers
 
-    st.session_state["picked"] = select_routers("menu", st.session_state.get("best", "l2d-cascade"))
+    best, ids = st.session_state.get("best", "l2d-cascade"), st.session_state.get("ids")
+    st.session_state["picked"] = select_routers("menu", best, ids=ids)
+
+
+def test_a_pool_that_runs_none_of_the_chosen_routers_shows_its_default():
+    """Seen in the browser: from squad11's P2 (post-hoc shown) to any squad20 pool, whose routers
+    do not include it, the menu came up empty and the page said "Pick at least one router"."""
+    at = AppTest.from_function(_menu_page)
+    at.session_state["best"], at.session_state["ids"] = "l2d-posthoc", ["l2d-posthoc", "l2d-cascade"]
+    assert ran(at).session_state["picked"] == ["l2d-posthoc"]
+    at.session_state["best"], at.session_state["ids"] = "l2d-cascade", ["l2d-cascade", "random"]
+    assert ran(at).session_state["picked"] == ["l2d-cascade"]
 
 
 def test_the_router_menu_follows_a_new_default_but_keeps_the_users_choice():

@@ -189,7 +189,8 @@ def select_routers(key: str, default: str, multiple: bool = True, where=None, id
         ids = [default, *ids]
     shown = st.session_state.get(key)
     if multiple and isinstance(shown, list) and any(r not in ids for r in shown):
-        st.session_state[key] = [r for r in shown if r in ids]
+        # none of the chosen routers runs on this pool (another dataset's): its default instead
+        st.session_state[key] = [r for r in shown if r in ids] or [default]
     elif not multiple and isinstance(shown, str) and shown not in ids:
         st.session_state[key] = default  # set, not deleted: the browser would keep showing the old one
     auto, shown = f"_{key}_default", st.session_state.get(key)
