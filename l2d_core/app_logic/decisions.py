@@ -90,7 +90,7 @@ def decisions_chart(df: pd.DataFrame, x: str, outcome: str = "correct") -> alt.C
             tooltip=["question:N", "chosen:N", "outcome:N", alt.Tooltip(f"{x}:Q", format=".3f")],
         )
         .add_params(brush)
-        .properties(height=max(100, 40 + 36 * df["chosen"].nunique()))
+        .properties(height=60 + 50 * df["chosen"].nunique())
     )
 
 
