@@ -215,6 +215,26 @@ def wait_idle(page, timeout_s: float = CHANGE_TIMEOUT_S) -> None:
     page.get_by_test_id("stStatusWidget").wait_for(state="hidden", timeout=1000 * timeout_s)
 
 
+def wait_settled(page, quiet_s: float = 3.0, timeout_s: float = CHANGE_TIMEOUT_S) -> None:
+    """Wait until the page has been idle for ``quiet_s`` in a row: no running indicator, no
+    progress bar, no spinner. A page that finishes its first view by ranking more routers in the
+    same run (a progress bar, then a rerun of its own) is settled only after that rerun; a key
+    pressed in between can be lost to it."""
+    deadline, quiet_since = time.monotonic() + timeout_s, None
+    busy = page.locator(
+        '[data-testid="stStatusWidget"], [data-testid="stProgress"], [data-testid="stSpinner"]'
+    )
+    while time.monotonic() < deadline:
+        if any(busy.nth(k).is_visible() for k in range(busy.count())):
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= quiet_s:
+            return
+        time.sleep(0.25)
+    raise TimeoutError(f"the page did not settle for {quiet_s:g} s within {timeout_s:g} s")
+
+
 def wait_final_default(page, timeout_s: float = FIRST_LOAD_TIMEOUT_S) -> str:
     """Wait until the sidebar names the default router (a page shows it only once every
     candidate is ranked); returns that caption."""
