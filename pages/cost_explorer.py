@@ -380,8 +380,10 @@ with st.expander("How the routers rank on validation articles"):
         "its EM above random mixing of single agents at the same compute, at the price λ where that is "
         f"largest ({default_is}), and AIQ, the mean EM of its cost–EM curve over the agents' compute range."
     )
-    unranked = needs_embeddings()
-    read = embedding_ranking(dataset, pool, rank=False) if embeddings_ready(dataset) else None
+    unranked, slot = needs_embeddings(), st.empty()  # the slot: drawn again once ranked below
+
+
+def embedding_table(read) -> None:  # the routers that read the question and context
     if read:
         st.markdown("**Routers that read the question and context** (ranked the same way)")
         st.table(ranking_frame(read).style.format(fmt).hide(axis="index"))
@@ -393,4 +395,10 @@ with st.expander("How the routers rank on validation articles"):
             "The default is chosen among the routers that do not read the question and context, so it "
             "never waits for their embeddings and never changes once they are computed."
         )
-finish_preparing(dataset, pool, preparing)
+
+
+with slot.container():
+    embedding_table(embedding_ranking(dataset, pool, rank=False) if embeddings_ready(dataset) else None)
+if (ranked := finish_preparing(dataset, pool, preparing)) is not None:
+    with slot.container():
+        embedding_table(ranked)

@@ -521,3 +521,40 @@ def test_the_comparison_button_starts_a_job_that_counts_what_it_embeds(
         assert said and value == int(int(said.group(1).replace(",", "")) / 12606 * 100), text
     finally:
         stop_job(job.pid)
+
+
+class _Ranking:
+    """``embedding_ranking`` as the page calls it: nothing on disk until ranked once."""
+
+    def __init__(self):
+        self.done = None
+
+    def __call__(self, dataset, pool, rank=True, _progress=None):
+        if rank:
+            self.done = ["l2d-sdl"]
+        return self.done
+
+    def clear(self):
+        pass
+
+
+def _finishing_page():
+    import streamlit as st
+
+    from pages.ui.widgets import finish_preparing
+
+    st.session_state["runs"] = st.session_state.get("runs", 0) + 1
+    st.session_state["ranked"] = finish_preparing("squad11", "P2", st.empty())
+
+
+def test_ranking_the_embedding_routers_after_the_first_view_does_not_rerun_the_page(monkeypatch):
+    """Seen in CI's browser test: a slider moved while the page ranked these routers queued a
+    rerun of its fragment, which the page's own rerun of the whole script dropped — the slider
+    read 2.00, the figures stayed at λ 0.07. The ranking now comes back to be drawn in place."""
+    import pages.ui.widgets as widgets
+
+    monkeypatch.setattr(widgets, "embeddings_ready", lambda dataset: True)
+    monkeypatch.setattr(widgets, "embedding_ranking", _Ranking())
+    at = ran(AppTest.from_function(_finishing_page))
+    assert at.session_state["ranked"] == ["l2d-sdl"] and at.session_state["runs"] == 1
+    assert ran(at).session_state["ranked"] is None  # ranked once per pool

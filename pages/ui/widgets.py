@@ -150,20 +150,24 @@ def default_price(choice: DefaultChoice) -> None:
     st.session_state["_price_default"] = choice.price
 
 
-def finish_preparing(dataset: str, pool: str, where) -> None:
+def finish_preparing(dataset: str, pool: str, where) -> list | None:
     """After the page is drawn: where the embeddings are computed already and the routers that
     read them are not ranked yet, rank them on validation articles (once per pool, a progress bar
-    in ``where``) and rerun the page, whose ranking table then shows them. They are ranked beside
-    the default's candidates, never instead of the default (a default that changed once the
-    embeddings came would contradict the numbers shown first)."""
+    in ``where``) and return that ranking (None: nothing to rank), for a page that shows it to
+    draw it in place. They are ranked beside the default's candidates, never instead of the
+    default (a default that changed once the embeddings came would contradict the numbers shown
+    first). The page is not rerun: a control moved meanwhile queues a rerun of its fragment
+    behind this run, and a rerun of the whole page here dropped it (the slider showed the new
+    value, the figures the old one)."""
     if not embeddings_ready(dataset) or embedding_ranking(dataset, pool, rank=False) is not None:
-        return
+        return None
     what = "Ranking the routers that read the question and context (once per pool)"
+    ranked = None
     with shown_errors():
-        embedding_ranking(dataset, pool, rank=True, _progress=_bar(where, what, "routers"))
+        ranked = embedding_ranking(dataset, pool, rank=True, _progress=_bar(where, what, "routers"))
     where.empty()
     embedding_ranking.clear()
-    st.rerun()
+    return ranked
 
 
 def _bar(where, what: str, unit: str):
