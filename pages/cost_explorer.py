@@ -5,7 +5,6 @@ import pandas as pd
 import streamlit as st
 
 from l2d_core.app_logic.cost_settings import beta_limits, cost_from_upload, on_price_scale, rule_beta1
-from l2d_core.app_logic.default_view import needs_embeddings, ranking_frame
 from l2d_core.app_logic.explorer import (
     SWEEPS,
     TILE_WORDS,
@@ -16,15 +15,15 @@ from l2d_core.app_logic.explorer import (
 )
 from l2d_core.method.costs import PRICE_STEP, PRICE_TOP, CostConfig, InvalidCostError
 from l2d_core.report import charts
-from l2d_core.routers.registry import router_label, supports_budget
+from l2d_core.routers.registry import supports_budget
 from pages.ui.app import within_app
-from pages.ui.cache import benchmark, embedding_ranking, embeddings_ready, fitted_router, sweep, sweep_charts
+from pages.ui.cache import benchmark, fitted_router, sweep, sweep_charts
 from pages.ui.deploy_panel import deploy_panel
+from pages.ui.ranking_panel import ranking_panel
 from pages.ui.widgets import (
     default_caption,
     default_choice,
     default_price,
-    finish_preparing,
     metric_row,
     previous_metrics,
     remember_metrics,
@@ -62,7 +61,7 @@ preparing = st.empty()  # filled at the end while the routers that read embeddin
 with shown_errors():
     bench = benchmark(dataset, pool)
     choice = default_choice(dataset, pool)
-    best, ranking = choice.router_id, choice.ranking
+    best = choice.router_id
 experts, gflops = bench.pool.experts, bench.expert_gflops
 main_gflops = float(bench.train.agent_gflops[0])
 beta_max = beta_limits(gflops)
@@ -366,39 +365,4 @@ def results() -> None:
 
 
 results()
-with st.expander("How the routers rank on validation articles"):
-    ranks = ranking_frame(ranking)
-    fmt = {c: "{:.2f}" for c in ranks.columns if c != "router"} | {"at λ (errors per TFLOP)": "{:g}"}
-    st.table(ranks.style.format(fmt).hide(axis="index"))  # a plain table: no data grid to load
-    default_is = (
-        "none pays for itself here, so the default above is the most accurate single agent"
-        if choice.instead_of is not None
-        else "the default router and price above are the best of these"
-    )
-    st.caption(
-        "Each router on the training articles, each question routed by a head that never saw its article: "
-        "its EM above random mixing of single agents at the same compute, at the price λ where that is "
-        f"largest ({default_is}), and AIQ, the mean EM of its cost–EM curve over the agents' compute range."
-    )
-    unranked, slot = needs_embeddings(), st.empty()  # the slot: drawn again once ranked below
-
-
-def embedding_table(read) -> None:  # the routers that read the question and context
-    if read:
-        st.markdown("**Routers that read the question and context** (ranked the same way)")
-        st.table(ranking_frame(read).style.format(fmt).hide(axis="index"))
-    if unranked and read is None:
-        why = "being ranked now" if embeddings_ready(dataset) else "their embeddings are not computed yet"
-        st.caption(f"Not ranked yet ({why}): {', '.join(map(router_label, unranked))}.")
-    if unranked:
-        st.caption(
-            "The default is chosen among the routers that do not read the question and context, so it "
-            "never waits for their embeddings and never changes once they are computed."
-        )
-
-
-with slot.container():
-    embedding_table(embedding_ranking(dataset, pool, rank=False) if embeddings_ready(dataset) else None)
-if (ranked := finish_preparing(dataset, pool, preparing)) is not None:
-    with slot.container():
-        embedding_table(ranked)
+ranking_panel(dataset, pool, choice, preparing)

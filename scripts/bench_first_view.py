@@ -10,6 +10,7 @@ from pathlib import Path
 
 import _bootstrap  # noqa: F401
 from dashboard_driver import (
+    COLD_TIMEOUT_S,
     FIRST_LOAD_TIMEOUT_S,
     VIEWPORT,
     app_test,
@@ -21,7 +22,6 @@ from dashboard_driver import (
     wait_idle,
 )
 
-COLD_TIMEOUT_S = 300.0
 IDLE_S = 30.0  # the first EM must still be shown after the page is left alone this long
 
 

@@ -32,6 +32,7 @@ SLIDER_LABEL, SLIDER_KEY, SLIDER_DEFAULT = "λ · errors per TFLOP", "price", 0.
 HEALTH_TIMEOUT_S = 90.0
 FIRST_LOAD_TIMEOUT_S = 240.0  # the first visit prepares the benchmark (embeddings from disk or computed)
 CHANGE_TIMEOUT_S = 60.0
+COLD_TIMEOUT_S = 300.0  # a page run (AppTest) or a first view on an empty cache
 
 
 def page_scripts() -> dict[str, Path]:
