@@ -78,6 +78,17 @@ def one_thread():
                 _THREADS_HELD[2] = None
 
 
+def limit_threads(n: int) -> None:
+    """torch's threads in this process: set now where torch is imported, else when it is (it
+    reads ``OMP_NUM_THREADS`` as it starts; a router that never runs a model never imports it)."""
+    import sys
+
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(int(n))
+    else:
+        os.environ["OMP_NUM_THREADS"] = str(int(n))
+
+
 def set_seed(seed: int) -> None:
     """Seed Python, NumPy and torch (CPU and CUDA)."""
     import torch

@@ -226,8 +226,12 @@ def atomic_write_text(path: str | Path, text: str, mode: int = FILE_MODE) -> Non
 
 def atomic_save_file(tensors: dict, path: str | Path) -> None:
     """``safetensors`` save through a temporary file and a rename: a killed writer never leaves
-    a truncated checkpoint under the final name."""
-    from safetensors.torch import save_file
+    a truncated checkpoint under the final name. Torch tensors, or NumPy arrays (saved without
+    importing torch; the file is the same format)."""
+    if all(type(v).__module__ == "numpy" for v in tensors.values()):
+        from safetensors.numpy import save_file
+    else:
+        from safetensors.torch import save_file
 
     with atomic_path(path) as tmp:
         save_file(tensors, str(tmp))

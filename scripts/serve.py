@@ -27,8 +27,6 @@ import threading
 from pathlib import Path
 
 import _bootstrap  # noqa: F401
-import export_router
-import torch
 import uvicorn
 from uvicorn.supervisors import Multiprocess
 
@@ -37,6 +35,7 @@ from l2d_core.deploy import ArtifactError, load_router
 from l2d_core.deploy.api import ROUTER_ENV, THREADS_ENV, create_app
 from l2d_core.deploy.server import LOG_LEVELS, server_config
 from l2d_core.paths import cache_dir
+from l2d_core.runtime import limit_threads
 
 # seconds a worker process may take to answer uvicorn's first health check: it imports torch and the
 # models before it can (uvicorn's 5 s default kills and restarts it forever on a busy machine)
@@ -88,6 +87,8 @@ def artifact_for(args) -> Path:
                 args.budget_gflops])  # fmt: skip
     out = cache_dir() / "exports" / f"{args.pool}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
     if not (out / "router.json").is_file():
+        import export_router  # its pools' data and routers: only where no artifact is given
+
         flags = {**vars(args), "router": args.router_id, "out": out, "seed": 0, "quiet": True}
         export_router.export(argparse.Namespace(**flags))
     return out
@@ -99,7 +100,7 @@ def main(argv=None) -> int:
     try:
         path = artifact_for(args)
         router = load_router(path)  # checked here, once, before any worker starts
-        torch.set_num_threads(threads)
+        limit_threads(threads)
         router.warm_up()  # routes one query: an artifact that cannot route stops here, not at a user's
     except (ArtifactError, KeyError, ValueError, FileNotFoundError, LookupError) as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)

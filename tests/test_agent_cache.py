@@ -50,3 +50,21 @@ def test_a_store_written_per_question_by_an_earlier_version_is_read_then_packed(
     cache.close()
     with diskcache.Cache(str(folder), disk=diskcache.JSONDisk) as raw:
         assert not [k for k in raw.iterkeys() if not k.startswith("\x00")]  # no per-question keys left
+
+
+def test_a_snapshot_reads_each_agent_once_and_ignores_later_writes(tmp_path, monkeypatch):
+    """A served router's answers (``snapshot=True``) are read once: no store access per question,
+    and what another process writes later is not seen; a plain cache sees it."""
+    AgentCache(tmp_path).put_many("squad11", "a", {"q1": {"answer": "one"}})
+    held, plain = AgentCache(tmp_path, snapshot=True), AgentCache(tmp_path)
+    assert held.get("squad11", "a", "q1")["answer"] == "one" == plain.get("squad11", "a", "q1")["answer"]
+    AgentCache(tmp_path).put_many("squad11", "a", {"q1": {"answer": "two"}, "q2": {"answer": "new"}})
+    reads = []
+    real = diskcache.Cache.get
+    monkeypatch.setattr(diskcache.Cache, "get", lambda *a, **k: reads.append(a[1]) or real(*a, **k))
+    assert held.get("squad11", "a", "q1")["answer"] == "one" and held.get("squad11", "a", "q2") is None
+    assert reads == []
+    assert (
+        plain.get("squad11", "a", "q1")["answer"] == "two"
+        and plain.get("squad11", "a", "q2")["answer"] == "new"
+    )

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+
 import numpy as np
 import pytest
 from _slices import slice_bench
@@ -93,3 +96,32 @@ def test_adding_a_router_is_one_registration(p3):
             register(Other)
     finally:
         registry._ROUTERS.pop("test-cheapest", None)
+
+
+def test_a_router_is_made_importing_its_own_module_alone_and_the_menus_keep_their_order(tmp_path):
+    """With the index on disk current, ``make_router`` imports the module of the router asked for
+    alone (a command that runs the post-hoc router imported every router and torch: seconds);
+    every router listed afterwards still comes in the modules' order."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, json\n"
+        "from l2d_core.routers import registry\n"
+        "registry.router_ids()\n"
+        "before = set(sys.modules)\n"
+        "registry.make_router('posthoc')\n"
+        "new = sorted(m for m in set(sys.modules) - before if m.startswith('l2d_core.routers.'))\n"
+        "torch = 'torch' in sys.modules\n"
+        "print(json.dumps([new, torch, list(registry.routers())]))\n"
+    )
+    env = {**os.environ, "L2D_CACHE_DIR": str(tmp_path)}
+    subprocess.run([sys.executable, "-c", "from l2d_core.routers.registry import router_ids; router_ids()"],
+                   env=env, check=True, timeout=120)  # fmt: skip
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    new, torch, order = json.loads(run.stdout.strip().splitlines()[-1])
+    assert "l2d_core.routers.posthoc" in new
+    assert not {"l2d_core.routers.sdl", "l2d_core.routers.quality", "l2d_core.routers.hybrid"} & set(new)
+    assert torch is False
+    assert order == list(registry.routers())

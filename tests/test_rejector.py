@@ -31,7 +31,8 @@ from l2d_core.method.policies import bayes_policy, learned_policy, plugin_policy
 from l2d_core.method.training import PAPER_CONFIG, SDL_FAST_CONFIG, TrainConfig, train_loop
 from l2d_core.routers.encoder import Encoder, embedding_key, load_encoder, pool
 from l2d_core.routers.features import featurize
-from l2d_core.routers.head import MLPHead, Projection, load_head_state
+from l2d_core.routers.head import Projection, load_head_state
+from l2d_core.routers.network import MLPHead
 from l2d_core.routers.plugin import PluginRejector
 from l2d_core.routers.sdl import FullSDLRejector, SDLRejector
 from l2d_core.runtime import pick_device

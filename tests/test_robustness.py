@@ -212,7 +212,8 @@ def test_reads_make_no_empty_agent_folders(fresh_cache):
 
 
 def test_router_checkpoints_are_written_whole(fresh_cache):
-    from l2d_core.routers.head import MLPHead, load_head_state, save_head
+    from l2d_core.routers.head import load_head_state, save_head
+    from l2d_core.routers.network import MLPHead
 
     head = MLPHead(8, (3,), hidden=0)
     d = save_head(fresh_cache / "h", head, {"n": 1})

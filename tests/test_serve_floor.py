@@ -21,7 +21,6 @@ import pytest
 from _serving import cascade_artifact
 
 import l2d_core.agents.cache as agent_cache
-import l2d_core.routers.posthoc as posthoc
 from l2d_core.data import load_dataset
 from l2d_core.deploy import load_router
 
@@ -213,23 +212,53 @@ def test_a_prepared_router_opens_no_store_per_request_and_decides_the_same(artif
     assert any(a["signals"]["main_answer"] for a in after)
 
 
-def test_the_post_hoc_head_is_copied_once_not_per_call(live_bench, monkeypatch):
-    """The float64 copy of a head is made once; each call's outputs are those of a fresh copy."""
+def test_a_router_that_reads_recorded_answers_routes_them_without_torch(artifact, qids):
+    """Loading an artifact and routing recorded questions by qid imports neither torch nor the
+    other routers' modules (a served post-hoc router held torch's ~180 MB for nothing); the
+    recorded answers are a snapshot read once."""
+    code = (
+        "import sys, json\n"
+        "from l2d_core.deploy import load_router\n"
+        f"r = load_router({str(artifact)!r}).prepare()\n"
+        f"qids = {qids!r}\n"
+        "out = [r.answer_batch(r.texts([(None, None)], [q]), [q])[0]['agent'] for q in qids]\n"
+        "mods = [m for m in ('torch', 'transformers', 'l2d_core.routers.sdl') if m in sys.modules]\n"
+        "print(json.dumps([out, mods]))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    routed, imported = json.loads(run.stdout.strip().splitlines()[-1])
+    assert imported == []
+    assert len(routed) == len(qids) and set(routed) <= set(load_router(artifact).agent_ids)
+
+
+def test_the_post_hoc_heads_are_arrays_made_once_that_compute_what_the_network_does(live_bench, monkeypatch):
+    """A served post-hoc head scores with float64 arrays made once per fitted network, not per
+    call; they give the network's own float64 outputs (to 1e-12), the same float32 logits, and a
+    query routes alone as it does in a batch."""
+    import torch
+
+    from l2d_core.routers import head as head_module
     from l2d_core.routers.registry import make_router
 
     router = make_router("l2d-cascade").fit(live_bench)
     est = router.estimator_
     X = np.random.default_rng(0).normal(size=(5, est.heads_[0].scaler_.n_features_in_))
     est.predict_proba(X)
-    copies = []
-    real = copy.deepcopy
-    monkeypatch.setattr(posthoc.copy, "deepcopy", lambda x, *a: copies.append(type(x)) or real(x, *a))
+    made = []
+    real = head_module.HeadArrays.of
+    monkeypatch.setattr(head_module.HeadArrays, "of", lambda *a: made.append(1) or real(*a))
     got = [est.predict_proba(X[i : i + 1]) for i in range(len(X))]
-    assert copies == []
+    assert made == []
     monkeypatch.undo()
-    for head in est.heads_:
-        head.__dict__.pop("float64_head", None)  # a fresh copy, as each call made before
     assert np.array_equal(np.concatenate(got), est.predict_proba(X))
+    for head in est.heads_:
+        x = torch.from_numpy(head.scaler_.transform(X))
+        with torch.no_grad():
+            want = copy.deepcopy(head.head_).double().eval()(x).numpy()
+        new = head.arrays().forward(X)
+        assert np.abs(new - want).max() < 1e-12
+        assert np.array_equal(new.astype(np.float32), want.astype(np.float32))
 
 
 # --- precision -----------------------------------------------------------------------------------

@@ -65,11 +65,16 @@ def _unpacked(packed: Mapping) -> dict[str, dict]:
 
 
 class AgentCache:
-    """Per dataset × agent × question records. Safe to share across processes and sessions."""
+    """Per dataset × agent × question records. Safe to share across processes and sessions.
 
-    def __init__(self, directory: str | Path | None = None):
+    ``snapshot=True``: each agent's records are read once and later writes are not looked for
+    (a served router reads the answers recorded when it started, with no disk access per query).
+    """
+
+    def __init__(self, directory: str | Path | None = None, snapshot: bool = False):
         self.directory = Path(directory) if directory else cache_dir() / "agents"
         self._open: dict[tuple[str, str], diskcache.Cache] = {}
+        self._held: dict[tuple[str, str], tuple] | None = {} if snapshot else None
 
     def _cache(self, dataset: str, agent: str, create: bool = True) -> diskcache.Cache | None:
         """The agent's store (a damaged one is set aside and rebuilt, see ``l2d_core.stores``);
@@ -131,6 +136,8 @@ class AgentCache:
         """``(stamp, question ids, {field: column}, {qid: row number}, DataFrame)`` of every
         record, read once per generation of writes (a write by any process moves it on);
         None when the agent has nothing on disk."""
+        if self._held is not None and (dataset, agent) in self._held:
+            return self._held[(dataset, agent)]
         c = self._cache(dataset, agent, create=False)
         if c is None:
             return None
@@ -138,6 +145,8 @@ class AgentCache:
         stamp = ((folder / "cache.db").stat().st_ino, int(c.get(_GEN, default=0)))
         hit = _READ.get(str(folder))
         if hit is not None and hit[0] == stamp:
+            if self._held is not None:
+                self._held[(dataset, agent)] = hit
             return hit
         keys = list(c.iterkeys())
         if any(not k.startswith("\x00") for k in keys):
@@ -160,6 +169,8 @@ class AgentCache:
                         columns[f].append(row[f])
         frame = pd.DataFrame(columns, index=pd.Index(qids, name="qid"), columns=list(RECORD_FIELDS))
         _READ[str(folder)] = hit = (stamp, qids, columns, at, frame.sort_index())
+        if self._held is not None:
+            self._held[(dataset, agent)] = hit
         return hit
 
     def has(self, dataset: str, agent: str) -> bool:

@@ -33,6 +33,7 @@ from fastapi.responses import JSONResponse
 from pydantic import TypeAdapter, ValidationError
 
 from ..agents.endpoint import EndpointError, released_while_waiting
+from ..runtime import limit_threads
 from .api_models import BODY_TAGS, LIMITS, RESPONSES, Answered, Query, QueryBody, Routed
 from .deployed import DeployedRouter, load_router
 from .signals import QueryError
@@ -237,9 +238,7 @@ def app_from_env() -> FastAPI:
     if not path:
         raise RuntimeError(f"set {ROUTER_ENV} to a router artifact folder (scripts/serve.py does)")
     if os.environ.get(THREADS_ENV):
-        import torch
-
-        torch.set_num_threads(int(os.environ[THREADS_ENV]))
+        limit_threads(int(os.environ[THREADS_ENV]))
     router = load_router(path).warm_up()  # models loaded before the first request, not during it
     return create_app(router)
 

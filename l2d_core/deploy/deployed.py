@@ -181,7 +181,7 @@ class DeployedRouter:
                     raise
                 return self
         if self.recorded is None:
-            cache = AgentCache()
+            cache = AgentCache(snapshot=True)  # read once: no disk access per query
             for a, spec in self.specs.items():
                 cache.get(spec.dataset, a, "")  # opens the agent's store and reads its records in
             self.recorded = cache

@@ -10,12 +10,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from tqdm.auto import tqdm
 
 from ..runtime import linear_schedule, one_thread, set_seed
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["TrainConfig", "PAPER_CONFIG", "FAST_CONFIG", "SDL_FAST_CONFIG", "POSTHOC_CONFIG", "train_loop"]
 
@@ -90,6 +93,8 @@ def train_loop(
 
 
 def _train(model, n_train, batch_loss, config: TrainConfig, val_loss, progress, on_epoch) -> dict:
+    import torch
+
     if config.solver == "lbfgs":
         return _full_batch(model, n_train, batch_loss, config, val_loss)
     if config.solver != "adamw":
@@ -145,6 +150,7 @@ def _full_batch(model, n_train: int, batch_loss, config: TrainConfig, val_loss=N
     gradient), the objective plus ``weight_decay``/2 · ‖weights‖² (biases not penalised); at
     most ``config.epochs`` iterations. (scipy's solver, not ``torch.optim``: a first torch
     optimizer imports torch's compiler, which a dashboard's first view would wait for.)"""
+    import torch
     from scipy.optimize import minimize
 
     idx = slice(None)  # the whole set as a view: no copy of the features per evaluation

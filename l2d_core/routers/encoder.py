@@ -14,16 +14,19 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import diskcache
 import numpy as np
-import torch
 from tqdm.auto import tqdm
 
 from ..flops import forward_gflops
 from ..paths import DEFAULT_ENCODER, cache_dir, resolve_encoder
 from ..runtime import half_precision, pick_device, transformers_names
 from ..stores import model_fingerprint, open_disk_cache
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["DEFAULT_ENCODER", "Encoder", "load_encoder", "encoder_spec", "embedding_key", "pool", "text_work"]
 
@@ -42,6 +45,14 @@ def text_work(text: str, max_length: int = 384) -> float:
     (20.0, 394.0)
     """
     return min(len(text) / CHARS_PER_TOKEN, max_length) + TEXT_OVERHEAD_TOKENS
+
+
+def _torch():
+    """torch, imported where an encoder runs (routers that only read stored embeddings, and
+    a served router that reads none, never import it)."""
+    import torch
+
+    return torch
 
 
 def pool(hidden: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
@@ -73,7 +84,7 @@ class Encoder:
     fingerprint: str
     pooling: str = "mean"
     max_length: int = 384
-    device: torch.device = torch.device("cpu")
+    device: torch.device = field(default_factory=lambda: _torch().device("cpu"))
     eager_attention: bool = False
     _tokenizer: object = field(default=None, repr=False)
     _model: torch.nn.Module | None = field(default=None, repr=False)
@@ -116,7 +127,7 @@ class Encoder:
     @property
     def precision(self) -> str:
         """fp16 on CUDA, bf16 on a CPU that computes it natively, else fp32 (part of the cache key)."""
-        half = half_precision(self.device)
+        half, torch = half_precision(self.device), _torch()
         return {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(half, "fp32")
 
     def tokenize(self, texts: Sequence[str], pairs: Sequence[str] | None = None, padding=True):
@@ -141,6 +152,7 @@ class Encoder:
         ``step(done, total, work)`` after each batch: texts encoded, texts in all, and the share
         of the estimated work done (:func:`text_work`), for a time left that holds although the
         long texts come first; once with ``(0, total, 0.0)`` when the model is loaded."""
+        torch = _torch()
         order = np.argsort([len(t) for t in texts])[::-1]
         dtype = half_precision(self.device)
         self.model.eval()

@@ -1,6 +1,7 @@
 """One home for the small networks the routers train on fixed features.
 
-- :class:`MLPHead`: ``(B, d) → (B, *out_shape)``, one hidden layer (the rejector's head, SPEC §6);
+- :class:`~l2d_core.routers.network.MLPHead` (torch): the network of every head;
+- :class:`HeadArrays`: a fitted head as NumPy arrays (a served router scores without torch);
 - :func:`fit_scaler`: scikit-learn's per-feature standardisation fitted on the training rows;
 - :class:`Projection`: standardisation and the top principal directions of the features (a
   linear head fitted in them costs a fraction of a full one per step: ``TrainConfig.rank``);
@@ -8,10 +9,6 @@
   the features, builds the head, trains it with Algorithm 1's loop (:func:`train_loop`) on a
   loss the subclass defines, and saves / loads a checkpoint (safetensors + ``config.json``,
   never pickle).
-
->>> head = MLPHead(8, (2, 3), hidden=4, dropout=0.0)
->>> tuple(head(torch.zeros(5, 8)).shape)
-(5, 2, 3)
 """
 
 from __future__ import annotations
@@ -20,22 +17,28 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from safetensors.torch import load_file
+from safetensors.numpy import load_file
+from scipy.special import erf
 from sklearn.base import BaseEstimator
 from sklearn.decomposition import PCA
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
-from torch import nn
 
 from ..method.training import FAST_CONFIG, TrainConfig, train_loop
 from ..runtime import set_seed
 from ..stores import atomic_save_file
 
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from .network import MLPHead
+
 __all__ = [
-    "MLPHead",
+    "HeadArrays",
     "fit_scaler",
     "Projection",
     "scaler_state",
@@ -46,21 +49,45 @@ __all__ = [
 ]
 
 
-class MLPHead(nn.Module):
-    """(B, d) → (B, *out_shape): dropout, a hidden GELU layer, dropout, one linear output;
-    ``hidden=0``: one linear layer (a classification head)."""
+@dataclass(frozen=True)
+class HeadArrays:
+    """A fitted :class:`MLPHead` and its scaler as float64 NumPy arrays: the standardisation
+    (``mean``, ``scale``) and the linear layers ``(W, b)`` in order, an exact GELU between two."""
 
-    def __init__(self, in_dim: int, out_shape: tuple[int, ...], hidden: int = 256, dropout: float = 0.1):
-        super().__init__()
-        self.out_shape = tuple(int(s) for s in out_shape)
-        out = math.prod(self.out_shape)
-        layers = (
-            [nn.Dropout(dropout), nn.Linear(in_dim, hidden), nn.GELU(), nn.Dropout(dropout)] if hidden else []
-        )
-        self.net = nn.Sequential(*layers, nn.Linear(hidden or in_dim, out))
+    mean: np.ndarray
+    scale: np.ndarray
+    layers: tuple[tuple[np.ndarray, np.ndarray], ...]
+    out_shape: tuple[int, ...]
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x).view(-1, *self.out_shape)
+    @classmethod
+    def of(cls, state: dict[str, np.ndarray], scaler: StandardScaler, out_shape) -> HeadArrays:
+        """From a head's state dict (``net.<i>.weight`` / ``net.<i>.bias``) and its scaler."""
+        f64 = lambda a: np.array(a, np.float64)  # noqa: E731
+        index = sorted({int(k.split(".")[1]) for k in state if k.startswith("net.")})
+        layers = tuple((f64(state[f"net.{i}.weight"]).T.copy(), f64(state[f"net.{i}.bias"])) for i in index)
+        return cls(f64(scaler.mean_), f64(scaler.scale_), layers, tuple(int(s) for s in out_shape))
+
+    def check(self, in_dim: int, hidden: int) -> None:
+        """Raise ValueError unless these are the layers of a head on ``in_dim`` features with
+        ``hidden`` units (0: one linear layer) and its scaler has ``in_dim`` columns."""
+        dims = [in_dim, *([hidden] if hidden else []), math.prod(self.out_shape)]
+        got = [(W.shape, b.shape) for W, b in self.layers]
+        want = [((a, b), (b,)) for a, b in zip(dims, dims[1:])]
+        if got != want or self.mean.shape != (in_dim,) or self.scale.shape != (in_dim,):
+            raise ValueError(f"saved head weights {got} do not match its config {want}")
+
+    def forward(self, X: np.ndarray) -> np.ndarray:
+        """The head's outputs in float64, (N, *out_shape) — what the network in eval mode computes
+        in float64 (standardise, then each layer, torch's exact GELU between two)."""
+        x = (np.asarray(X, np.float64) - self.mean) / self.scale
+        for i, (W, b) in enumerate(self.layers):
+            if i:
+                x = 0.5 * x * (1.0 + erf(x * SQRT_HALF))
+            x = x @ W + b
+        return x.reshape(len(x), *self.out_shape)
+
+
+SQRT_HALF = math.sqrt(0.5)
 
 
 def fit_scaler(X: np.ndarray) -> StandardScaler:
@@ -103,18 +130,18 @@ class Projection:
         return cls(scaler, pca.components_.T.astype(np.float32))
 
 
-def scaler_state(scaler: StandardScaler) -> dict[str, torch.Tensor]:
+def scaler_state(scaler: StandardScaler) -> dict[str, np.ndarray]:
     """What a checkpoint stores of a fitted scaler."""
     return {
-        "mean": torch.from_numpy(np.asarray(scaler.mean_)),
-        "scale": torch.from_numpy(np.asarray(scaler.scale_)),
+        "mean": np.ascontiguousarray(scaler.mean_),
+        "scale": np.ascontiguousarray(scaler.scale_),
     }
 
 
-def scaler_from_state(state: dict[str, torch.Tensor]) -> StandardScaler:
-    """A fitted scaler rebuilt from :func:`scaler_state`."""
+def scaler_from_state(state: dict) -> StandardScaler:
+    """A fitted scaler rebuilt from :func:`scaler_state` (NumPy arrays or CPU tensors)."""
     scaler = StandardScaler()
-    scaler.mean_, scaler.scale_ = state["mean"].numpy(), state["scale"].numpy()
+    scaler.mean_, scaler.scale_ = np.asarray(state["mean"]), np.asarray(state["scale"])
     scaler.var_ = scaler.scale_**2
     scaler.n_features_in_ = len(scaler.mean_)
     return scaler
@@ -136,8 +163,10 @@ def save_head(
 
 def load_head_state(directory: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
     """The head's weights and its ``config.json``."""
+    from safetensors.torch import load_file as load_tensors
+
     directory = Path(directory)
-    return load_file(str(directory / "model.safetensors")), json.loads(
+    return load_tensors(str(directory / "model.safetensors")), json.loads(
         (directory / "config.json").read_text()
     )
 
@@ -157,7 +186,25 @@ class HeadEstimator(BaseEstimator):
     def _loss(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def __getattr__(self, name: str):
+        """A loaded head builds its torch network on first use: a served router scores with
+        :meth:`arrays` and never needs it (nor torch)."""
+        state = self.__dict__.get("loaded_state_") if name == "head_" else None
+        if state is None:
+            raise AttributeError(name)
+        import torch
+
+        from .network import MLPHead
+
+        in_dim, out_shape = self.__dict__["loaded_shape_"]
+        head = MLPHead(in_dim, out_shape, self.config.hidden, self.config.dropout)
+        head.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
+        self.__dict__["head_"] = head.eval()
+        return head
+
     def _x(self, X: np.ndarray) -> torch.Tensor:
+        import torch
+
         return torch.from_numpy(self.scaler_.transform(np.asarray(X, np.float32)).astype(np.float32))
 
     def _fit_head(
@@ -173,6 +220,10 @@ class HeadEstimator(BaseEstimator):
             raise ValueError(f"{len(X)} feature rows for {len(Y)} queries")
         if len(X) == 0:
             raise ValueError("cannot fit a router on an empty training split")
+        import torch
+
+        from .network import MLPHead
+
         cfg = self.config
         projection = self._projection(X, projection)
         P = None if projection is None else torch.from_numpy(projection.basis)
@@ -217,6 +268,10 @@ class HeadEstimator(BaseEstimator):
 
     def _reduced(self, P: torch.Tensor) -> MLPHead:
         """A linear head on the k projected features, starting where the full head stands."""
+        import torch
+
+        from .network import MLPHead
+
         out = self.head_.out_shape
         model = MLPHead(P.shape[1], out, 0, self.config.dropout)
         with torch.no_grad():
@@ -224,8 +279,27 @@ class HeadEstimator(BaseEstimator):
             model.net[-1].bias.copy_(self.head_.net[-1].bias)
         return model
 
+    def arrays(self) -> HeadArrays:
+        """The fitted head as float64 arrays, made once per fitted network (a served router scores
+        every request with them; :func:`forward64`)."""
+        made, head = self.__dict__.get("arrays_cache"), self.__dict__.get("head_")
+        if made is not None and made[0] is head:  # the served path: no other check per call
+            return made[1]
+        check_is_fitted(self, "scaler_")
+        if made is None or made[0] is not head:
+            if head is None:  # loaded: the saved weights, the network never built
+                state, shape = self.__dict__["loaded_state_"], self.__dict__["loaded_shape_"][1]
+            else:
+                state = {k: v.detach().numpy() for k, v in head.state_dict().items()}
+                shape = head.out_shape
+            made = (head, HeadArrays.of(state, self.scaler_, shape))
+            self.__dict__["arrays_cache"] = made
+        return made[1]
+
     def raw_scores(self, X: np.ndarray) -> np.ndarray:
         """The head's outputs (logits or scores), (N, *out_shape), float32."""
+        import torch
+
         check_is_fitted(self, "head_")
         with torch.no_grad():
             return self.head_.eval()(self._x(X)).numpy()
@@ -245,16 +319,16 @@ class HeadEstimator(BaseEstimator):
     @classmethod
     def load(cls, directory: str | Path, **params):
         """Rebuild a saved estimator; ``params`` override the constructor arguments."""
-        state, config = load_head_state(directory)
+        directory = Path(directory)
+        config = json.loads((directory / "config.json").read_text())
         if config.get("estimator") != cls.__name__:
             raise ValueError(f"{directory} holds a {config.get('estimator')}, not a {cls.__name__}")
         est = cls(**{"config": TrainConfig(**config["train"]), **cls._params_from(config), **params})
-        train = est.config
-        est.head_ = MLPHead(config["in_dim"], tuple(config["out_shape"]), train.hidden, train.dropout)
-        est.head_.load_state_dict(state)
-        est.head_.eval()
+        est.loaded_state_ = load_file(str(directory / "model.safetensors"))  # the network: on first use
+        est.loaded_shape_ = (int(config["in_dim"]), tuple(int(s) for s in config["out_shape"]))
         est.scaler_ = scaler_from_state(load_file(str(Path(directory) / "scaler.safetensors")))
         est._restore(config)
+        est.arrays().check(est.loaded_shape_[0], est.config.hidden)
         return est
 
     @classmethod

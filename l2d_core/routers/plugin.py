@@ -20,7 +20,6 @@ from typing import ClassVar
 
 import numpy as np
 from scipy.special import expit
-from torch import nn
 
 from ..agents.routing_data import textless_agents
 from ..method.costs import CostConfig
@@ -100,7 +99,9 @@ class PluginRejector(AgentHead):
         return np.asarray(y, np.float32)
 
     def _loss(self, out, target):
-        return nn.functional.binary_cross_entropy_with_logits(out, target)
+        from torch.nn.functional import binary_cross_entropy_with_logits
+
+        return binary_cross_entropy_with_logits(out, target)
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         """p̂_j^i(x) = P[agent j wrong on endpoint i], (N, 2, A)."""

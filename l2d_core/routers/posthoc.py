@@ -11,13 +11,11 @@ What they read on a benchmark: :mod:`~l2d_core.routers.posthoc_inputs`.
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
 import numpy as np
-import torch
-from safetensors.torch import load_file
+from safetensors.numpy import load_file
 from scipy.special import expit
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
@@ -144,7 +142,7 @@ class PosthocRejector(BaseEstimator):
         for k, head in enumerate(self.heads_[1:], start=1):
             head.save(directory / f"head{k}")
         if self.platt_ is not None:
-            atomic_save_file({"platt": torch.from_numpy(self.platt_)}, directory / "platt.safetensors")
+            atomic_save_file({"platt": np.ascontiguousarray(self.platt_)}, directory / "platt.safetensors")
         return directory
 
     @classmethod
@@ -164,7 +162,7 @@ class PosthocRejector(BaseEstimator):
         est.head_ = head
         est.platt_ = None
         if cal == "platt":
-            platt = load_file(str(directory / "platt.safetensors"))["platt"].numpy()
+            platt = load_file(str(directory / "platt.safetensors"))["platt"]
             est.platt_ = platt[None] if platt.ndim == 3 else platt  # a single head's (2, A, 2)
             if len(est.platt_) != len(est.heads_):
                 raise ValueError(f"{directory}: {len(est.platt_)} Platt maps for {len(est.heads_)} heads")
@@ -175,21 +173,7 @@ def _logits(head: PluginRejector, X: np.ndarray) -> np.ndarray:
     """The head's logits, (N, 2, A), float64, the same for a query whatever batch it comes in:
     computed in float64 and rounded to float32 (a float32 forward pass differs in its last bits
     between batch sizes, and an artifact must route one query as it routed it in a batch)."""
-    check_is_fitted(head, "head_")
-    x = torch.from_numpy(head.scaler_.transform(np.asarray(X, np.float64)))
-    with torch.no_grad():
-        z = _double(head)(x).numpy()
-    return z.astype(np.float32).astype(np.float64)
-
-
-def _double(head: PluginRejector) -> torch.nn.Module:
-    """A float64 copy of the head's network in eval mode, made once per fitted network (a served
-    router scores every request with it; copying per call cost more than the scoring)."""
-    made = head.__dict__.get("float64_head")
-    if made is None or made[0] is not head.head_:
-        made = (head.head_, copy.deepcopy(head.head_).double().eval())
-        head.__dict__["float64_head"] = made
-    return made[1]
+    return head.arrays().forward(X).astype(np.float32).astype(np.float64)
 
 
 def answer_matrix(

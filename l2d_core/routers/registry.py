@@ -69,9 +69,12 @@ BUILTIN_MODULES = (  # the menus' order: the L2D routers, the references, then t
     "l2d_core.routers.conf_threshold",
 )
 
+AGENT_ROUTER_MODULE = "l2d_core.routers.references"  # registers the router of ``agent:<id>``
 _ROUTERS: dict[str, type[Router]] = {}
 _AGENT_ROUTER: list[type[Router]] = []  # the single-agent router (``agent:<id>``), registered once
 _LOADED: set[str] = set()  # module names and paths imported already
+_PATH_SPECS: dict[str, str] = {}  # the module name given to a ``.py`` path → that path
+_ALL: list[bool] = []  # [True] once every spec has been imported
 
 
 def register(cls: type[Router]) -> type[Router]:
@@ -81,6 +84,17 @@ def register(cls: type[Router]) -> type[Router]:
         raise ValueError(f"router id {cls.id!r} is empty, reserved or already registered")
     _ROUTERS[cls.id] = cls
     return cls
+
+
+def _spec_of(cls: type[Router]) -> str | None:
+    """What imports a router's module (a module name or a ``.py`` path; None: registered by code
+    that no spec names, e.g. a test)."""
+    name = cls.__module__
+    if name in _PATH_SPECS:
+        return _PATH_SPECS[name]
+    specs, parts = set(_specs()), name.split(".")
+    owner = (".".join(parts[:i]) for i in range(len(parts), 0, -1))  # a package's own modules
+    return next((spec for spec in owner if spec in specs), name)
 
 
 def register_agent_router(cls: type[Router]) -> type[Router]:
@@ -98,6 +112,7 @@ def _import(spec: str) -> None:
         if not path.is_file():
             raise ValueError(f"{ROUTERS_ENV} names {spec}, which is not a file")
         name = f"l2d_user_router_{path.stem}"
+        _PATH_SPECS[name] = spec
         module_spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[name] = module
@@ -106,16 +121,22 @@ def _import(spec: str) -> None:
         importlib.import_module(spec)
 
 
+def _specs() -> list[str]:
+    """Every module spec, in the menus' order: the built-ins, ``$L2D_ROUTERS``, then entry points."""
+    extra = [spec.strip() for spec in os.environ.get(ROUTERS_ENV, "").split(os.pathsep) if spec.strip()]
+    return [*BUILTIN_MODULES, *extra, *_entry_point_modules()]
+
+
 def routers() -> dict[str, type[Router]]:
-    """Every registered router class by id, in registration order (the modules are imported on
-    first use: the built-ins, ``$L2D_ROUTERS``, then entry points)."""
-    for name in BUILTIN_MODULES:
-        _import(name)
-    for spec in filter(None, os.environ.get(ROUTERS_ENV, "").split(os.pathsep)):
-        _import(spec.strip())
-    for module in _entry_point_modules():
-        _import(module)
-    return dict(_ROUTERS)
+    """Every registered router class by id, in the order of the modules that register them (the
+    menus' order; the modules are imported on first use), then any registered by other code."""
+    specs = _specs()
+    for spec in specs:
+        _import(spec)
+    _ALL[:] = [True]
+    rank = {spec: i for i, spec in enumerate(specs)}
+    order = sorted(_ROUTERS, key=lambda r: rank.get(_spec_of(_ROUTERS[r]), len(rank)))
+    return {r: _ROUTERS[r] for r in order}
 
 
 @functools.cache
@@ -134,12 +155,25 @@ def _resolve(router_id: str) -> str:
     raise KeyError(f"unknown router {router_id!r}; known: {', '.join([*known, f'{AGENT_PREFIX}<id>'])}")
 
 
+def _lookup(router_id: str) -> type[Router] | None:
+    """A router's class importing its module alone where the index on disk names it (a command
+    or a server that runs one router does not import the others, nor torch with them)."""
+    for rid in (router_id, OURS_PREFIX + router_id):
+        if rid not in _ROUTERS and not _ALL:
+            spec = _index_specs().get(rid)
+            if spec is not None:
+                _import(spec)
+        if rid in _ROUTERS:
+            return _ROUTERS[rid]
+    return None
+
+
 def make_router(router_id: str, **params) -> Router:
     """A new, unfitted router of the registry (or ``agent:<id>``) with constructor ``params``."""
-    rid = _resolve(router_id)
-    if rid.startswith(AGENT_PREFIX):
-        return _AGENT_ROUTER[0](rid[len(AGENT_PREFIX) :])
-    return routers()[rid](**params)
+    if router_id.startswith(AGENT_PREFIX):
+        _import(AGENT_ROUTER_MODULE)
+        return _AGENT_ROUTER[0](router_id[len(AGENT_PREFIX) :])
+    return router_class(router_id)(**params)
 
 
 def router_ids(bench=None, embeddings: bool = True, on_request: bool = False) -> list[str]:
@@ -177,9 +211,21 @@ def _sources_key() -> str:
 def _index() -> dict[str, tuple[bool, bool]]:
     """id → (reads embeddings, run only where named), from the index on disk when its key is
     current, else from the imported modules (and the index is written). A process that imported
-    the router modules already reads them (routers registered in it since are listed too)."""
-    if _LOADED:
-        return {r: (bool(c.reads_embeddings), bool(c.on_request)) for r, c in routers().items()}
+    every router module already reads them (routers registered in it since are listed too)."""
+    return {r: (e, a) for r, (e, a, _) in _entries().items()}
+
+
+def _index_specs() -> dict[str, str]:
+    """id → the spec of its module, from the index (see :func:`_index`)."""
+    return {r: spec for r, (_, _, spec) in _entries().items() if spec}
+
+
+def _entries() -> dict[str, tuple[bool, bool, str | None]]:
+    def entry(c):
+        return bool(c.reads_embeddings), bool(c.on_request), _spec_of(c)
+
+    if _ALL:
+        return {r: entry(c) for r, c in routers().items()}
     from ..paths import cache_dir
 
     key = _sources_key()
@@ -190,16 +236,20 @@ def _index() -> dict[str, tuple[bool, bool]]:
     try:
         stored = json.loads(path.read_text()) if path is not None else {}
         if stored.get("key") == key:
-            return {r: (bool(e), bool(a)) for r, e, a in stored["routers"]}
+            found = {r: (bool(e), bool(a), spec) for r, e, a, spec in stored["routers"]}
+            if set(_ROUTERS) <= set(found):  # else some were registered by code no spec names
+                return found
     except (OSError, ValueError, KeyError, TypeError):
         pass  # none yet, or damaged: written again below
-    known = {r: (bool(c.reads_embeddings), bool(c.on_request)) for r, c in routers().items()}
+    known = {r: entry(c) for r, c in routers().items()}
     if path is None:
         return known
+    specs = set(_specs())  # routers registered by other code (a test's) are not the key's
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"key": key, "routers": [[r, *v] for r, v in known.items()]}))
+        rows = [[r, *v] for r, v in known.items() if v[2] in specs]
+        tmp.write_text(json.dumps({"key": key, "routers": rows}))
         os.replace(tmp, path)
     except OSError:
         pass  # a read-only cache: the index is only an optimisation
@@ -210,15 +260,18 @@ def router_label(router_id: str) -> str:
     """The human name of a router id (a single agent: its id)."""
     if router_id.startswith(AGENT_PREFIX):
         return router_id[len(AGENT_PREFIX) :]
-    known = routers()
-    cls = known.get(router_id) or known.get(OURS_PREFIX + router_id)
-    return cls.label if cls is not None and cls.label else router_id
+    try:
+        cls = router_class(router_id)
+    except KeyError:
+        return router_id
+    return cls.label or router_id
 
 
 def router_class(router_id: str) -> type[Router] | None:
     """The registered class of a router id (``None`` for ``agent:<id>``)."""
-    rid = _resolve(router_id)
-    return None if rid.startswith(AGENT_PREFIX) else routers()[rid]
+    if router_id.startswith(AGENT_PREFIX):
+        return None
+    return _lookup(router_id) or routers()[_resolve(router_id)]
 
 
 def router_family(router_id: str) -> str | None:

@@ -35,7 +35,8 @@ from . import trained
 from .base import Frozen, Needs, NotExportable, Router
 from .decision import Decision, Stage
 from .encoder import Encoder, encoder_spec, load_encoder, pool
-from .head import AgentHead, MLPHead, Projection, load_head_state, save_head
+from .head import AgentHead, Projection, load_head_state, save_head
+from .network import MLPHead
 from .registry import register
 from .saved import Costs, SavedConfig
 from .saved import Encoder as EncoderSpec
