@@ -5,7 +5,7 @@ from pathlib import Path
 import streamlit as st
 
 from l2d_core import report
-from l2d_core.app_logic.comparison import comparison_status, start_comparison
+from l2d_core.app_logic.comparison_jobs import comparison_status, start_comparison
 from l2d_core.app_logic.job_words import duration
 from l2d_core.evaluation.results import list_results
 from l2d_core.routers.registry import router_label, routers

@@ -22,7 +22,7 @@ import _bootstrap  # noqa: F401
 from l2d_core.agents import get_pool, list_pools
 from l2d_core.cli import budget_gflops, budget_share
 from l2d_core.evaluation.benchmark import embeddings_on_disk, prepare
-from l2d_core.evaluation.budget import budget_decision
+from l2d_core.evaluation.budget_results import budget_decision
 from l2d_core.routers.base import supports_budget
 from l2d_core.routers.registry import make_router, routers
 

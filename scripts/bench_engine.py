@@ -24,7 +24,7 @@ import numpy as np
 
 from l2d_core.agents.cache import AgentCache
 from l2d_core.evaluation.benchmark import BETA_POINTS, encoder_for, prepare
-from l2d_core.evaluation.budget import budget_decision
+from l2d_core.evaluation.budget_results import budget_decision
 from l2d_core.evaluation.points import evaluate_choice
 from l2d_core.method.policies import learned_policy, plugin_policy
 from l2d_core.method.training import FAST_CONFIG, POSTHOC_CONFIG, SDL_FAST_CONFIG

@@ -71,7 +71,7 @@ def pool_switches(log_path: Path) -> dict[str, float]:
     cache (AppTest, server side): seconds from the pick to the page's end with an EM tile."""
     import tempfile
 
-    from l2d_core.agents.registry import builtin_pool_names, get_pool
+    from l2d_core.agents.catalog import builtin_pool_names, get_pool
 
     out = {}
     with tempfile.TemporaryDirectory(prefix="l2d-empty-cache-") as tmp:

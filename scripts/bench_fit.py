@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", default="reports/bench_fit.json")
     args = p.parse_args(argv)
 
-    from l2d_core.agents.registry import get_pool
+    from l2d_core.agents.catalog import get_pool
     from l2d_core.evaluation.benchmark import embeddings_on_disk, prepare
     from l2d_core.evaluation.comparison import ComparisonPlan, run_comparison
     from l2d_core.paths import cache_dir

@@ -21,7 +21,7 @@ import sys
 
 import _bootstrap  # noqa: F401
 
-from l2d_core.agents.registry import builtin_pool_names
+from l2d_core.agents.catalog import builtin_pool_names
 from l2d_core.cli import add_cost_arguments, checked_budget, costs_from_arguments
 from l2d_core.data import DATASETS
 from l2d_core.routers.registry import make_router, router_ids

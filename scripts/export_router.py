@@ -21,7 +21,7 @@ from pathlib import Path
 import _bootstrap  # noqa: F401
 
 from l2d_core.agents import get_pool
-from l2d_core.agents.registry import builtin_pool_names
+from l2d_core.agents.catalog import builtin_pool_names
 from l2d_core.app_logic.default_view import default_router
 from l2d_core.app_logic.live import new_text_advice
 from l2d_core.cli import add_cost_arguments, checked_budget, costs_from_arguments

@@ -20,8 +20,8 @@ import _bootstrap  # noqa: F401
 
 from l2d_core.agents import AgentSpec, PoolSpec, register_agent, register_pool
 from l2d_core.agents.cache import AgentCache
+from l2d_core.agents.catalog import agent_lock, check_new_agent, check_new_pool
 from l2d_core.agents.outcome_log import import_log
-from l2d_core.agents.registry import agent_lock, check_new_agent, check_new_pool
 from l2d_core.data import DATASETS, DataFormatError, load_dataset
 
 

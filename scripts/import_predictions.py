@@ -18,8 +18,8 @@ import _bootstrap  # noqa: F401
 
 from l2d_core.agents import AgentSpec, PoolSpec, import_predictions, register_agent, register_pool
 from l2d_core.agents.cache import AgentCache
+from l2d_core.agents.catalog import agent_lock, check_new_agent, check_new_pool
 from l2d_core.agents.prediction_file import file_sha256
-from l2d_core.agents.registry import agent_lock, check_new_agent, check_new_pool
 from l2d_core.data import DATASETS, DataFormatError, load_dataset
 
 

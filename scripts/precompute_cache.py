@@ -63,12 +63,12 @@ import _bootstrap  # noqa: F401
 
 from l2d_core.agents import AgentSpec, get_agent, register_agent
 from l2d_core.agents.cache import AgentCache
+from l2d_core.agents.catalog import AGENT_KINDS, check_new_agent
 from l2d_core.agents.confidence import check_confidence_file
 from l2d_core.agents.endpoint import EndpointError
 from l2d_core.agents.measured import agent_gflops
 from l2d_core.agents.outcome_log import LOG_KINDS
 from l2d_core.agents.read_in import ensure_cached
-from l2d_core.agents.registry import AGENT_KINDS, check_new_agent
 from l2d_core.agents.runners import (
     AGENT_OPTIONS,
     agent_gflops_at,

@@ -469,7 +469,7 @@ def test_the_comparison_page_shows_a_running_job_in_every_tab(real_data, fresh_c
     with its bar — routers done of all, time left — in a new tab too, with no second run offered;
     once its process is gone the page says it stopped and offers the run again."""
     from l2d_core import background as jobs
-    from l2d_core.app_logic.comparison import comparison_key
+    from l2d_core.app_logic.comparison_jobs import comparison_key
 
     key = comparison_key("squad11", "P3")
     stage = "Comparing the routers on squad11 P3"
@@ -502,7 +502,7 @@ def test_the_comparison_button_starts_a_job_that_counts_what_it_embeds(
 ):
     """On a fresh cache the button starts the comparison job; the page draws its bar at once, and
     the job's first long stage, the embeddings, is counted (texts embedded of all, time left)."""
-    from l2d_core.app_logic.comparison import comparison_status
+    from l2d_core.app_logic.comparison_jobs import comparison_status
 
     at = ran(comparison_page(tmp_path, monkeypatch))
     assert any("No results yet" in i.value for i in at.info) and not bars(at)

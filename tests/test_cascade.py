@@ -11,7 +11,7 @@ import pytest
 from _slices import slice_bench
 
 from l2d_core.evaluation import metrics as M
-from l2d_core.evaluation.budget import budget_decision
+from l2d_core.evaluation.budget_results import budget_decision
 from l2d_core.evaluation.comparison import ComparisonPlan, evaluate_router, run_comparison
 from l2d_core.evaluation.validation import (
     NO_DEFERRAL_PRICE,

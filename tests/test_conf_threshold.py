@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from l2d_core.evaluation.benchmark import prepare
-from l2d_core.evaluation.budget import budget_decision
+from l2d_core.evaluation.budget_results import budget_decision
 from l2d_core.evaluation.points import router_points
 from l2d_core.method.costs import cost_matrix, query_costs
 from l2d_core.routers.base import exportable, supports_budget

@@ -11,8 +11,8 @@ import pytest
 
 from l2d_core.agents import confidence
 from l2d_core.agents.cache import AgentCache
+from l2d_core.agents.catalog import AgentSpec
 from l2d_core.agents.prediction_file import import_predictions
-from l2d_core.agents.registry import AgentSpec
 from l2d_core.data import load_dataset
 from l2d_core.data.records import DataFormatError
 

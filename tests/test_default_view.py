@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from l2d_core.agents import get_pool
-from l2d_core.agents.registry import builtin_pool_names
+from l2d_core.agents.catalog import builtin_pool_names
 from l2d_core.app_logic.default_view import default_router
 from l2d_core.app_logic.explorer import router_view
 from l2d_core.evaluation.benchmark import prepare

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from l2d_core.deploy import ArtifactError, QueryError, deploy, export_problem, load_router
-from l2d_core.evaluation.budget import budget_decision
+from l2d_core.evaluation.budget_results import budget_decision
 from l2d_core.method.costs import CostConfig
 from l2d_core.routers.base import exportable
 from l2d_core.routers.encoder import load_encoder

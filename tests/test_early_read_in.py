@@ -8,8 +8,8 @@ import pytest
 
 from l2d_core.agents import read_in
 from l2d_core.agents.cache import AgentCache
+from l2d_core.agents.catalog import get_pool
 from l2d_core.agents.read_in import read_in_early
-from l2d_core.agents.registry import get_pool
 from l2d_core.agents.routing_data import load_routing_data
 from l2d_core.data import load_dataset
 

@@ -18,8 +18,8 @@ from _pages import open_page
 from streamlit.testing.v1 import AppTest
 
 from l2d_core.agents import get_agent, get_pool
+from l2d_core.agents.catalog import cheap_builtin_agents
 from l2d_core.agents.measured import agent_gflops, architecture_gflops
-from l2d_core.agents.registry import cheap_builtin_agents
 from l2d_core.app_logic.answers import f1_note, shown_answer, textless_agents
 from l2d_core.data import load_dataset
 from l2d_core.evaluation.benchmark import prepare

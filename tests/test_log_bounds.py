@@ -10,8 +10,8 @@ import pytest
 
 from l2d_core.agents import log_table
 from l2d_core.agents.cache import AgentCache
+from l2d_core.agents.catalog import AgentSpec, get_agent
 from l2d_core.agents.outcome_log import import_log
-from l2d_core.agents.registry import AgentSpec, get_agent
 from l2d_core.agents.uploads import add_upload
 from l2d_core.data import load_dataset
 from l2d_core.data.records import DataFormatError, QADataset, QARecord

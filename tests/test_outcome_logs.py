@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from l2d_core.agents.cache import AgentCache
+from l2d_core.agents.catalog import AgentSpec, cheap_builtin_agents, get_agent, get_pool
 from l2d_core.agents.outcome_log import LOGGED, import_log, read_outcome_log
-from l2d_core.agents.registry import AgentSpec, cheap_builtin_agents, get_agent, get_pool
 from l2d_core.agents.routing_data import load_routing_data
 from l2d_core.data import load_dataset
 from l2d_core.data.records import DataFormatError, QADataset, QARecord
@@ -255,7 +255,7 @@ def test_an_uploaded_log_becomes_an_agent_on_the_overview(real_data, fresh_cache
     that registers nothing."""
     from _pages import open_page
 
-    from l2d_core.agents.registry import list_agents
+    from l2d_core.agents.catalog import list_agents
 
     squad11 = load_dataset("squad11")
     qids = list(squad11.qids)[:40]

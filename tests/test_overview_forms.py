@@ -7,7 +7,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from l2d_core.agents import add_agent_from_upload, get_agent, list_pools, uploads
-from l2d_core.agents.registry import user_registry_path
+from l2d_core.agents.catalog import user_registry_path
 from l2d_core.data import DataFormatError, load_dataset
 
 ROOT = Path(__file__).resolve().parent.parent

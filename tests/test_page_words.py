@@ -14,7 +14,7 @@ import pytest
 from _pages import open_page
 
 from l2d_core.agents import get_agent, get_pool, list_pools
-from l2d_core.agents.registry import TEXTLESS_KINDS
+from l2d_core.agents.catalog import TEXTLESS_KINDS
 from l2d_core.app_logic.default_view import DefaultChoice
 
 PAGES = ("overview", "cost_explorer", "decisions", "single_query", "comparison")

@@ -341,7 +341,7 @@ def test_single_query_page_draws_at_once_then_fills_in_the_time_and_shows_the_ru
 def test_once_a_pool_answers_new_text_the_page_switches_to_it(real_data, seeded_cache, bert_path):
 
     from l2d_core.agents import AgentSpec, register_agent, register_pool
-    from l2d_core.agents.registry import PoolSpec
+    from l2d_core.agents.catalog import PoolSpec
 
     spec = AgentSpec(
         id="minilm-qa-quick", dataset="squad11", kind="extractive", gflops=1.0, gflops_source="measured",

@@ -16,7 +16,7 @@ import pytest
 
 from l2d_core.agents import AgentSpec, import_predictions
 from l2d_core.agents.cache import AgentCache
-from l2d_core.agents.registry import BUILTIN
+from l2d_core.agents.catalog import BUILTIN
 from l2d_core.data import BENCHMARK_TEST_ARTICLES, benchmark_split, load_dataset
 
 TOL = 0.0015  # percent points: the summary rounds to 3 decimals

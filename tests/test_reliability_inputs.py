@@ -21,8 +21,8 @@ from _pages import open_page
 
 from l2d_core.agents import AgentSpec, add_agent_from_upload, import_predictions, read_prediction_file
 from l2d_core.agents.cache import AgentCache
+from l2d_core.agents.catalog import user_registry_path
 from l2d_core.agents.outcome_log import read_outcome_log
-from l2d_core.agents.registry import user_registry_path
 from l2d_core.app_logic.cost_settings import cost_from_upload
 from l2d_core.data import DataFormatError, load_dataset, load_squad_json
 from l2d_core.data.checksums import ACCEPT_ENV, DatasetChecksumError, file_sha256, known_files

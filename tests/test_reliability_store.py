@@ -18,8 +18,8 @@ import pytest
 
 from l2d_core.agents import AgentSpec, get_agent, get_pool, import_predictions, list_agents, register_agent
 from l2d_core.agents.cache import AgentCache
+from l2d_core.agents.catalog import user_registry_path
 from l2d_core.agents.read_in import ensure_cached
-from l2d_core.agents.registry import user_registry_path
 from l2d_core.background import Reporter, job_file, record_duration
 from l2d_core.data import DataFormatError, load_dataset
 from l2d_core.deploy.artifact import MANIFEST, write_manifest

@@ -25,7 +25,7 @@ from l2d_core.agents import (
     register_pool,
 )
 from l2d_core.agents.cache import AgentCache
-from l2d_core.agents.registry import check_new_agent, user_registry_path
+from l2d_core.agents.catalog import check_new_agent, user_registry_path
 from l2d_core.data import DataFormatError, load_dataset
 from l2d_core.stores import CorruptStoreWarning, open_disk_cache
 

@@ -24,7 +24,7 @@ from l2d_core.agents import AgentSpec, get_agent
 from l2d_core.agents.answering import answer_with, check_expected_answer, runnable_agent
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.runners import ExtractiveAgent
-from l2d_core.app_logic.comparison import comparison_status
+from l2d_core.app_logic.comparison_jobs import comparison_status
 from l2d_core.data import QARecord
 from l2d_core.deploy import deploy
 from l2d_core.evaluation import metrics as M

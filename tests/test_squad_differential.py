@@ -23,7 +23,7 @@ from torchmetrics.functional.text import squad
 from torchmetrics.text import SQuAD
 
 from l2d_core.agents import list_agents, read_prediction_file
-from l2d_core.agents.registry import builtin_agent_ids
+from l2d_core.agents.catalog import builtin_agent_ids
 from l2d_core.data import load_dataset
 from l2d_core.qa.squad_eval import exact_match, f1, normalize_answer, score_answers
 

@@ -11,7 +11,7 @@ from sklearn.metrics import roc_auc_score
 
 from l2d_core.app_logic.decisions import decisions_frame
 from l2d_core.app_logic.explorer import router_view
-from l2d_core.evaluation.budget import budget_decision
+from l2d_core.evaluation.budget_results import budget_decision
 from l2d_core.evaluation.points import router_points
 from l2d_core.evaluation.validation import rank_by_validation
 from l2d_core.method.costs import CostConfig

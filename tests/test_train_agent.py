@@ -184,8 +184,8 @@ def test_each_dataset_gets_its_own_live_agent_and_pools_of_its_own_agents(real_d
     answers squad11 only: a squad20 run once failed there, after training); MADE_BY, which the
     'unknown pool' error quotes, names the command that makes each pool."""
     from l2d_core.agents import get_agent
+    from l2d_core.agents.catalog import MADE_BY
     from l2d_core.agents.profiles import PROFILES, train_command
-    from l2d_core.agents.registry import MADE_BY
 
     made = {}
     for name, profile in PROFILES.items():

@@ -94,7 +94,7 @@ def test_a_large_starting_price_is_written_out():
     from dataclasses import replace
 
     from l2d_core.app_logic.explorer import budget_words
-    from l2d_core.evaluation.budget import BudgetResult
+    from l2d_core.evaluation.budget_results import BudgetResult
 
     b = BudgetResult(
         "share", 0.3, 0.41, 0.37, 0.3, 120.0, 0.302, (0.284, 0.32), 150.0, (140.0, 160.0), (0.0, 1.0)

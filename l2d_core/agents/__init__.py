@@ -6,7 +6,7 @@ The runnable agents (``ExtractiveAgent``, ``GenerativeAgent``, ``PredictionFileA
 uploads are exported lazily, so that importing the registry imports neither torch nor pandas.
 """
 
-from .registry import (
+from .catalog import (
     AGENT_KINDS,
     AgentSpec,
     PoolSpec,

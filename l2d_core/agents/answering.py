@@ -15,9 +15,9 @@ from ..data.records import QARecord
 from ..qa.positions import ContextIndex, locate
 from ..qa.squad_eval import exact_match, f1
 from .cache import AgentCache
+from .catalog import RUNNABLE_KINDS, AgentSpec
 from .kind_words import no_new_text
 from .measured import agent_gflops, per_query_gflops
-from .registry import RUNNABLE_KINDS, AgentSpec
 
 __all__ = ["answer_with", "can_answer_new_text", "check_expected_answer", "runnable_agent"]
 

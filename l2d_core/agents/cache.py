@@ -158,6 +158,12 @@ class AgentCache:
         at: dict[str, int] = {}
         for key in segments:
             seg = c.get(key) or {"qids": [], "columns": {}}
+            if not qids:  # the first segment (most agents have one): its columns as they are
+                n = len(seg["qids"])
+                qids = list(seg["qids"])
+                columns = {f: list(seg["columns"].get(f) or [None] * n) for f in RECORD_FIELDS}
+                at = {q: i for i, q in enumerate(qids)}
+                continue
             for q, row in _unpacked(seg).items():
                 if q in at:
                     for f in RECORD_FIELDS:

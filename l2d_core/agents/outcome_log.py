@@ -32,10 +32,10 @@ import pandas as pd
 from ..data.records import DataFormatError, QADataset
 from ..qa.scoring import SCORING_VERSION, gold_index, score_answer
 from .cache import AgentCache
+from .catalog import AgentSpec
 from .confidence import oriented
 from .log_table import MAX_LOG_BYTES, read_table
 from .measured import agent_gflops
-from .registry import AgentSpec
 
 __all__ = [
     "LOG_KINDS",

@@ -10,8 +10,8 @@ from ..data.records import DataFormatError, QADataset
 from ..data.squad_json import read_json
 from ..qa.scoring import MISSING, SCORING_VERSION, gold_index, score_answer
 from .cache import AgentCache
+from .catalog import AgentSpec, agent_lock
 from .confidence import check_confidence_file
-from .registry import AgentSpec, agent_lock
 
 __all__ = [
     "read_prediction_file",

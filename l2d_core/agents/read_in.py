@@ -22,9 +22,9 @@ from ..data.records import QADataset
 from ..paths import cache_dir
 from ..qa.scoring import SCORING_VERSION
 from .cache import AgentCache
+from .catalog import AgentSpec, get_agent, get_pool
 from .outcome_log import LOG_KINDS, import_log, log_needs_import
 from .prediction_file import answers_match_source, import_predictions
-from .registry import AgentSpec, get_agent, get_pool
 
 __all__ = [
     "AgentNotCachedError",

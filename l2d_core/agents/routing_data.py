@@ -14,10 +14,10 @@ import pandas as pd
 
 from ..data.records import QADataset
 from .cache import AgentCache
+from .catalog import PoolSpec, get_agent
 from .confidence import confidence_score, file_confidences
 from .measured import agent_gflops, per_query_gflops
 from .read_in import answers_a_subset, ensure_cached
-from .registry import PoolSpec, get_agent
 
 __all__ = ["RoutingData", "load_routing_data", "textless_agents"]
 

@@ -25,13 +25,13 @@ from ..data.records import QADataset, QARecord
 from ..qa.scoring import SCORING_VERSION, gold_index, score_answer
 from .base import ModelLoadError, Prediction
 from .cache import AgentCache
+from .catalog import AgentSpec
 from .endpoint import EndpointError
 from .extractive import ExtractiveAgent
 from .generative import GenerativeAgent
 from .openai_chat import OPTIONS as OPENAI_OPTIONS
 from .openai_chat import OpenAIChatAgent
 from .prediction_file import read_prediction_file
-from .registry import AgentSpec
 
 __all__ = [
     "Prediction",

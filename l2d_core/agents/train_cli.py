@@ -49,9 +49,9 @@ from ..data.records import QARecord
 from ..paths import CacheDirError, cache_dir
 from ..stores import atomic_write_text
 from .cache import AgentCache
+from .catalog import AgentSpec, PoolSpec, register_agent, register_pool
 from .profiles import PROFILES, parse_pool
 from .qa_training import MARKER, QATrainConfig, crossfit_folds, is_trained, train_qa_model
-from .registry import AgentSpec, PoolSpec, register_agent, register_pool
 
 __all__ = ["main", "parse_args", "plan_jobs", "train_key", "read_progress", "train_job", "Progress"]
 

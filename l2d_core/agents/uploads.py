@@ -11,9 +11,9 @@ from pathlib import Path
 from ..data.records import DataFormatError, QADataset
 from ..stores import atomic_path
 from .cache import AgentCache
+from .catalog import AgentSpec, agent_lock, check_new_agent, register_agent
 from .outcome_log import LogReport, import_log
 from .prediction_file import MAX_PREDICTION_BYTES, ImportReport, import_predictions
-from .registry import AgentSpec, agent_lock, check_new_agent, register_agent
 
 __all__ = ["UPLOAD_TYPES", "MAX_UPLOAD_BYTES", "add_agent_from_upload", "add_log_from_upload", "add_upload"]
 

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ..evaluation import metrics as M
 from ..evaluation.benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
-from ..evaluation.budget import BudgetResult, budget_decision
+from ..evaluation.budget_results import BudgetResult, budget_decision
 from ..evaluation.gain import gain_over_mixing
 from ..evaluation.points import decision_metrics
 from ..method.costs import LATENCY_POINTS, CostConfig, cost_matrix
@@ -167,7 +167,7 @@ def router_view(
     bench: Benchmark, router: Router, costs: CostConfig, budget: tuple[str, float] | None = None
 ) -> RouterView:
     """A fitted router's decision at ``costs`` — or under ``budget`` = (kind, target) when the
-    router can calibrate one (:mod:`~l2d_core.evaluation.budget`) — and every SPEC §7 metric."""
+    router can calibrate one (:mod:`~l2d_core.evaluation.budget_results`) — and every SPEC §7 metric."""
     result = None
     if budget is not None and supports_budget(router):
         d, result = budget_decision(router, costs, *budget)
@@ -361,7 +361,7 @@ def budget_words(b: BudgetResult) -> str:
     """One sentence of what a followed budget did: the target, what was realised on the test
     articles with its interval, where it started and why it could not be met, when it could not.
 
-    >>> from l2d_core.evaluation.budget import BudgetResult
+    >>> from l2d_core.evaluation.budget_results import BudgetResult
     >>> b = BudgetResult("share", 0.3, 0.41, 0.37, 0.3, 120.0, 0.302, (0.284, 0.32), 150.0, (140.0, 160.0),
     ...                  (0.0, 1.0))
     >>> budget_words(b)[:81]

@@ -6,9 +6,9 @@ import pandas as pd
 
 from ..agents.answering import can_answer_new_text
 from ..agents.cache import AgentCache
+from ..agents.catalog import get_agent
 from ..agents.measured import agent_gflops
 from ..agents.read_in import ensure_cached
-from ..agents.registry import get_agent
 from ..data import load_dataset
 from .answers import cost_words, f1_note, kind_words
 

@@ -1,7 +1,7 @@
 """Data: one record type, SQuAD JSON and Hugging Face sources, article splits, registry."""
 
+from .datasets import DATASETS, load_dataset
 from .records import DataFormatError, QADataset, QARecord
-from .registry import DATASETS, load_dataset
 from .splits import (
     BENCHMARK_TEST_ARTICLES,
     EmptySplitError,

@@ -21,11 +21,11 @@ from pydantic import ValidationError
 from safetensors import SafetensorError
 
 from ..agents.cache import AgentCache
+from ..agents.catalog import AgentSpec, PoolSpec, get_agent
 from ..agents.kind_words import known_only_by
 from ..agents.measured import agent_gflops
-from ..agents.registry import AgentSpec, PoolSpec, get_agent
 from ..data import load_dataset
-from ..evaluation.budget import budget_decision
+from ..evaluation.budget_results import budget_decision
 from ..method.costs import CostConfig
 from ..routers.base import Needs, NotExportable, Router, supports_budget
 from ..routers.features import answer_context, reads_answer_context

@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
-from ..agents.registry import AgentSpec, PoolSpec
+from ..agents.catalog import AgentSpec, PoolSpec
 from ..data import safe_json
 from ..routers.base import Needs
 from ..routers.saved import Costs, Count, Finite, FollowerState, NonNegative, SavedConfig, Strict, Text

@@ -11,8 +11,8 @@ import unicodedata
 
 from ..agents.answering import answer_with, runnable_agent
 from ..agents.cache import AgentCache
+from ..agents.catalog import RUNNABLE_KINDS, AgentSpec
 from ..agents.kind_words import no_new_text
-from ..agents.registry import RUNNABLE_KINDS, AgentSpec
 from ..data.records import QARecord
 from ..routers.base import Needs
 from ..routers.encoder import load_encoder

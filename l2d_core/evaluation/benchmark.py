@@ -14,7 +14,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from ..agents.cache import AgentCache
-from ..agents.registry import PoolSpec, get_pool
+from ..agents.catalog import PoolSpec, get_pool
 from ..agents.routing_data import RoutingData, load_routing_data
 from ..data import BENCHMARK_TEST_ARTICLES, load_dataset, validation_split
 from ..data.records import QADataset, QARecord

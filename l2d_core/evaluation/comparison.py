@@ -41,7 +41,7 @@ from ..routers.base import DENSE_BETAS, TARGET_SHARES, Router, supports_budget, 
 from ..routers.registry import make_router, router_ids, router_role
 from . import metrics as M
 from .benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
-from .budget import BUDGET_POINTS, budget_decision, budget_rows
+from .budget_results import BUDGET_POINTS, budget_decision, budget_rows
 from .paired import paired_differences, point_em_intervals, seed_mean_samples
 from .points import beta_key, decision_metrics, router_points
 from .results import SCHEMA_VERSION, Point, Results, expert_share

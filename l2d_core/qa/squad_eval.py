@@ -78,23 +78,35 @@ def token_f1(pred_tokens: Sequence[str], gold_tokens: Sequence[str]) -> float:
 
 
 def _overlap_f1(n_pred: int, pred_counts: Counter, gold_tokens: Sequence[str]) -> float:
+    return _counts_f1(n_pred, pred_counts, len(gold_tokens), Counter(gold_tokens))
+
+
+def _counts_f1(n_pred: int, pred_counts: Counter, n_gold: int, gold_counts: Counter) -> float:
     # The official ``sum((Counter(pred) & Counter(gold)).values())``, with the prediction's
     # counts made once for all gold answers: linear in the answer's length.
-    if not n_pred or not gold_tokens:
-        return float(not n_pred and not gold_tokens)
-    num_same = sum(min(c, pred_counts[t]) for t, c in Counter(gold_tokens).items() if t in pred_counts)
+    if not n_pred or not n_gold:
+        return float(not n_pred and not n_gold)
+    num_same = sum(min(c, pred_counts[t]) for t, c in gold_counts.items() if t in pred_counts)
     if num_same == 0:
         return 0.0
     precision = num_same / n_pred
-    recall = num_same / len(gold_tokens)
+    recall = num_same / n_gold
     return 2 * precision * recall / (precision + recall)
 
 
+@lru_cache(maxsize=1 << 17)
+def _gold_counts(gold: str) -> tuple[int, Counter]:
+    """A gold answer's normalized word count and word counts, memoized: every agent's answer to
+    a question is scored against the same golds (read-only: never change the Counter)."""
+    words = normalized_words(gold)
+    return len(words), Counter(words)
+
+
 def _f1_pair(n_pred: int, pred_counts: Counter, gold: str, v2: bool) -> float:
-    gold_toks = normalized_words(gold) if (gold or not v2) else []
-    if not v2 and (not n_pred or not gold_toks):
+    n_gold, gold_counts = _gold_counts(gold) if (gold or not v2) else (0, Counter())
+    if not v2 and (not n_pred or not n_gold):
         return 0.0  # official v1.1: no token in common
-    return _overlap_f1(n_pred, pred_counts, gold_toks)
+    return _counts_f1(n_pred, pred_counts, n_gold, gold_counts)
 
 
 def _v2_golds(golds: Sequence[str]) -> list[str]:

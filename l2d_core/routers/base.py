@@ -210,7 +210,7 @@ class Router:
     #     ``(decision on test, what the budget did)`` under a budget (``kind`` ``share`` or
     #     ``gflops``) followed on the test articles from a start calibrated on the training
     #     articles (:class:`~l2d_core.routers.decision.BudgetStart`;
-    #     :func:`~l2d_core.evaluation.budget.budget_decision` reads it);
+    #     :func:`~l2d_core.evaluation.budget_results.budget_decision` reads it);
     # def freeze(self, costs, follower=None) -> Frozen:
     #     this fitted router at ``costs`` (and a budget's ``follower`` starting state) as a
     #     :class:`Frozen` router that routes one query on its own (:class:`NotExportable` when

@@ -20,7 +20,7 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from ..agents.registry import get_agent
+from ..agents.catalog import get_agent
 from ..method.training import FAST_CONFIG, POSTHOC_CONFIG, TrainConfig
 from ..stores import atomic_save_file, model_fingerprint
 from .base import DENSE_BETAS, Needs, NotExportable, OperatingPoint

@@ -15,9 +15,9 @@ from functools import lru_cache
 import numpy as np
 
 from ..agents.cache import AgentCache
+from ..agents.catalog import cheap_builtin_agents, get_agent, list_agents
 from ..agents.measured import agent_gflops
 from ..agents.read_in import import_agents, needs_import
-from ..agents.registry import cheap_builtin_agents, get_agent, list_agents
 from ..agents.routing_data import RoutingData, load_routing_data
 from ..data.records import QADataset
 from ..method.costs import CostConfig

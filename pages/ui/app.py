@@ -12,8 +12,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from l2d_core.agents.catalog import cheap_builtin_agents, get_pool
 from l2d_core.agents.read_in import read_in_early
-from l2d_core.agents.registry import cheap_builtin_agents, get_pool
 from pages.ui.defaults import DATASET_CHOICES, DEFAULT_POOL
 
 PAGES_DIR = Path(__file__).resolve().parent.parent

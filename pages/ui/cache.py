@@ -17,7 +17,7 @@ import streamlit as st
 
 from l2d_core.agents.answering import answer_with
 from l2d_core.agents.cache import AgentCache
-from l2d_core.agents.registry import get_agent, get_pool
+from l2d_core.agents.catalog import get_agent, get_pool
 from l2d_core.app_logic.default_view import DefaultChoice, needs_embeddings
 from l2d_core.app_logic.default_view import default_router as pick_default
 from l2d_core.app_logic.embedding_job import embedding_key, start_embedding
