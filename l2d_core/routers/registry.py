@@ -75,6 +75,7 @@ _AGENT_ROUTER: list[type[Router]] = []  # the single-agent router (``agent:<id>`
 _LOADED: set[str] = set()  # module names and paths imported already
 _PATH_SPECS: dict[str, str] = {}  # the module name given to a ``.py`` path → that path
 _ALL: list[bool] = []  # [True] once every spec has been imported
+_MEMO: dict[tuple[str, str], dict] = {}  # the index as read in this process, by ($L2D_ROUTERS, file)
 
 
 def register(cls: type[Router]) -> type[Router]:
@@ -228,11 +229,20 @@ def _entries() -> dict[str, tuple[bool, bool, str | None]]:
         return {r: entry(c) for r, c in routers().items()}
     from ..paths import cache_dir
 
-    key = _sources_key()
     try:
         path = cache_dir() / "router_index.json"
     except ValueError:  # no usable cache folder: the command says why where it needs one
         path = None
+    memo_key = (os.environ.get(ROUTERS_ENV, ""), str(path))
+    known = _MEMO.get(memo_key)
+    if known is not None and set(_ROUTERS) <= set(known):
+        return known  # read once per process: a short id asked for again reads no file
+    _MEMO[memo_key] = known = _read_entries(path, entry)
+    return known
+
+
+def _read_entries(path: Path | None, entry) -> dict[str, tuple[bool, bool, str | None]]:
+    key = _sources_key()
     try:
         stored = json.loads(path.read_text()) if path is not None else {}
         if stored.get("key") == key:
