@@ -78,15 +78,16 @@ def one_thread():
                 _THREADS_HELD[2] = None
 
 
-def limit_threads(n: int) -> None:
-    """torch's threads in this process: set now where torch is imported, else when it is (it
-    reads ``OMP_NUM_THREADS`` as it starts; a router that never runs a model never imports it)."""
+def limit_threads(n: int) -> bool:
+    """torch's threads in this process, where torch is imported (a router that never runs a model
+    never imports it: nothing to limit); whether it was. Call it once the models are loaded: torch
+    started with ``OMP_NUM_THREADS`` set answered its first requests slower (``bench_serve.py``)."""
     import sys
 
-    if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(int(n))
-    else:
-        os.environ["OMP_NUM_THREADS"] = str(int(n))
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(int(n))
+    return torch is not None
 
 
 def set_seed(seed: int) -> None:

@@ -237,9 +237,9 @@ def app_from_env() -> FastAPI:
     path = os.environ.get(ROUTER_ENV)
     if not path:
         raise RuntimeError(f"set {ROUTER_ENV} to a router artifact folder (scripts/serve.py does)")
+    router = load_router(path).warm_up()  # models loaded before the first request, not during it
     if os.environ.get(THREADS_ENV):
         limit_threads(int(os.environ[THREADS_ENV]))
-    router = load_router(path).warm_up()  # models loaded before the first request, not during it
     return create_app(router)
 
 
