@@ -197,7 +197,8 @@ def create_app(router: DeployedRouter) -> FastAPI:
         ms = 1000.0 * (time.perf_counter() - t0)
         for r in out:
             r["request_ms"] = ms
-        return finite(out if batched else out[0])
+        # plain JSON already (``finite``): written as it is, not walked again by FastAPI's encoder
+        return JSONResponse(finite(out if batched else out[0]))
 
     @app.post(
         "/v1/route",
