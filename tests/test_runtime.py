@@ -29,3 +29,20 @@ assert not errors and got == [True] * 6, (errors, got)
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_limit_threads_sets_torchs_threads_only_where_torch_is_imported():
+    """A served router that never runs a model never imports torch: nothing to limit, and torch is
+    not imported for it; where torch is imported its thread count is set."""
+    code = (
+        "import sys\n"
+        "from l2d_core.runtime import limit_threads\n"
+        "first = limit_threads(1)\n"
+        "imported = 'torch' in sys.modules\n"
+        "import torch\n"
+        "second = limit_threads(1)\n"
+        "print(first, imported, second, torch.get_num_threads())\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["False", "False", "True", "1"]
