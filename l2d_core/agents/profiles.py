@@ -4,11 +4,32 @@ dataset, and the pools each run registers with its agent as main."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from .qa_training import QATrainConfig
+from ..paths import default_encoder_path
 
-__all__ = ["HOME_DATASET", "TrainingProfile", "PROFILES", "parse_pool", "train_command"]
+__all__ = ["HOME_DATASET", "QATrainConfig", "TrainingProfile", "PROFILES", "parse_pool", "train_command"]
+
+
+@dataclass(frozen=True)
+class QATrainConfig:
+    base: str = ""  # HF encoder path or id; "" = the packaged all-MiniLM-L6-v2
+    max_length: int = 384  # tokens per window (question + context piece)
+    stride: int = 128  # overlap between consecutive windows of a long context
+    epochs: int = 2
+    batch_size: int = 32
+    lr: float = 1e-4  # AdamW learning rate (small encoder, little data: larger than BERT's 3e-5)
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    bf16: bool | None = None  # autocast to bf16; None: on CUDA and on CPUs that compute it natively
+    seed: int = 0
+
+    def but(self, **changes) -> QATrainConfig:
+        return replace(self, **changes)
+
+    def base_path(self) -> str:
+        return self.base or str(default_encoder_path())
 
 
 def parse_pool(text: str) -> tuple[str, tuple[str, ...]]:

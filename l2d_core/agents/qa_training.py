@@ -21,7 +21,7 @@ import random
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -29,9 +29,9 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data.records import QARecord
-from ..paths import default_encoder_path
 from ..runtime import cpu_has_fast_bf16, linear_schedule, pick_device, set_seed, transformers_names
 from .base import load_tokenizer
+from .profiles import QATrainConfig
 
 __all__ = [
     "QATrainConfig",
@@ -44,28 +44,8 @@ __all__ = [
     "MARKER",
 ]
 
+DEFAULT_CONFIG = QATrainConfig()
 MARKER = "l2d_training.json"  # written last: its presence means the checkpoint is complete
-
-
-@dataclass(frozen=True)
-class QATrainConfig:
-    base: str = ""  # HF encoder path or id; "" = the packaged all-MiniLM-L6-v2
-    max_length: int = 384  # tokens per window (question + context piece)
-    stride: int = 128  # overlap between consecutive windows of a long context
-    epochs: int = 2
-    batch_size: int = 32
-    lr: float = 1e-4  # AdamW learning rate (small encoder, little data: larger than BERT's 3e-5)
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    max_grad_norm: float = 1.0
-    bf16: bool | None = None  # autocast to bf16; None: on CUDA and on CPUs that compute it natively
-    seed: int = 0
-
-    def but(self, **changes) -> QATrainConfig:
-        return replace(self, **changes)
-
-    def base_path(self) -> str:
-        return self.base or str(default_encoder_path())
 
 
 def crossfit_folds(titles: Sequence[str], k: int, seed: int = 0) -> list[tuple[str, ...]]:
@@ -186,7 +166,7 @@ def training_batches(
 
 
 def time_training_step(
-    config: QATrainConfig = QATrainConfig(),
+    config: QATrainConfig = DEFAULT_CONFIG,
     device: str | None = None,
     batch: int = 4,
     tokens: int = 192,
@@ -269,7 +249,7 @@ def time_training_step(
 def train_qa_model(
     records: Sequence[QARecord],
     out_dir: str | Path,
-    config: QATrainConfig = QATrainConfig(),
+    config: QATrainConfig = DEFAULT_CONFIG,
     device: str | None = None,
     progress: bool = True,
     meta: dict | None = None,
