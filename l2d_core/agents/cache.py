@@ -134,10 +134,18 @@ class AgentCache:
     # --- reading -------------------------------------------------------------------------
     def _read(self, dataset: str, agent: str) -> tuple | None:
         """``(stamp, question ids, {field: column}, {qid: row number}, DataFrame)`` of every
-        record, read once per generation of writes (a write by any process moves it on);
-        None when the agent has nothing on disk."""
-        if self._held is not None and (dataset, agent) in self._held:
-            return self._held[(dataset, agent)]
+        record, read once per generation of writes (a write by any process moves it on), or
+        once at all for a snapshot; None when the agent has nothing on disk."""
+        if self._held is None:
+            return self._read_current(dataset, agent)
+        if (dataset, agent) not in self._held:
+            hit = self._read_current(dataset, agent)
+            if hit is None:
+                return None
+            self._held[(dataset, agent)] = hit
+        return self._held[(dataset, agent)]
+
+    def _read_current(self, dataset: str, agent: str) -> tuple | None:
         c = self._cache(dataset, agent, create=False)
         if c is None:
             return None
@@ -145,8 +153,6 @@ class AgentCache:
         stamp = ((folder / "cache.db").stat().st_ino, int(c.get(_GEN, default=0)))
         hit = _READ.get(str(folder))
         if hit is not None and hit[0] == stamp:
-            if self._held is not None:
-                self._held[(dataset, agent)] = hit
             return hit
         keys = list(c.iterkeys())
         if any(not k.startswith("\x00") for k in keys):
@@ -175,8 +181,6 @@ class AgentCache:
                         columns[f].append(row[f])
         frame = pd.DataFrame(columns, index=pd.Index(qids, name="qid"), columns=list(RECORD_FIELDS))
         _READ[str(folder)] = hit = (stamp, qids, columns, at, frame.sort_index())
-        if self._held is not None:
-            self._held[(dataset, agent)] = hit
         return hit
 
     def has(self, dataset: str, agent: str) -> bool:

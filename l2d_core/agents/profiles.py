@@ -13,6 +13,8 @@ __all__ = ["HOME_DATASET", "QATrainConfig", "TrainingProfile", "PROFILES", "pars
 
 @dataclass(frozen=True)
 class QATrainConfig:
+    """How a live QA agent is fine-tuned (``agents/qa_training.py`` trains with it)."""
+
     base: str = ""  # HF encoder path or id; "" = the packaged all-MiniLM-L6-v2
     max_length: int = 384  # tokens per window (question + context piece)
     stride: int = 128  # overlap between consecutive windows of a long context

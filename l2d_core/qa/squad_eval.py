@@ -74,11 +74,7 @@ def token_f1(pred_tokens: Sequence[str], gold_tokens: Sequence[str]) -> float:
     >>> token_f1(["big", "cat"], ["cat"]), token_f1([], []), token_f1([], ["x"])
     (0.6666666666666666, 1.0, 0.0)
     """
-    return _overlap_f1(len(pred_tokens), Counter(pred_tokens), gold_tokens)
-
-
-def _overlap_f1(n_pred: int, pred_counts: Counter, gold_tokens: Sequence[str]) -> float:
-    return _counts_f1(n_pred, pred_counts, len(gold_tokens), Counter(gold_tokens))
+    return _counts_f1(len(pred_tokens), Counter(pred_tokens), len(gold_tokens), Counter(gold_tokens))
 
 
 def _counts_f1(n_pred: int, pred_counts: Counter, n_gold: int, gold_counts: Counter) -> float:

@@ -87,13 +87,13 @@ def register(cls: type[Router]) -> type[Router]:
     return cls
 
 
-def _spec_of(cls: type[Router]) -> str | None:
-    """What imports a router's module (a module name or a ``.py`` path; None: registered by code
-    that no spec names, e.g. a test)."""
+def _spec_of(cls: type[Router], specs: set[str] | None = None) -> str:
+    """What imports a router's module (a module name or a ``.py`` path of ``specs``, default
+    :func:`_specs`); registered by code no spec names (a test's): its own module's name."""
     name = cls.__module__
     if name in _PATH_SPECS:
         return _PATH_SPECS[name]
-    specs, parts = set(_specs()), name.split(".")
+    specs, parts = set(_specs()) if specs is None else specs, name.split(".")
     owner = (".".join(parts[:i]) for i in range(len(parts), 0, -1))  # a package's own modules
     return next((spec for spec in owner if spec in specs), name)
 
@@ -135,8 +135,8 @@ def routers() -> dict[str, type[Router]]:
     for spec in specs:
         _import(spec)
     _ALL[:] = [True]
-    rank = {spec: i for i, spec in enumerate(specs)}
-    order = sorted(_ROUTERS, key=lambda r: rank.get(_spec_of(_ROUTERS[r]), len(rank)))
+    rank, known = {spec: i for i, spec in enumerate(specs)}, set(specs)
+    order = sorted(_ROUTERS, key=lambda r: rank.get(_spec_of(_ROUTERS[r], known), len(rank)))
     return {r: _ROUTERS[r] for r in order}
 
 
