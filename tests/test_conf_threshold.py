@@ -13,7 +13,7 @@ from l2d_core.evaluation.budget_results import budget_decision
 from l2d_core.evaluation.points import router_points
 from l2d_core.method.costs import cost_matrix, query_costs
 from l2d_core.routers.base import exportable, supports_budget
-from l2d_core.routers.conf_threshold import ConfThresholdFrozen, thresholds
+from l2d_core.routers.conf_threshold import thresholds
 from l2d_core.routers.registry import make_router, router_class, router_ids
 
 
@@ -78,16 +78,15 @@ def test_a_budget_meets_its_share_on_training_and_follows_it_on_test(pllm, route
 def test_frozen_it_routes_queries_from_the_main_agents_confidence(pllm, router, tmp_path):
     costs = pllm.costs(0.05)
     frozen = router.freeze(costs)
-    assert frozen.needs.answers == ("bert-tiny",)
+    dep = frozen.deployed_
+    assert dep.needs.answers == ("bert-tiny",) and not hasattr(router, "deployed_")
     signals = SimpleNamespace(answers=lambda: [{"confidence": c} for c in pllm.test.confidence[:, 0]])
-    assert np.array_equal(frozen.decide(signals).choice, router.decide(costs).choice)
-    again = ConfThresholdFrozen.load(
-        frozen.router_id, frozen.config, tmp_path, frozen.needs, frozen.overhead_gflops
-    )
-    assert np.array_equal(again.decide(signals).choice, router.decide(costs).choice)
+    assert np.array_equal(frozen.route(signals).choice, router.decide(costs).choice)
+    again = make_router("conf-threshold").restore(dep.config, tmp_path, dep.needs, dep.overhead_gflops)
+    assert np.array_equal(again.route(signals).choice, router.decide(costs).choice)
     missing = SimpleNamespace(answers=lambda: [{"confidence": None}])
     with pytest.raises(ValueError, match="bert-tiny gave no confidence for 1 queries"):
-        frozen.decide(missing)
+        frozen.route(missing)
 
 
 def test_with_abstention_in_the_pool_it_may_defer_to_saying_no_answer(real_data):

@@ -182,7 +182,8 @@ def test_a_gflops_budget_of_the_two_stage_cascade_travels_with_its_price_grid(li
     target = float(live_bench.test.agent_gflops.mean())
     decision, result = budget_decision(staged, costs, "gflops", target)
     _, disk = saved(staged, costs, tmp_path, budget=("gflops", target))
-    assert "log_price" in disk.budget["follower"] and len(disk.frozen.config["price_grid"]["beta"]) > 1
+    grid = disk.router.deployed_.config["price_grid"]
+    assert "log_price" in disk.budget["follower"] and len(grid["beta"]) > 1
     recs = live_bench.test_records
     routed = disk.route_batch([(r.question, r.context) for r in recs], [r.qid for r in recs])
     assert [r["agent_index"] for r in routed] == decision.choice.tolist()
@@ -237,7 +238,8 @@ def test_a_saved_price_grid_is_checked_at_load_and_routes_on_its_own_range(
 def test_saved_two_stage_cascade_reproduces_the_benchmark_decisions(live_bench, staged, tmp_path):
     costs = CostConfig((1.0,), (0.1,))
     _, disk = saved(staged, costs, tmp_path)
-    assert disk.frozen.config["threshold"] == staged.threshold(costs) and disk.needs.ask == "bert-ens"
+    saved_threshold = disk.router.deployed_.config["threshold"]
+    assert saved_threshold == staged.threshold(costs) and disk.needs.ask == "bert-ens"
     recs = live_bench.test_records
     routed = disk.route_batch([(r.question, r.context) for r in recs], [r.qid for r in recs])
     d = staged.decide(costs)

@@ -147,7 +147,7 @@ def test_every_exportable_router_saves_its_own_config_model_from_its_own_home():
     for rid, cls in registry.routers().items():
         if not registry.exportable(cls):
             continue
-        model = cls.frozen.config_model
+        model = cls.config_model
         assert issubclass(model, SavedConfig) and model is not SavedConfig, rid
         home = cls.__module__.rsplit(".", 1)[0] if cls.__module__.count(".") > 2 else cls.__module__
         assert model.__module__.startswith(home), (rid, model.__module__, home)

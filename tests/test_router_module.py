@@ -32,7 +32,7 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from l2d_core.routers.base import Frozen, Router
+from l2d_core.routers.base import Needs, Router
 from l2d_core.routers.decision import Decision
 from l2d_core.routers.registry import register
 from l2d_core.routers.saved import SavedConfig
@@ -51,27 +51,23 @@ class LengthConfig(SavedConfig):
     expert: Annotated[int, Field(ge=1)]
 
 
-class LengthFrozen(Frozen):
-    config_model = LengthConfig
-
-    def decide(self, signals):
-        long = long_questions(signals.records, self.config["words"])
-        return Decision(np.where(long, self.config["expert"], 0))
-
-
 @register
 class LongQuestions(Router):
     id = "{ROUTER_ID}"
     label = "{LABEL}"
     description = "Questions of more than ten words go to the dearest expert, the others to the main agent."
-    frozen = LengthFrozen
+    config_model = LengthConfig
 
     def decide(self, costs):
         expert = self.bench_.test.n_agents - 1
         return Decision(np.where(long_questions(self.bench_.test_records, WORDS), expert, 0))
 
     def freeze(self, costs, follower=None):
-        return LengthFrozen(self.id, {{"words": WORDS, "expert": self.bench_.test.n_agents - 1}})
+        return self.deployed({{"words": WORDS, "expert": self.bench_.test.n_agents - 1}}, Needs(), 0.0)
+
+    def route(self, signals):
+        config = self.deployed_.config
+        return Decision(np.where(long_questions(signals.records, config["words"]), config["expert"], 0))
 '''
 LONG_Q = "Which writer of the nineteenth century wrote the novel about the white whale and its captain?"
 CONTEXT = "Moby-Dick is an 1851 novel by American writer Herman Melville about the whale."

@@ -84,7 +84,8 @@ def deploy(router: Router, costs: CostConfig, budget: tuple[str, float] | None =
         frozen = router.freeze(costs, follower)
     except NotExportable as exc:
         raise ArtifactError(str(exc)) from None
-    specs = {a: get_agent(a) for a in dict.fromkeys([*ids, *frozen.needs.reads])}
+    dep = frozen.deployed_
+    specs = {a: get_agent(a) for a in dict.fromkeys([*ids, *dep.needs.reads])}
     # the GFLOPs the benchmark charged: an agent's measured figure where it has one (its spec says 0)
     specs = {a: replace(s, gflops=agent_gflops(s)) for a, s in specs.items()}
     manifest = {
@@ -96,13 +97,13 @@ def deploy(router: Router, costs: CostConfig, budget: tuple[str, float] | None =
         "agents": {a: asdict(s) for a, s in specs.items()},
         "costs": {"alpha": list(costs.alpha), "beta": list(costs.beta)},
         "budget": budget_info,
-        "needs": frozen.needs.model_dump(mode="json"),
-        "config": frozen.config,
-        "overhead_gflops": frozen.overhead_gflops,
+        "needs": dep.needs.model_dump(mode="json"),
+        "config": dep.config,
+        "overhead_gflops": dep.overhead_gflops,
         "trained_on": {"benchmark": bench.cache_key(router.reads_embeddings), "questions": len(bench.train)},
     }
     try:  # what load_router will check: the router's own config model reads back what it froze
-        frozen.config_model.model_validate(json.loads(json.dumps(frozen.config)))
+        frozen.config_model.model_validate(json.loads(json.dumps(dep.config)))
     except ValidationError as exc:
         raise ValueError(f"{router.id} froze a config its own model refuses: {first_problem(exc)}") from None
     return DeployedRouter(manifest, frozen)
@@ -117,16 +118,16 @@ def load_router(folder: str | Path) -> DeployedRouter:
     checked = check_manifest(manifest, where)
     rid, needs = checked.router.id, checked.needs
     try:
-        frozen_cls = make_router(rid).frozen
+        router = make_router(rid)
     except (KeyError, TypeError, ValueError) as exc:
         raise ArtifactError(
             f"{folder}/router.json names no router of this registry ({str(exc)[:120]})"
         ) from None
-    check_config(manifest, frozen_cls.config_model, where)
+    check_config(manifest, router.config_model, where)
     check_head_configs(folder, len(checked.pool.experts) + 1)
     est_dir = folder / ESTIMATOR_DIR
     try:
-        frozen = frozen_cls.load(rid, manifest["config"], est_dir, needs, float(manifest["overhead_gflops"]))
+        frozen = router.restore(manifest["config"], est_dir, needs, float(manifest["overhead_gflops"]))
     except (FileNotFoundError, SafetensorError, KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise ArtifactError(
             f"the trained head in {est_dir} cannot be read ({str(exc)[:200]}): copy the whole "
@@ -138,15 +139,15 @@ def load_router(folder: str | Path) -> DeployedRouter:
 class DeployedRouter:
     """A router frozen at one cost setting (or budget); see the module docstring."""
 
-    def __init__(self, manifest: dict, frozen, source: Path | None = None):
-        self.manifest, self.frozen, self.source = manifest, frozen, source
+    def __init__(self, manifest: dict, router: Router, source: Path | None = None):
+        self.manifest, self.router, self.source = manifest, router, source
         self.router_id = manifest["router"]["id"]
-        self.needs: Needs = frozen.needs
+        self.needs: Needs = router.deployed_.needs
         self.pool = PoolSpec(**manifest["pool"])
         self.specs = {a: AgentSpec(**s) for a, s in manifest["agents"].items()}
         self.costs = CostConfig(tuple(manifest["costs"]["alpha"]), tuple(manifest["costs"]["beta"]))
         self.budget = manifest.get("budget")
-        self.encoder = check_models(self.needs, frozen.config, self.specs)
+        self.encoder = check_models(self.needs, router.deployed_.config, self.specs)
         self._records = None  # the dataset's questions by id (prepare(), or the first qid)
         self.recorded: AgentCache | None = None  # the agents' recorded answers, opened once
 
@@ -164,7 +165,7 @@ class DeployedRouter:
         with a manifest is always complete."""
         folder = Path(folder).expanduser()
         (folder / ESTIMATOR_DIR).mkdir(parents=True, exist_ok=True)
-        self.frozen.save(folder / ESTIMATOR_DIR)
+        self.router.save(folder / ESTIMATOR_DIR)
         write_manifest(folder, self.manifest)
         return folder
 
@@ -271,13 +272,13 @@ class DeployedRouter:
         records = [check_query(q, c, i) for i, (q, c) in enumerate(queries)]
         t0 = time.perf_counter()
         signals = QuerySignals(
-            self.needs, self.frozen.config, self.specs, records, qids, self.encoder, self.recorded
+            self.needs, self.router.deployed_.config, self.specs, records, qids, self.encoder, self.recorded
         )
-        d = self.frozen.decide(signals)
+        d = self.router.route(signals)
         ms = 1000.0 * (time.perf_counter() - t0)
         ids = self.agent_ids
         main = signals.answers() if self.needs.answers else None
-        places = reads_answer_context(self.frozen.config)
+        places = reads_answer_context(self.router.deployed_.config)
         out = []
         for n, j in enumerate(d.choice.tolist()):
             said = {}
@@ -294,7 +295,7 @@ class DeployedRouter:
             elif self.needs.embeddings:
                 said = {
                     "reads": "question and context embeddings",
-                    "encoder": self.frozen.config["encoder"]["name"],
+                    "encoder": self.router.deployed_.config["encoder"]["name"],
                 }
             ran = None
             if "asked" in d.extra:  # a router that asks an expert midway

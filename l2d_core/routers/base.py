@@ -3,9 +3,10 @@ one new query.
 
 A router's whole life is in its own module: it is fitted on a benchmark (``fit``), decides at a
 cost setting (``decide``) or under a budget (``calibrate_budget``), gives its operating points
-(``operating_points``), and leaves the benchmark as a :class:`Frozen` router (``freeze``): what
-an artifact saves, and what routes a new query from the signals the deployment computes for it
-(:class:`Needs` says which). The registry (:mod:`~l2d_core.routers.registry`) finds the modules;
+(``operating_points``), and leaves the benchmark frozen at one setting (``freeze``: the same
+class, holding what an artifact saves as :class:`Deployed`), which routes new queries from the
+signals the deployment computes for them (``route``; :class:`Needs` says which), is saved
+(``save``) and read back (``restore``). The registry (:mod:`~l2d_core.routers.registry`) finds the modules;
 every surface — the command line, the benchmark, the pages, export and the API — reads it.
 
 The benchmark a router fits on is duck-typed (``l2d_core.evaluation.benchmark.Benchmark``: the
@@ -14,6 +15,7 @@ split's routing data, features and cost settings), so that this layer stays belo
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, NamedTuple
@@ -22,6 +24,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from ..method.costs import BETA_POINTS, CostConfig, cost_matrix, query_costs
+from .budget import Follower, follower_from_state
 from .decision import Decision
 from .saved import SavedConfig, Text
 
@@ -31,7 +34,7 @@ __all__ = [
     "Needs",
     "OperatingPoint",
     "NotExportable",
-    "Frozen",
+    "Deployed",
     "Router",
     "best_single_tdl",
     "exportable",
@@ -83,33 +86,19 @@ class NotExportable(ValueError):
 
 
 @dataclass
-class Frozen:
-    """A fitted router at one cost setting or budget, out of the benchmark: what an artifact
-    holds and what routes new queries. ``config`` is JSON (costs, threshold, a budget's
-    follower, feature settings); ``needs`` what the deployment computes per query;
-    ``overhead_gflops`` what every query pays (the encoder, or the agents that answer first).
-    Subclasses (one per router module) implement :meth:`decide`, :meth:`save` and ``load``, and
-    name the pydantic model of their ``config`` (``config_model``: a
-    :class:`~l2d_core.routers.saved.SavedConfig` declared in the router's module), which checks
-    it when an artifact is saved and loaded."""
+class Deployed:
+    """What a frozen router routes new queries with, out of the benchmark: ``config`` (JSON: the
+    cost setting, a threshold, a budget's follower state, feature settings; checked by the
+    router's ``config_model``), ``needs`` (what the deployment computes per query),
+    ``overhead_gflops`` (what every query pays: the encoder, or the agents that answer first),
+    its trained ``heads`` by name (``""`` for a router of one head) and a budget's ``follower``
+    (each process follows the budget on its own stream of queries)."""
 
-    config_model: ClassVar[type[SavedConfig]] = SavedConfig
-    router_id: str
     config: dict
     needs: Needs = field(default_factory=Needs)
     overhead_gflops: float = 0.0
-
-    def decide(self, signals) -> Decision:
-        """The decision for a batch of queries from their ``signals`` (``embeddings()``,
-        ``answers()``, ``ask(agent, rows)``: :class:`~l2d_core.deploy.signals.QuerySignals`)."""
-        raise NotImplementedError
-
-    def save(self, directory: Path) -> None:
-        """Write what the config does not hold (trained heads) into ``directory``."""
-
-    @classmethod
-    def load(cls, router_id: str, config: dict, directory: Path, needs: Needs, overhead: float) -> Frozen:
-        return cls(router_id, config, needs, overhead)
+    heads: dict = field(default_factory=dict)
+    follower: Follower | None = None
 
 
 class Router:
@@ -129,7 +118,7 @@ class Router:
     reads_answers: ClassVar[bool] = False  # reads the main agent's answer (a cascade) before deciding
     instant: ClassVar[bool] = True  # a new cost setting needs no training
     on_request: ClassVar[bool] = False  # hours of training: run only where named, in no default list
-    frozen: ClassVar[type[Frozen]] = Frozen  # what ``freeze`` returns, and what loads it back
+    config_model: ClassVar[type[SavedConfig]] = SavedConfig  # checks what ``freeze`` saves (``config``)
 
     def __init__(self, **params):
         self.params = params
@@ -204,6 +193,38 @@ class Router:
         """Why this router cannot be saved as an artifact, said before fitting (None: it can)."""
         return None if exportable(self) else f"{self.id} cannot route a new query on its own"
 
+    # Out of the benchmark: a frozen router (``freeze``, or ``restore`` from an artifact).
+
+    def deployed(self, config: dict, needs: Needs, overhead: float, heads: dict | None = None) -> Router:
+        """A copy of this router frozen at one setting (what :meth:`freeze` returns): ``config`` is
+        what an artifact saves (a budget's follower starts from its ``follower`` state), and it
+        routes with ``heads`` (name → trained estimator)."""
+        frozen = copy.copy(self)
+        follower = follower_from_state(config.get("follower"))
+        frozen.deployed_ = Deployed(config, needs, float(overhead), dict(heads or {}), follower)
+        return frozen
+
+    def route(self, signals) -> Decision:
+        """The frozen router's decision for a batch of new queries from their ``signals``
+        (``embeddings()``, ``answers()``, ``ask(agent, rows)``:
+        :class:`~l2d_core.deploy.signals.QuerySignals`)."""
+        raise NotImplementedError(f"{self.id} does not route new queries")
+
+    def save(self, directory: Path) -> None:
+        """Write the frozen router's trained heads into ``directory`` (its config is the
+        artifact's): a head named ``""`` in ``directory`` itself, others in subfolders."""
+        for name, head in self.deployed_.heads.items():
+            head.save(Path(directory) / name if name else directory)
+
+    def load_heads(self, directory: Path) -> dict:
+        """The trained heads :meth:`save` wrote into ``directory``, by name (none by default)."""
+        return {}
+
+    def restore(self, config: dict, directory: Path, needs: Needs, overhead: float) -> Router:
+        """This router frozen as an artifact saved it: ``config`` (checked already by
+        :attr:`config_model`), its heads read from ``directory``."""
+        return self.deployed(config, needs, overhead, self.load_heads(Path(directory)))
+
     # Capabilities are methods a router has (scikit-learn's way: ``hasattr(est, "predict_proba")``):
     #
     # def calibrate_budget(self, costs, kind, target) -> tuple[Decision, BudgetStart]:
@@ -211,10 +232,10 @@ class Router:
     #     ``gflops``) followed on the test articles from a start calibrated on the training
     #     articles (:class:`~l2d_core.routers.decision.BudgetStart`;
     #     :func:`~l2d_core.evaluation.budget_results.budget_decision` reads it);
-    # def freeze(self, costs, follower=None) -> Frozen:
-    #     this fitted router at ``costs`` (and a budget's ``follower`` starting state) as a
-    #     :class:`Frozen` router that routes one query on its own (:class:`NotExportable` when
-    #     this instance cannot);
+    # def freeze(self, costs, follower=None) -> Router:
+    #     this fitted router at ``costs`` (and a budget's ``follower`` starting state), out of
+    #     the benchmark (:meth:`deployed`): it routes new queries on its own (:meth:`route`);
+    #     :class:`NotExportable` when this instance cannot;
     # def oof_outcome(self, costs) -> tuple[np.ndarray, np.ndarray]:
     #     (GFLOPs, EM) per training question at ``costs``, each routed by what never saw its
     #     article (out-of-fold): what the validation ranking reads.

@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict
-from typing import Annotated, ClassVar
+from typing import Annotated
 
 import numpy as np
 from pydantic import Field, model_validator
 
 from ..agents.confidence import confidence_score
 from ..method.costs import CostConfig, cost_matrix, query_costs
-from .base import Frozen, Needs, OperatingPoint, Router
-from .budget import Follower, follower_from_state, reach_note
+from .base import Needs, OperatingPoint, Router
+from .budget import Follower, reach_note
 from .decision import BudgetStart, Decision, Stage
 from .posthoc_inputs import posthoc_gflops
 from .registry import register
@@ -38,7 +38,6 @@ from .saved import NonNegative, SavedConfig
 __all__ = [
     "QUANTILES",
     "ConfThresholdConfig",
-    "ConfThresholdFrozen",
     "ConfThresholdRouter",
     "thresholds",
     "threshold_decision",
@@ -107,35 +106,6 @@ class ConfThresholdConfig(SavedConfig):
         return super().problem(pool, agents)
 
 
-class ConfThresholdFrozen(Frozen):
-    """The threshold router at one setting: reads the main agent's confidence only."""
-
-    config_model = ConfThresholdConfig
-    follower = None
-
-    def decide(self, signals) -> Decision:
-        doubt = _doubt([a.get("confidence") for a in signals.answers()])
-        if np.isnan(doubt).any():
-            raise ValueError(
-                f"{self.needs.answers[0]} gave no confidence for {int(np.isnan(doubt).sum())} queries: "
-                "conf-threshold needs it on every query"
-            )
-        j, n_agents = int(self.config["agent"]), len(self.config["agent_gflops"])
-        if self.follower is None:
-            used = np.full(len(doubt), float(self.config["threshold"]))
-        else:
-            g = list(self.config["agent_gflops"].values())
-            base = self.overhead_gflops
-            _, used = self.follower.decide(doubt, np.full(len(doubt), base + g[j]), np.full(len(doubt), base))
-        return threshold_decision(doubt, used, j, n_agents, self.overhead_gflops)
-
-    @classmethod
-    def load(cls, router_id, config, directory, needs, overhead):
-        frozen = cls(router_id, config, needs, overhead)
-        frozen.follower = follower_from_state(config.get("follower"))
-        return frozen
-
-
 @register
 class ConfThresholdRouter(Router):
     id = "conf-threshold"
@@ -147,7 +117,7 @@ class ConfThresholdRouter(Router):
     )
     family = "baseline"
     reads_answers = True
-    frozen: ClassVar[type[Frozen]] = ConfThresholdFrozen
+    config_model = ConfThresholdConfig
 
     @classmethod
     def unavailable(cls, bench) -> str | None:
@@ -244,7 +214,7 @@ class ConfThresholdRouter(Router):
         )
         return decision, info
 
-    def freeze(self, costs: CostConfig, follower: dict | None = None) -> ConfThresholdFrozen:
+    def freeze(self, costs: CostConfig, follower: dict | None = None) -> Router:
         test = self.bench_.test
         j, threshold = self.choose(costs)
         if follower:  # under a budget: the expert the budget defers to
@@ -257,6 +227,22 @@ class ConfThresholdRouter(Router):
             "agent_gflops": gflops,
             "follower": follower or None,
         }
-        frozen = self.frozen(self.id, config, Needs(answers=(self.bench_.pool.main,)), float(self.overhead_))
-        frozen.follower = follower_from_state(follower or None)
-        return frozen
+        return self.deployed(config, Needs(answers=(self.bench_.pool.main,)), float(self.overhead_))
+
+    def route(self, signals) -> Decision:
+        """At one setting it reads the main agent's confidence only."""
+        dep = self.deployed_
+        doubt = _doubt([a.get("confidence") for a in signals.answers()])
+        if np.isnan(doubt).any():
+            raise ValueError(
+                f"{dep.needs.answers[0]} gave no confidence for {int(np.isnan(doubt).sum())} queries: "
+                "conf-threshold needs it on every query"
+            )
+        j, n_agents = int(dep.config["agent"]), len(dep.config["agent_gflops"])
+        if dep.follower is None:
+            used = np.full(len(doubt), float(dep.config["threshold"]))
+        else:
+            g = list(dep.config["agent_gflops"].values())
+            base = dep.overhead_gflops
+            _, used = dep.follower.decide(doubt, np.full(len(doubt), base + g[j]), np.full(len(doubt), base))
+        return threshold_decision(doubt, used, j, n_agents, dep.overhead_gflops)

@@ -2,7 +2,7 @@
 (SPEC §5 plug-in rule): their base (:class:`ErrorEstimateRouter`, shared with the post-hoc and
 cascade routers of :mod:`~l2d_core.routers.posthoc`), the router ``l2d-plugin`` on the
 question's and context's embeddings, its estimator (:class:`PluginRejector`) and what they
-freeze into (:class:`ErrorEstimateFrozen`).
+route once frozen (:meth:`ErrorEstimateRouter.route`).
 
 Besides the test decisions, such a router gives out-of-fold error estimates on the training
 articles (:meth:`ErrorEstimateRouter.oof_error_proba`): each fold of articles is scored by a head
@@ -26,7 +26,7 @@ from ..method.costs import CostConfig
 from ..method.policies import expected_costs, plugin_policy
 from ..method.training import FAST_CONFIG
 from . import trained
-from .base import DENSE_BETAS, Frozen, Needs, NotExportable, OperatingPoint, Router
+from .base import DENSE_BETAS, Needs, NotExportable, OperatingPoint, Router
 from .budget import (
     PRICE_CEILING,
     Follower,
@@ -35,7 +35,6 @@ from .budget import (
     calibrate_price,
     calibrate_threshold,
     defer_margin,
-    follower_from_state,
     pinned_note,
     price_choice,
     price_values,
@@ -57,7 +56,6 @@ __all__ = [
     "ErrorEstimateRouter",
     "ErrorEstimateConfig",
     "PluginConfig",
-    "ErrorEstimateFrozen",
     "PluginRouter",
 ]
 
@@ -151,47 +149,6 @@ class PluginConfig(ErrorEstimateConfig):
     encoder: EncoderSpec
 
 
-class ErrorEstimateFrozen(Frozen):
-    """A router of error estimates at one cost setting or budget: its head, and its budget's
-    follower (each process follows the budget on its own stream of queries)."""
-
-    config_model = PluginConfig
-
-    estimator = None
-    follower = None
-
-    def p_err(self, signals) -> np.ndarray:
-        """The error estimates of a batch of queries, (N, 2, A)."""
-        return self.estimator.predict_proba(signals.embeddings())
-
-    def decide(self, signals) -> Decision:
-        p = self.p_err(signals)
-        costs = CostConfig(**self.config["costs"])
-        extra = base = None
-        if isinstance(self.follower, PriceFollower):  # what each agent adds: those that ran add nothing
-            own = [0.0 if a in self.needs.answers else g for a, g in self.config["agent_gflops"].items()]
-            extra = np.repeat(np.array([own]) - own[0], len(p), axis=0)
-            base = np.full(len(p), self.overhead_gflops + own[0])
-        spans = self.config.get("set") != "confidence"  # a main agent with no text: its confidence only
-        return plugin_decision(
-            p, costs, self.overhead_gflops, follower=self.follower, extra_gflops=extra, base=base, spans=spans
-        )
-
-    def save(self, directory: Path) -> None:
-        self.estimator.save(directory)
-
-    @classmethod
-    def load(cls, router_id, config, directory, needs, overhead):
-        frozen = cls(router_id, config, needs, overhead)
-        frozen.estimator = cls.estimator_class().load(directory)
-        frozen.follower = follower_from_state(config.get("follower"))
-        return frozen
-
-    @classmethod
-    def estimator_class(cls):
-        return PluginRejector
-
-
 # target shares of expert calls in an error-estimate router's sweep (ErrorEstimateRouter.share_points)
 SHARE_LEVELS = 41
 
@@ -200,7 +157,7 @@ class ErrorEstimateRouter(Router):
     """A router whose decision at any cost setting is the plug-in rule on error estimates p̂."""
 
     kind: ClassVar[str] = ""  # names its stored heads
-    frozen = ErrorEstimateFrozen
+    config_model = PluginConfig
 
     def _features(self, split: str) -> np.ndarray:
         """The estimator's input on one split of the benchmark (``train``, ``val``, ``test``)."""
@@ -356,7 +313,7 @@ class ErrorEstimateRouter(Router):
         gflops = dict(zip(test.agent_ids, (float(g) for g in test.agent_gflops)))
         return {"costs": asdict(costs), "follower": follower, "agent_gflops": gflops}
 
-    def freeze(self, costs: CostConfig, follower: dict | None = None) -> ErrorEstimateFrozen:
+    def freeze(self, costs: CostConfig, follower: dict | None = None) -> Router:
         bench = self.bench_
         if not self.reads_embeddings:
             raise NotExportable(f"{self.id} does not say what it reads about a new query")
@@ -364,9 +321,37 @@ class ErrorEstimateRouter(Router):
             **self._frozen_config(costs, follower),
             "encoder": encoder_spec(bench.encoder_name, bench.features),
         }
-        frozen = self.frozen(self.id, config, Needs(embeddings=True), float(bench.rejector_gflops))
-        frozen.estimator, frozen.follower = self.estimator_, follower_from_state(follower)
-        return frozen
+        heads = {"": self.estimator_}
+        return self.deployed(config, Needs(embeddings=True), float(bench.rejector_gflops), heads)
+
+    # Frozen: its head, and its budget's follower (each process follows the budget on its own
+    # stream of queries).
+
+    def error_estimates(self, signals) -> np.ndarray:
+        """The frozen head's error estimates of a batch of new queries, (N, 2, A)."""
+        return self.deployed_.heads[""].predict_proba(signals.embeddings())
+
+    def route(self, signals) -> Decision:
+        dep = self.deployed_
+        p = self.error_estimates(signals)
+        costs = CostConfig(**dep.config["costs"])
+        extra = base = None
+        if isinstance(dep.follower, PriceFollower):  # what each agent adds: those that ran add nothing
+            own = [0.0 if a in dep.needs.answers else g for a, g in dep.config["agent_gflops"].items()]
+            extra = np.repeat(np.array([own]) - own[0], len(p), axis=0)
+            base = np.full(len(p), dep.overhead_gflops + own[0])
+        spans = dep.config.get("set") != "confidence"  # a main agent with no text: its confidence only
+        return plugin_decision(
+            p, costs, dep.overhead_gflops, follower=dep.follower, extra_gflops=extra, base=base, spans=spans
+        )
+
+    def load_heads(self, directory: Path) -> dict:
+        return {"": self.estimator_class().load(directory)}
+
+    @classmethod
+    def estimator_class(cls):
+        """The class of its head (what ``load`` reads an artifact's head with)."""
+        return PluginRejector
 
 
 @register

@@ -23,11 +23,10 @@ from sklearn.utils.validation import check_is_fitted
 from ..agents.catalog import get_agent
 from ..method.training import FAST_CONFIG, POSTHOC_CONFIG, TrainConfig
 from ..stores import atomic_save_file, model_fingerprint
-from .base import DENSE_BETAS, Needs, NotExportable, OperatingPoint
-from .budget import follower_from_state
+from .base import DENSE_BETAS, Needs, NotExportable, OperatingPoint, Router
 from .calibration import calibration_split, crossfit_splits, fit_platt
 from .features import posthoc_matrix
-from .plugin import ErrorEstimateConfig, ErrorEstimateFrozen, ErrorEstimateRouter, PluginRejector
+from .plugin import ErrorEstimateConfig, ErrorEstimateRouter, PluginRejector
 from .posthoc_inputs import (
     CALIBRATION_FOLDS,
     DEFAULT_CALIBRATION,
@@ -48,7 +47,6 @@ from .saved import Text
 __all__ = [
     "PosthocRejector",
     "PosthocConfig",
-    "PosthocFrozen",
     "PosthocRouter",
     "CascadeRouter",
     "answer_matrix",
@@ -201,19 +199,6 @@ class PosthocConfig(ErrorEstimateConfig):
     main_fingerprint: str
 
 
-class PosthocFrozen(ErrorEstimateFrozen):
-    """A post-hoc router at one setting: its head reads the answers the deployment asked for."""
-
-    config_model = PosthocConfig
-
-    def p_err(self, signals) -> np.ndarray:
-        return self.estimator.predict_proba(answer_matrix(self.config, signals.answers(), signals.records))
-
-    @classmethod
-    def estimator_class(cls):
-        return PosthocRejector
-
-
 @register
 class PosthocRouter(ErrorEstimateRouter):
     id = "l2d-posthoc"
@@ -226,7 +211,7 @@ class PosthocRouter(ErrorEstimateRouter):
     family = "l2d"
     kind = "posthoc"
     reads_answers = True
-    frozen = PosthocFrozen
+    config_model = PosthocConfig
 
     def uses_embeddings(self) -> bool:  # only with the ``…+emb`` feature sets
         return self.features.endswith("+emb")
@@ -340,14 +325,21 @@ class PosthocRouter(ErrorEstimateRouter):
             return f"{self.id} with features {self.features!r} reads embeddings besides the answer"
         return super().export_problem()
 
-    def freeze(self, costs, follower: dict | None = None) -> PosthocFrozen:
+    def freeze(self, costs, follower: dict | None = None) -> Router:
         if problem := self.export_problem():
             raise NotExportable(problem)
         config = {**self._frozen_config(costs, follower), **self.answers_config()}
         needs = Needs(answers=(self.bench_.pool.main, *self.helpers_))
-        frozen = self.frozen(self.id, config, needs, float(self.overhead_))
-        frozen.estimator, frozen.follower = self.estimator_, follower_from_state(follower)
-        return frozen
+        return self.deployed(config, needs, float(self.overhead_), {"": self.estimator_})
+
+    def error_estimates(self, signals) -> np.ndarray:
+        """The frozen head reads the answers the deployment asked for."""
+        answers = answer_matrix(self.deployed_.config, signals.answers(), signals.records)
+        return self.deployed_.heads[""].predict_proba(answers)
+
+    @classmethod
+    def estimator_class(cls):
+        return PosthocRejector
 
 
 @register

@@ -1,7 +1,7 @@
 """The reference routers every comparison draws: random allocation, the oracle (an upper bound),
 the zero router (random mixing of single agents: the line a router must beat) and each agent
 alone (``agent:<id>``). The zero router and single agents freeze into a router that always picks
-one agent (:class:`FixedFrozen`)."""
+one agent (its index saved as :class:`FixedConfig`)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from pydantic import Field
 from ..method.costs import BETA_POINTS, CostConfig, cost_matrix, query_costs
 from ..method.mixing import upper_hull
 from ..method.policies import oracle_policy, random_policy
-from .base import DENSE_BETAS, Frozen, OperatingPoint, Router, best_single_tdl
+from .base import DENSE_BETAS, Needs, OperatingPoint, Router, best_single_tdl
 from .decision import Decision
 from .registry import AGENT_PREFIX, register, register_agent_router
 from .saved import SavedConfig
 
-__all__ = ["RandomRouter", "OracleRouter", "ZeroRouter", "AgentRouter", "FixedConfig", "FixedFrozen"]
+__all__ = ["RandomRouter", "OracleRouter", "ZeroRouter", "AgentRouter", "FixedConfig"]
 
 
 class FixedConfig(SavedConfig):
@@ -34,18 +34,15 @@ class FixedConfig(SavedConfig):
         return super().problem(pool, agents)
 
 
-class FixedFrozen(Frozen):
-    """A router that sends every query to one agent (``config["agent"]``, its index)."""
-
-    config_model = FixedConfig
-
-    def decide(self, signals) -> Decision:
-        return Decision(np.full(len(signals.records), int(self.config["agent"])))
-
-
-def _fixed(router: Router, costs: CostConfig) -> FixedFrozen:
+def _fixed(router: Router, costs: CostConfig) -> Router:
+    """``router`` frozen at ``costs``: it sends every query to the agent it picks there."""
     agent = int(router.decide(costs).choice[0])
-    return FixedFrozen(router.id, {"costs": asdict(costs), "agent": agent})
+    return router.deployed({"costs": asdict(costs), "agent": agent}, Needs(), 0.0)
+
+
+def _fixed_route(router: Router, signals) -> Decision:
+    """Every query to the agent a frozen ``router`` saved (``config["agent"]``, its index)."""
+    return Decision(np.full(len(signals.records), int(router.deployed_.config["agent"])))
 
 
 @register
@@ -90,7 +87,7 @@ class ZeroRouter(Router):
     )
     family = "reference"
     role = "floor"
-    frozen = FixedFrozen
+    config_model = FixedConfig
 
     def decide(self, costs: CostConfig) -> Decision:
         test = self.bench_.test
@@ -117,8 +114,11 @@ class ZeroRouter(Router):
         """TDL is linear in the mixing weights: the zero router's is the best single agent's."""
         return best_single_tdl(self.bench_, settings)
 
-    def freeze(self, costs: CostConfig, follower: dict | None = None) -> FixedFrozen:
+    def freeze(self, costs: CostConfig, follower: dict | None = None) -> Router:
         return _fixed(self, costs)
+
+    def route(self, signals) -> Decision:
+        return _fixed_route(self, signals)
 
 
 @register_agent_router
@@ -126,7 +126,7 @@ class AgentRouter(Router):
     """One agent answers every question (the paper's single-model rows): ``agent:<id>``."""
 
     family = "agent"
-    frozen = FixedFrozen
+    config_model = FixedConfig
 
     def __init__(self, agent: str):
         super().__init__(agent=agent)
@@ -142,5 +142,8 @@ class AgentRouter(Router):
     def decide(self, costs: CostConfig) -> Decision:
         return Decision(np.full(len(self.bench_.test), self.index_))
 
-    def freeze(self, costs: CostConfig, follower: dict | None = None) -> FixedFrozen:
+    def freeze(self, costs: CostConfig, follower: dict | None = None) -> Router:
         return _fixed(self, costs)
+
+    def route(self, signals) -> Decision:
+        return _fixed_route(self, signals)

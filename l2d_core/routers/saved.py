@@ -1,8 +1,8 @@
 """What a frozen router saves in ``router.json``'s ``config``, as pydantic models: the pieces that
 several routers share (:class:`Costs`, a budget's :class:`FollowerState`, the :class:`Encoder` an
 embedding router reads, a two-stage cascade's :class:`PriceGridState`), and :class:`SavedConfig`,
-the base every router's own config model extends in its own module (the frozen class names it:
-``Frozen.config_model``). The artifact's envelope (:mod:`~l2d_core.deploy.schema`) holds the
+the base every router's own config model extends in its own module (the router class names it:
+``Router.config_model``). The artifact's envelope (:mod:`~l2d_core.deploy.schema`) holds the
 config as it is; loading validates it with the router's own model, and a hand-edited or damaged
 field is named in one line.
 

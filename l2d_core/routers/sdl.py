@@ -32,7 +32,7 @@ from ..method.policies import learned_policy
 from ..method.training import FAST_CONFIG, PAPER_CONFIG, SDL_FAST_CONFIG, TrainConfig, train_loop
 from ..runtime import set_seed
 from . import trained
-from .base import Frozen, Needs, NotExportable, Router
+from .base import Needs, NotExportable, Router
 from .decision import Decision, Stage
 from .encoder import Encoder, encoder_spec, load_encoder, pool
 from .head import AgentHead, Projection, load_head_state, save_head
@@ -49,7 +49,6 @@ __all__ = [
     "SDLRouter",
     "FullSDLRouter",
     "SDLConfig",
-    "SDLFrozen",
 ]
 
 SDL_STAGES = (
@@ -208,26 +207,6 @@ class SDLConfig(SavedConfig):
     encoder: EncoderSpec
 
 
-class SDLFrozen(Frozen):
-    """The fast rejector at one cost setting: its head, read back from the artifact."""
-
-    config_model = SDLConfig
-
-    estimator: SDLRejector | None = None
-
-    def decide(self, signals) -> Decision:
-        return sdl_decision(self.estimator.decision_function(signals.embeddings()), self.overhead_gflops)
-
-    def save(self, directory: Path) -> None:
-        self.estimator.save(directory)
-
-    @classmethod
-    def load(cls, router_id, config, directory, needs, overhead) -> SDLFrozen:
-        frozen = cls(router_id, config, needs, overhead)
-        frozen.estimator = SDLRejector.load(directory)
-        return frozen
-
-
 class RejectorRouter(Router):
     """The paper's rejector on a benchmark, in its subclass's ``mode``: ``l2d-sdl`` (fast: a head
     on frozen embeddings; it freezes into an artifact) or ``l2d-sdl-full`` (the encoder
@@ -297,16 +276,24 @@ class SDLRouter(RejectorRouter):
         "loss for each cost setting (a new setting trains a new head)."
     )
     role = "paper"
-    frozen = SDLFrozen
+    config_model = SDLConfig
 
-    def freeze(self, costs: CostConfig, follower: dict | None = None) -> SDLFrozen:
+    def freeze(self, costs: CostConfig, follower: dict | None = None) -> Router:
         if follower is not None:
             raise NotExportable("l2d-sdl has no error estimates to follow a budget with")
         bench = self.bench_
         config = {"costs": asdict(costs), "encoder": encoder_spec(bench.encoder_name, bench.features)}
-        frozen = SDLFrozen(self.id, config, Needs(embeddings=True), float(bench.rejector_gflops))
-        frozen.estimator = self.estimator(costs)
-        return frozen
+        return self.deployed(
+            config, Needs(embeddings=True), float(bench.rejector_gflops), {"": self.estimator(costs)}
+        )
+
+    def route(self, signals) -> Decision:
+        """The fast rejector at one cost setting: its head, on the new queries' embeddings."""
+        head = self.deployed_.heads[""]
+        return sdl_decision(head.decision_function(signals.embeddings()), self.deployed_.overhead_gflops)
+
+    def load_heads(self, directory: Path) -> dict:
+        return {"": SDLRejector.load(directory)}
 
 
 @register

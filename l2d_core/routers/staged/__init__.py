@@ -6,8 +6,8 @@ decides whether a dearer expert is worth its cost.
   threshold for asking, the second stage's choice, what each question costs and pays);
 - :mod:`.router`: the router on a benchmark (:class:`~.router.StagedRouter`: its two post-hoc
   heads, the threshold at a cost setting, budgets);
-- :mod:`.frozen`: what it saves (:class:`~.frozen.StagedConfig`) and the frozen router that routes
-  new queries, asking the expert only where it doubts.
+- :mod:`.frozen`: what it saves (:class:`~.frozen.StagedConfig`) and how, frozen, it routes new
+  queries, asking the expert only where it doubts (:func:`~.frozen.staged_route`).
 
 Both stages are post-hoc heads (:class:`~l2d_core.routers.posthoc.PosthocRouter`): the first reads
 the main agent's answer and its confidence (and optional helpers), the second also reads the asked
@@ -19,7 +19,7 @@ An asked expert that cannot answer new text is named ("would ask …") and the d
 its answer is never made up.
 """
 
-from .frozen import StagedConfig, StagedFrozen, staged_stages
+from .frozen import StagedConfig, staged_route, staged_stages
 from .router import StagedRouter
 from .rule import (
     ask_threshold,
@@ -34,7 +34,7 @@ from .rule import (
 __all__ = [
     "StagedRouter",
     "StagedConfig",
-    "StagedFrozen",
+    "staged_route",
     "staged_stages",
     "ask_threshold",
     "main_doubt",

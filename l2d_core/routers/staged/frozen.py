@@ -1,25 +1,24 @@
 """A two-stage cascade out of the benchmark: what it saves (:class:`StagedConfig`, its own config
 model), how the two steps are named where a decision is explained (:func:`staged_stages`), and
-the frozen router that routes new queries, asking the expert only where it doubts
-(:class:`StagedFrozen`)."""
+how the frozen router routes new queries, asking the expert only where it doubts
+(:func:`staged_route`, what ``StagedRouter.route`` runs)."""
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 from pydantic import model_validator
 
 from ...method.costs import CostConfig
-from ..base import Frozen
-from ..budget import Follower, PriceFollower, PriceGrid, follower_from_state
+from ..base import Deployed
+from ..budget import PriceFollower, PriceGrid
 from ..decision import Decision, Stage
-from ..posthoc import PosthocConfig, PosthocRejector, answer_matrix
+from ..posthoc import PosthocConfig, answer_matrix
 from ..saved import PriceGridState, Text
 from .rule import main_doubt, second_stage_choice, staged_values
 
-__all__ = ["StagedConfig", "StagedFrozen", "staged_stages"]
+__all__ = ["StagedConfig", "staged_route", "staged_stages"]
 
 
 def staged_stages(asked: str, follower=None) -> tuple[Stage, Stage]:
@@ -73,104 +72,85 @@ class StagedConfig(PosthocConfig):
         return super().problem(pool, agents)
 
 
-class StagedFrozen(Frozen):
-    """A two-stage cascade at one setting: two heads (saved side by side), the doubt threshold
-    at the costs or a budget's follower, and the expert it asks (``config["asked"]``)."""
+def staged_route(dep: Deployed, signals) -> Decision:
+    """A frozen two-stage cascade's decision for a batch of new queries: its two heads
+    (``dep.heads``: ``first``, ``second``), the doubt threshold at the costs or a budget's
+    follower, and the expert it asks (``config["asked"]``)."""
+    cfg, records, follower = dep.config, signals.records, dep.follower
+    answers = signals.answers()
+    p = dep.heads["first"].predict_proba(answer_matrix(cfg, answers, records))
+    doubt = main_doubt(p)
+    n, parts = len(records), []
+    if follower is None:
+        parts = [_second(dep, signals, answers, p, doubt, np.full(n, float(cfg["threshold"])), range(n))]
+    for i in range(n) if follower is not None else ():  # in order: the threshold moves
+        tau, costs = PriceGrid.in_force(cfg, follower)
+        one = _second(dep, signals, answers, p, doubt, np.array([tau]), [i], costs)
+        parts.append(one)
+        spent = dep.overhead_gflops + _spent(dep, one)
+        if isinstance(follower, PriceFollower):
+            follower.observe(spent)
+        else:
+            follower.observe(bool(one["ask"][0]), spent if follower.spend else None)
+    cat = {k: np.concatenate([q[k] for q in parts]) for k in ("choice", "p", "ask", "tau", "values", "stage")}
+    listed = {k: [x for q in parts for x in q[k]] for k in ("answers", "notes")}
+    asked = cfg["asked"]
+    return Decision(
+        cat["choice"],
+        dep.overhead_gflops,
+        expected=cat["values"],
+        scores=cat["p"],
+        score_label="chance wrong",
+        per_query={"share": cat["ask"].astype(float), "doubt": doubt, "threshold": cat["tau"]},
+        extra={"asked": asked, "asked_answers": listed["answers"], "notes": listed["notes"]},
+        stage=cat["stage"],
+        stages=staged_stages(asked, follower),
+    )
 
-    config_model = StagedConfig
 
-    first: PosthocRejector | None = None
-    second: PosthocRejector | None = None
-    follower: Follower | None = None
+def _spent(dep: Deployed, one: dict) -> float:
+    """GFLOPs one routed query spent beyond what always runs: the asked expert where it ran, and
+    a dearer expert where it was kept."""
+    gflops, asked = dep.config["agent_gflops"], dep.config["asked"]
+    spent = gflops[asked] if one["ask"][0] and one["answers"][0] is not None else 0.0
+    kept = list(gflops)[int(one["choice"][0])]
+    return spent + (gflops[kept] if kept not in (asked, *dep.needs.answers) else 0.0)
 
-    def decide(self, signals) -> Decision:
-        cfg, records = self.config, signals.records
-        answers = signals.answers()
-        p = self.first.predict_proba(answer_matrix(cfg, answers, records))
-        doubt = main_doubt(p)
-        n, parts = len(records), []
-        if self.follower is None:
-            parts = [self._second(signals, answers, p, doubt, np.full(n, float(cfg["threshold"])), range(n))]
-        for i in range(n) if self.follower is not None else ():  # in order: the threshold moves
-            tau, costs = PriceGrid.in_force(cfg, self.follower)
-            one = self._second(signals, answers, p, doubt, np.array([tau]), [i], costs)
-            parts.append(one)
-            spent = self.overhead_gflops + self._spent(one)
-            if isinstance(self.follower, PriceFollower):
-                self.follower.observe(spent)
-            else:
-                self.follower.observe(bool(one["ask"][0]), spent if self.follower.spend else None)
-        cat = {
-            k: np.concatenate([q[k] for q in parts]) for k in ("choice", "p", "ask", "tau", "values", "stage")
-        }
-        listed = {k: [x for q in parts for x in q[k]] for k in ("answers", "notes")}
-        asked = cfg["asked"]
-        return Decision(
-            cat["choice"],
-            self.overhead_gflops,
-            expected=cat["values"],
-            scores=cat["p"],
-            score_label="chance wrong",
-            per_query={"share": cat["ask"].astype(float), "doubt": doubt, "threshold": cat["tau"]},
-            extra={"asked": asked, "asked_answers": listed["answers"], "notes": listed["notes"]},
-            stage=cat["stage"],
-            stages=staged_stages(asked, self.follower),
-        )
 
-    def _spent(self, one: dict) -> float:
-        """GFLOPs one routed query spent beyond what always runs: the asked expert where it ran,
-        and a dearer expert where it was kept."""
-        gflops, asked = self.config["agent_gflops"], self.config["asked"]
-        spent = gflops[asked] if one["ask"][0] and one["answers"][0] is not None else 0.0
-        kept = list(gflops)[int(one["choice"][0])]
-        return spent + (gflops[kept] if kept not in (asked, *self.needs.answers) else 0.0)
-
-    def _second(self, signals, answers, p, doubt, tau, rows, costs=None) -> dict:
-        """Both stages for ``rows``: the expert asked where the doubt is above ``tau``; the second
-        stage at ``costs`` (None: the saved costs)."""
-        cfg, rows = self.config, list(rows)
-        asked, k = cfg["asked"], list(cfg["agent_gflops"]).index(cfg["asked"])
-        costs = costs or CostConfig(**cfg["costs"])
-        p = p[rows].copy()
-        ask = doubt[rows] > tau
-        n = len(rows)
-        choice, got_answers, notes = np.zeros(n, dtype=int), [None] * n, [None] * n
-        where = np.flatnonzero(ask).tolist()
-        for m, (answer, *_rest, why) in zip(where, signals.ask(asked, [rows[m] for m in where])):
-            got_answers[m] = answer
-            if answer is None:
-                choice[m] = k
-                notes[m] = (
-                    f"the router doubts the main answer and would ask {asked}, which {why}; with its "
-                    "answer it would keep one of the two or defer to a dearer expert"
-                )
-        known = [m for m in where if got_answers[m] is not None]
-        if known:
-            both = [
-                answers[rows[m]] | {"helpers": {**answers[rows[m]]["helpers"], asked: got_answers[m]}}
-                for m in known
-            ]
-            recs = [signals.records[rows[m]] for m in known]
-            p2 = self.second.predict_proba(
-                answer_matrix(cfg, both, recs, [*cfg["helpers"], asked], asked=True)
+def _second(dep: Deployed, signals, answers, p, doubt, tau, rows, costs=None) -> dict:
+    """Both stages for ``rows``: the expert asked where the doubt is above ``tau``; the second
+    stage at ``costs`` (None: the saved costs)."""
+    cfg, rows = dep.config, list(rows)
+    asked, k = cfg["asked"], list(cfg["agent_gflops"]).index(cfg["asked"])
+    costs = costs or CostConfig(**cfg["costs"])
+    p = p[rows].copy()
+    ask = doubt[rows] > tau
+    n = len(rows)
+    choice, got_answers, notes = np.zeros(n, dtype=int), [None] * n, [None] * n
+    where = np.flatnonzero(ask).tolist()
+    for m, (answer, *_rest, why) in zip(where, signals.ask(asked, [rows[m] for m in where])):
+        got_answers[m] = answer
+        if answer is None:
+            choice[m] = k
+            notes[m] = (
+                f"the router doubts the main answer and would ask {asked}, which {why}; with its "
+                "answer it would keep one of the two or defer to a dearer expert"
             )
-            p[known] = p2
-            choice[known] = second_stage_choice(p2, costs, k)
-        answered = np.zeros(n, dtype=bool)
-        answered[known] = True  # where it asked but got no answer, the first stage decided ("would ask")
-        values, stage = staged_values(doubt[rows], tau, answered, p, costs, k)
-        return dict(
-            choice=choice, p=p, ask=ask, tau=tau, values=values, stage=stage, answers=got_answers, notes=notes
+    known = [m for m in where if got_answers[m] is not None]
+    if known:
+        both = [
+            answers[rows[m]] | {"helpers": {**answers[rows[m]]["helpers"], asked: got_answers[m]}}
+            for m in known
+        ]
+        recs = [signals.records[rows[m]] for m in known]
+        p2 = dep.heads["second"].predict_proba(
+            answer_matrix(cfg, both, recs, [*cfg["helpers"], asked], asked=True)
         )
-
-    def save(self, directory: Path) -> None:
-        self.first.save(Path(directory) / "first")
-        self.second.save(Path(directory) / "second")
-
-    @classmethod
-    def load(cls, router_id, config, directory, needs, overhead) -> StagedFrozen:
-        frozen = cls(router_id, config, needs, overhead)
-        frozen.first = PosthocRejector.load(Path(directory) / "first")
-        frozen.second = PosthocRejector.load(Path(directory) / "second")
-        frozen.follower = follower_from_state(config.get("follower"))
-        return frozen
+        p[known] = p2
+        choice[known] = second_stage_choice(p2, costs, k)
+    answered = np.zeros(n, dtype=bool)
+    answered[known] = True  # where it asked but got no answer, the first stage decided ("would ask")
+    values, stage = staged_values(doubt[rows], tau, answered, p, costs, k)
+    return dict(
+        choice=choice, p=p, ask=ask, tau=tau, values=values, stage=stage, answers=got_answers, notes=notes
+    )

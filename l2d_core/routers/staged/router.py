@@ -1,12 +1,14 @@
 """The two-stage cascade on a benchmark (:class:`StagedRouter`): its two heads, the doubt threshold
-at a cost setting, how it decides on the benchmark and under a budget, and what it freezes into
-(:mod:`.frozen`); its rule is :mod:`.rule`."""
+at a cost setting, how it decides on the benchmark and under a budget, what it freezes into and
+how it then routes new queries (what it saves and that routing: :mod:`.frozen`); its rule is
+:mod:`.rule`."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 
@@ -25,7 +27,7 @@ from ..budget import (
 from ..calibration import article_folds
 from ..decision import BudgetStart, Decision, Stage
 from ..plugin import VALIDATION_FOLDS
-from ..posthoc import PosthocRouter
+from ..posthoc import PosthocRejector, PosthocRouter
 from ..posthoc_inputs import (
     DEFAULT_CALIBRATION,
     DEFAULT_FEATURES,
@@ -35,7 +37,7 @@ from ..posthoc_inputs import (
     helpers_to_import,
 )
 from ..registry import register
-from .frozen import StagedFrozen, staged_stages
+from .frozen import StagedConfig, staged_route, staged_stages
 from .rule import (
     ask_threshold,
     main_doubt,
@@ -60,7 +62,7 @@ class StagedRouter(Router):
     )
     family = "l2d"
     reads_answers = True
-    frozen = StagedFrozen
+    config_model = StagedConfig
 
     def __init__(
         self,
@@ -243,7 +245,7 @@ class StagedRouter(Router):
         ]
         return dense + marginal
 
-    def freeze(self, costs: CostConfig, follower: dict | None = None) -> StagedFrozen:
+    def freeze(self, costs: CostConfig, follower: dict | None = None) -> Router:
         first, test = self.first_, self.bench_.test
         config = {
             **first._frozen_config(costs, follower),
@@ -251,11 +253,17 @@ class StagedRouter(Router):
             "asked": test.agent_ids[self.asked_],
             "threshold": None if follower else self.threshold(costs),
         }
-        needs = Needs(answers=(self.bench_.pool.main, *first.helpers_), ask=config["asked"])
-        frozen = StagedFrozen(self.id, config, needs, float(first.overhead_))
-        frozen.first, frozen.second = first.estimator_, self.second_.estimator_
-        frozen.follower = follower_from_state(follower)
-        if isinstance(frozen.follower, PriceFollower):  # a GFLOPs budget: the grid it follows on
+        if isinstance(
+            follower_from_state(follower), PriceFollower
+        ):  # a GFLOPs budget: the grid it follows on
             settings, taus = self.price_grid(costs)
             config["price_grid"] = PriceGrid().saved(taus, settings)
-        return frozen
+        needs = Needs(answers=(self.bench_.pool.main, *first.helpers_), ask=config["asked"])
+        heads = {"first": first.estimator_, "second": self.second_.estimator_}
+        return self.deployed(config, needs, float(first.overhead_), heads)
+
+    def route(self, signals) -> Decision:
+        return staged_route(self.deployed_, signals)
+
+    def load_heads(self, directory: Path) -> dict:
+        return {name: PosthocRejector.load(directory / name) for name in ("first", "second")}
