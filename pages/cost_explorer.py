@@ -66,7 +66,8 @@ experts, gflops = bench.pool.experts, bench.expert_gflops
 main_gflops = float(bench.train.agent_gflops[0])
 beta_max = beta_limits(gflops)
 log_prices = bench.log_prices  # a remote LLM's prices change decisions over decades: a log slider
-price_end = max(log_prices[-1] if log_prices else PRICE_TOP, choice.price)  # the default on the slider
+# the default price on the slider (a latency default is on the latency slider, 0 to PRICE_MAX)
+price_end = max(log_prices[-1] if log_prices else PRICE_TOP, choice.price if choice.rule == "price" else 0.0)
 
 
 def load_upload() -> None:
@@ -94,7 +95,7 @@ def seed_betas() -> None:
 
 
 default_price(choice)
-st.session_state["price"] = on_price_scale(st.session_state["price"], log_prices, price_end)
+st.session_state["price"] = on_price_scale(st.session_state.get("price", 0.0), log_prices, price_end)
 rules = [r for r in RULES if r != "latency" or bench.has_latency]  # the latency price needs logged latency
 for key, default in (("cost_rule", "price"), ("beta1", 0.05), ("decide_by", "costs"), ("latency_price", 0.1)):
     st.session_state.setdefault(key, default)

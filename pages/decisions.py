@@ -38,7 +38,7 @@ preparing = st.empty()  # filled at the end while the routers that read embeddin
 with shown_errors():
     bench = benchmark(dataset, pool)
     choice = default_choice(dataset, pool)
-    costs = cost_from_state(dataset, pool, bench.price_costs(choice.price))
+    costs = cost_from_state(dataset, pool, choice.costs(bench))
     budget = budget_from_state(dataset, pool)
 router_id = select_routers("dec_router", choice.router_id, multiple=False, where=st, bench=bench)
 with shown_errors():

@@ -45,7 +45,7 @@ with shown_errors():
     bench = benchmark(dataset, pool)
     choice = default_choice(dataset, pool)
 best, ranking = choice.router_id, choice.ranking
-costs = cost_from_state(dataset, pool, bench.price_costs(choice.price))
+costs = cost_from_state(dataset, pool, choice.costs(bench))
 st.sidebar.caption(
     "Costs (from the cost explorer): "
     + ", ".join(f"{a}: α={x:g}, β={b:.4g}" for a, x, b in zip(bench.pool.experts, costs.alpha, costs.beta))
@@ -82,7 +82,7 @@ router_id = select_routers("sq_router", default, multiple=False, where=st, ids=m
 if choice.instead_of is not None:
     st.caption(
         f"No router pays for itself on {pool} (the best on validation articles is "
-        f"{choice.instead_of.gain:+.2f} EM points above random mixing of agents): the other pages send "
+        f"{choice.unpaid_gain:+.2f} EM points above random mixing of agents): the other pages send "
         f"every question to {router_label(best)}, the most accurate agent. This page shows how a router "
         "would route one query."
     )

@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from filelock import FileLock
@@ -67,16 +68,22 @@ def builtin_agents() -> set[str]:
     return {a["id"] for a in doc["agents"]}
 
 
-def seed(session_cache: Path, folder: Path) -> None:
-    """Start ``session_cache`` from the seed ``folder``: its embeddings shared, its agents copied."""
+def seed(session_cache: Path, folder: Path, run_folder: Path | None = None) -> None:
+    """Start ``session_cache`` from the seed ``folder``: its embeddings shared, its agents copied;
+    with ``run_folder`` (the pytest-xdist workers' common folder of this run), the router fits
+    shared by the workers of this run: a pool one worker fitted, the other loads."""
     (folder / "embeddings").mkdir(parents=True, exist_ok=True)
     (session_cache / "embeddings").symlink_to(folder / "embeddings", target_is_directory=True)
+    if run_folder is not None:
+        (run_folder / "routers").mkdir(parents=True, exist_ok=True)
+        (session_cache / "routers").symlink_to(run_folder / "routers", target_is_directory=True)
     with FileLock(str(folder / "agents.lock"), timeout=600):
         if (folder / "agents").is_dir():
             shutil.copytree(folder / "agents", session_cache / "agents", dirs_exist_ok=True)
 
 
-# a cache's folders that hold only what data and code derive under content keys
+# a cache's folders that hold only what data and code derive under content keys (``routers``: one
+# folder per fit, each renamed into place whole, so the workers of one run can share it live)
 DERIVED = ("routers", "router_scores")
 
 
@@ -89,9 +96,9 @@ def seed_from(session_cache: Path, path: Path) -> None:
     for store in sorted((session_cache / "agents").glob("*/*")):
         if store.is_dir() and store.name in builtin:
             shutil.copytree(store, path / "agents" / store.parent.name / store.name)
-    for name in DERIVED:
+    for name in DERIVED:  # not the fits being written (``.<key>.*``: renamed into place once whole)
         if (session_cache / name).is_dir():
-            shutil.copytree(session_cache / name, path / name)
+            shutil.copytree(session_cache / name, path / name, ignore=shutil.ignore_patterns(".*"))
 
 
 def give_back(path: Path, session_cache: Path) -> None:
@@ -110,9 +117,13 @@ def give_back(path: Path, session_cache: Path) -> None:
             continue
         for entry in (path / name).iterdir():
             target = session_cache / name / entry.name
-            if entry.is_dir() and not target.exists():
-                shutil.copytree(entry, target.with_name(f".{entry.name}.part"))
-                os.replace(target.with_name(f".{entry.name}.part"), target)
+            if entry.is_dir() and not entry.name.startswith(".") and not target.exists():
+                part = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=target.parent))
+                shutil.copytree(entry, part, dirs_exist_ok=True)
+                try:
+                    os.replace(part, target)
+                except OSError:  # the other worker gave the same fit back first
+                    shutil.rmtree(part, ignore_errors=True)
 
 
 def keep(session_cache: Path, folder: Path) -> list[str]:

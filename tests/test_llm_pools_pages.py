@@ -23,6 +23,7 @@ from l2d_core.agents.measured import agent_gflops, architecture_gflops
 from l2d_core.app_logic.answers import f1_note, shown_answer, textless_agents
 from l2d_core.data import load_dataset
 from l2d_core.evaluation.benchmark import prepare
+from l2d_core.evaluation.validation import LATENCY_GRID
 from l2d_core.method.costs import realised_latency
 from l2d_core.routers.posthoc_inputs import posthoc_helpers
 from l2d_core.routers.registry import make_router, router_label
@@ -230,9 +231,11 @@ def test_the_price_slider_spans_the_prices_that_change_a_decision():
     """On PLLM the expert costs 150 TFLOPs more than the main agent: beyond λ ≈ 0.013 errors per
     TFLOP its every answer is dearer than two mistakes, and the decisions change over four
     decades below that, so the slider steps evenly in log from 0 to there; a λ left over from P2
-    is brought onto it, and the default price the page names is one of its stops. On P2 the
-    slider is as before (0 to 2, step 0.01)."""
-    at = run("cost_explorer", "PLLM", price=0.5, _price_default=-1.0)
+    is brought onto it. PLLM logs latency, so the page starts on the latency price, at the default
+    λₛ the sidebar names (a stop of the validation grid), unless the user chose another rule. On
+    P2 the slider is as before (0 to 2, step 0.01)."""
+    at = run("cost_explorer", "PLLM", cost_rule="price", price=0.5, _price_default=(-1.0, "latency"))
+    assert at.radio(key="cost_rule").value == "price"  # the user's own rule is kept
     slider = at.select_slider(key="price")
     bench = prepare("squad20", "PLLM", features_needed=False)
     stops = [float(v) for v in slider.options]
@@ -242,9 +245,11 @@ def test_the_price_slider_spans_the_prices_that_change_a_decision():
     assert bench.price_costs(stops[-2]).beta[0] < 2.0
     assert float(slider.value) == stops[-1]  # the leftover 0.5 brought to the nearest stop
     fresh = run("cost_explorer", "PLLM")
-    default = fresh.session_state["_price_default"]
-    assert float(fresh.select_slider(key="price").value) == default and default in stops
-    assert f"λ = {default:g} errors per TFLOP" in " ".join(c.value for c in fresh.sidebar.caption)
+    default, rule = fresh.session_state["_price_default"]
+    assert rule == "latency" and fresh.radio(key="cost_rule").value == "latency" and default in LATENCY_GRID
+    assert float(fresh.slider(key="latency_price").value) == default
+    assert f"λₛ = {default:g} errors per second" in " ".join(c.value for c in fresh.sidebar.caption)
+    assert float(fresh.session_state["price"]) in stops  # λ's slider, if chosen, starts on its scale
     p2 = run("cost_explorer", "P2", dataset="squad11")
     assert (p2.slider(key="price").max, p2.slider(key="price").step) == (2.0, 0.01)
     assert not p2.select_slider

@@ -1,6 +1,7 @@
-"""What users get by default on a pool — the router, and the price λ where it is the furthest above
-random mixing of agents on validation articles (:func:`default_router`) — and the validation
-ranking behind it, as the pages show it."""
+"""What users get by default on a pool — the router, and the price where it is the furthest above
+random mixing of agents on validation articles (:func:`default_router`: λ per TFLOP, or λ_s per
+second of latency on a pool that logs every agent's latency) — and the validation ranking behind
+it, as the pages show it."""
 
 from __future__ import annotations
 
@@ -11,12 +12,20 @@ import pandas as pd
 
 from ..agents.read_in import import_agents
 from ..evaluation.benchmark import Benchmark
-from ..evaluation.validation import Ranked, candidates, rank_by_validation, single_agent_score, waiting
+from ..evaluation.validation import (
+    Ranked,
+    candidates,
+    default_rule,
+    rank_by_validation,
+    single_agent_score,
+    waiting,
+)
 from ..routers.base import Router
 from ..routers.registry import router_label, routers, validated
 
 __all__ = [
     "PAYS",
+    "PRICE_WORDS",
     "DefaultChoice",
     "default_candidates",
     "default_router",
@@ -27,17 +36,31 @@ __all__ = [
 
 @dataclass(frozen=True)
 class DefaultChoice:
-    """What users get by default on a pool: the router, and the price λ (errors per TFLOP) where
-    it is the furthest above random mixing on validation articles, by ``gain`` EM points, and the
-    ``ranking`` of every candidate (:func:`default_candidates`). Where that router does not pay
-    for itself, the default is the most accurate single agent (``agent:<id>``, which random
-    mixing cannot beat) and ``instead_of`` is the router that did not pay."""
+    """What users get by default on a pool: the router, and the price where it is the furthest
+    above random mixing on validation articles, by ``gain`` EM points, and the ``ranking`` of
+    every candidate (:func:`default_candidates`). The price is of the pool's cost ``rule``
+    (:func:`~l2d_core.evaluation.validation.default_rule`): λ in errors per TFLOP (``price``), or
+    λ_s in errors per second of latency (``latency``, where every agent's latency is logged).
+    Where that router does not pay for itself, the default is the most accurate single agent
+    (``agent:<id>``, which random mixing cannot beat) and ``instead_of`` is the router that did
+    not pay."""
 
     router_id: str
     price: float
     gain: float
     ranking: list[Ranked]
     instead_of: Ranked | None = None
+    rule: str = "price"
+
+    @property
+    def unpaid_gain(self) -> float | None:
+        """EM points above random mixing of the router that did not pay (``instead_of``), under
+        the default's rule (None where the default is a router)."""
+        return None if self.instead_of is None else self.instead_of.best(self.rule)[0]
+
+    def costs(self, bench: Benchmark):
+        """The default cost setting on ``bench`` (its rule at its price)."""
+        return bench.rule_costs(self.rule, self.price)
 
     @property
     def pays(self) -> bool:
@@ -81,18 +104,26 @@ def default_router(
     ranking = rank_by_validation(bench, ids, fitted=fitted, compute=rank, progress=progress)
     if ranking is None:
         return None
+    rule = default_rule(bench)
+    ranking = sorted(ranking, key=lambda r: -r.best(rule)[0])
     best = ranking[0]
-    if best.gain > PAYS:
-        return DefaultChoice(best.router_id, best.price, best.gain, ranking)
+    gain, price = best.best(rule)
+    if gain > PAYS:
+        return DefaultChoice(best.router_id, price, gain, ranking, rule=rule)
     agent = single_agent_score(bench)  # a default that loses to random mixing would be a bug
-    return DefaultChoice(agent.router_id, best.price, agent.gain, ranking, instead_of=best)
+    return DefaultChoice(agent.router_id, price, agent.gain, ranking, instead_of=best, rule=rule)
 
 
-def ranking_frame(ranking: list[Ranked]) -> pd.DataFrame:
-    """The validation ranking as a table: router, EM above random mixing, at which λ, AIQ."""
+PRICE_WORDS = {"price": "at λ (errors per TFLOP)", "latency": "at λₛ (errors per second)"}
+
+
+def ranking_frame(ranking: list[Ranked], rule: str = "price") -> pd.DataFrame:
+    """The validation ranking as a table, best first under ``rule``: router, EM above random
+    mixing, at which price of ``rule`` (λ per TFLOP, or λ_s per second of latency), AIQ."""
+    ranking = sorted(ranking, key=lambda r: -r.best(rule)[0])
     return pd.DataFrame(
-        [(router_label(r.router_id), r.gain, r.price, r.aiq) for r in ranking],
-        columns=["router", "EM above random mixing", "at λ (errors per TFLOP)", "AIQ (EM %)"],
+        [(router_label(r.router_id), *r.best(rule), r.aiq) for r in ranking],
+        columns=["router", "EM above random mixing", PRICE_WORDS[rule], "AIQ (EM %)"],
     )
 
 

@@ -28,6 +28,8 @@ from .gain import gain_vector
 
 __all__ = [
     "PRICE_GRID",
+    "LATENCY_GRID",
+    "default_rule",
     "NO_DEFERRAL_PRICE",
     "price_grid",
     "Ranked",
@@ -39,7 +41,7 @@ __all__ = [
     "waiting",
 ]
 
-RANKING_KIND = "validation-ranking-4"  # 4: the AIQ curve closed at its cheap end (NO_DEFERRAL_PRICE)
+RANKING_KIND = "validation-ranking-5"  # 5: each router's best latency price too, on pools that log latency
 # λ (errors per TFLOP) at which routers are compared and defaults are chosen (a pool whose experts
 # need a log price scale, a remote LLM's, is compared at the prices of that scale: price_grid)
 PRICE_GRID: tuple[float, ...] = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0)
@@ -47,6 +49,22 @@ PRICE_GRID: tuple[float, ...] = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 
 # grid's dearest price still calls experts on doubtful questions: P3-albert's two-stage cascade
 # spends 37 GFLOPs there, and counting 0 EM below that put its AIQ 1.3 EM low)
 NO_DEFERRAL_PRICE = 1e6
+
+
+# λ_s (errors per second of an expert's extra mean latency) at which routers are compared on pools
+# that log every agent's latency (the dashboard's latency slider offers the same values)
+LATENCY_GRID = (0.0, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0)
+
+
+def default_rule(bench: Benchmark) -> str:
+    """The cost rule users start from on ``bench``'s pool: the latency price where every agent's
+    latency is logged (what such a pool's costs are), else the per-TFLOP price."""
+    return "latency" if bench.has_latency else "price"
+
+
+def rule_grid(bench: Benchmark, rule: str) -> tuple[float, ...]:
+    """The values of ``rule`` (``price`` or ``latency``) at which routers are compared on ``bench``."""
+    return LATENCY_GRID if rule == "latency" else price_grid(bench)
 
 
 def price_grid(bench: Benchmark) -> tuple[float, ...]:
@@ -58,23 +76,32 @@ def price_grid(bench: Benchmark) -> tuple[float, ...]:
 
 class Ranked(NamedTuple):
     """A router's validation score: ``gain`` (EM points above random mixing, out of fold, at its
-    best price), that ``price`` (λ, errors per TFLOP) and its validation ``aiq``."""
+    best price), that ``price`` (λ, errors per TFLOP) and its validation ``aiq``; on a pool that
+    logs latency, the same at its best latency price (``latency_gain`` at ``latency_price`` λ_s,
+    errors per second; NaN elsewhere)."""
 
     router_id: str
     gain: float
     price: float
     aiq: float
+    latency_gain: float = float("nan")
+    latency_price: float = float("nan")
+
+    def best(self, rule: str) -> tuple[float, float]:
+        """``(gain, price)`` under ``rule`` (``price`` or ``latency``)."""
+        return (self.latency_gain, self.latency_price) if rule == "latency" else (self.gain, self.price)
 
 
-def validation_curve(router: Router) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def validation_curve(router: Router, rule: str = "price") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(mean GFLOPs per query, EM %, EM above random mixing %) of a fitted router (``validated``)
-    on the training articles, one point per λ of :func:`price_grid`, out of fold."""
+    on the training articles, one point per value of ``rule``'s grid (:func:`price_grid`, or
+    :data:`LATENCY_GRID`), out of fold."""
     bench = router.bench_
     train = bench.train
     agent_g = train.gflops.mean(axis=0)
     cost, em, gain = [], [], []
-    for lam in price_grid(bench):
-        g, ok = router.oof_outcome(bench.price_costs(lam))
+    for lam in rule_grid(bench, rule):
+        g, ok = router.oof_outcome(bench.rule_costs(rule, lam))
         cost.append(float(g.mean()))
         em.append(100 * float(ok.mean()))
         gain.append(100 * float(gain_vector(ok, train.em, agent_g, cost[-1]).mean()))
@@ -92,6 +119,13 @@ def validation_score(router: Router) -> tuple[float, float, float]:
     least, ok = router.oof_outcome(bench.price_costs(NO_DEFERRAL_PRICE))
     cost, em = np.append(cost, least.mean()), np.append(em, 100 * float(ok.mean()))
     return float(gain[k]), float(price_grid(bench)[k]), M.aiq(cost, em, float(g.min()), float(g.max()))
+
+
+def latency_score(router: Router) -> tuple[float, float]:
+    """``(best gain over mixing, its λ_s)`` on :data:`LATENCY_GRID`: where the pool logs latency."""
+    gain = validation_curve(router, "latency")[2]
+    k = int(np.argmax(gain))
+    return float(gain[k]), float(LATENCY_GRID[k])
 
 
 def candidates(bench: Benchmark, ready_only: bool = False) -> list[str]:
@@ -146,16 +180,19 @@ def rank_by_validation(
     ids = candidates(bench, ready_only) if router_ids is None else list(router_ids)
     routers = {rid: make_router(rid) for rid in ids}
     params = {rid: [type(r).__name__, repr(sorted(r.params.items()))] for rid, r in routers.items()}
-    params["formats"] = [FEATURE_FORMAT, price_grid(bench)]  # what routers read, or the prices, changed
+    latency = bench.has_latency
+    # what routers read, or the prices, changed
+    params["formats"] = [FEATURE_FORMAT, price_grid(bench), LATENCY_GRID if latency else None]
     fit = fitted or (lambda rid: routers[rid].fit(bench))
 
     def compute_scores() -> dict[str, np.ndarray]:  # the ids too: the key does not depend on their order
         scores = []
         for k, rid in enumerate(ids, start=1):
-            scores.append(validation_score(fit(rid)))
+            router = fit(rid)
+            scores.append([*validation_score(router), *(latency_score(router) if latency else (np.nan,) * 2)])
             if progress:
                 progress(k, len(ids), rid)
-        return {"ids": np.array(ids, dtype=str), "scores": np.array(scores, dtype=float).reshape(-1, 3)}
+        return {"ids": np.array(ids, dtype=str), "scores": np.array(scores, dtype=float).reshape(-1, 5)}
 
     memo = trained.memo_arrays(
         RANKING_KIND, bench, params, compute_scores if compute else None, bench.has_embeddings

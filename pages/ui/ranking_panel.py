@@ -4,26 +4,27 @@ first view is drawn, and drawn in place once they are (the page is not rerun for
 
 import streamlit as st
 
-from l2d_core.app_logic.default_view import DefaultChoice, needs_embeddings, ranking_frame
+from l2d_core.app_logic.default_view import PRICE_WORDS, DefaultChoice, needs_embeddings, ranking_frame
 from l2d_core.routers.registry import router_label
 from pages.ui.cache import embedding_ranking, embeddings_ready
 from pages.ui.widgets import finish_preparing
 
-FMT_PRICE = {"at λ (errors per TFLOP)": "{:g}"}
+PRICE_NAMES = {"price": "price λ (errors per TFLOP)", "latency": "latency price λₛ (errors per second)"}
+FMT_PRICE = {words: "{:g}" for words in PRICE_WORDS.values()}
 
 
-def _table(ranking) -> None:
-    frame = ranking_frame(ranking)
+def _table(ranking, rule: str) -> None:
+    frame = ranking_frame(ranking, rule)
     fmt = {c: "{:.2f}" for c in frame.columns if c != "router"} | FMT_PRICE
     st.table(frame.style.format(fmt).hide(axis="index"))  # a plain table: no data grid to load
 
 
-def _embedding_routers(dataset: str, read) -> None:
+def _embedding_routers(dataset: str, read, rule: str) -> None:
     """The ranking of the routers that read the question and context, or why it is not shown."""
     unranked = needs_embeddings()
     if read:
         st.markdown("**Routers that read the question and context** (ranked the same way)")
-        _table(read)
+        _table(read, rule)
     if unranked and read is None:
         why = "being ranked now" if embeddings_ready(dataset) else "their embeddings are not computed yet"
         st.caption(f"Not ranked yet ({why}): {', '.join(map(router_label, unranked))}.")
@@ -38,7 +39,7 @@ def ranking_panel(dataset: str, pool: str, choice: DefaultChoice, preparing) -> 
     """The panel, then the routers that read embeddings ranked (a progress bar in ``preparing``)
     where they are not yet, their table drawn again in place."""
     with st.expander("How the routers rank on validation articles"):
-        _table(choice.ranking)
+        _table(choice.ranking, choice.rule)
         default_is = (
             "none pays for itself here, so the default above is the most accurate single agent"
             if choice.instead_of is not None
@@ -46,15 +47,17 @@ def ranking_panel(dataset: str, pool: str, choice: DefaultChoice, preparing) -> 
         )
         st.caption(
             "Each router on the training articles, each question routed by a head that never saw its "
-            "article: its EM above random mixing of single agents at the same compute, at the price λ "
-            f"where that is largest ({default_is}), and AIQ, the mean EM of its cost–EM curve over the "
-            "agents' compute range."
+            "article: its EM above random mixing of single agents at the same compute, at the "
+            f"{PRICE_NAMES[choice.rule]} where that is largest ({default_is}), and AIQ, the mean EM of "
+            "its cost–EM curve over the agents' compute range."
         )
         slot = st.empty()
     with slot.container():
         _embedding_routers(
-            dataset, embedding_ranking(dataset, pool, rank=False) if embeddings_ready(dataset) else None
+            dataset,
+            embedding_ranking(dataset, pool, rank=False) if embeddings_ready(dataset) else None,
+            choice.rule,
         )
     if (ranked := finish_preparing(dataset, pool, preparing)) is not None:
         with slot.container():
-            _embedding_routers(dataset, ranked)
+            _embedding_routers(dataset, ranked, choice.rule)

@@ -130,24 +130,34 @@ def default_choice(dataset: str, pool: str) -> DefaultChoice:
 
 def default_caption(choice: DefaultChoice) -> str:
     """What the sidebar says of the default router and cost setting."""
-    label, lam = router_label(choice.router_id), f"λ = {choice.price:g} errors per TFLOP"
+    lam = f"λₛ = {choice.price:g} errors per second" if choice.rule == "latency" else None
+    label, lam = router_label(choice.router_id), lam or f"λ = {choice.price:g} errors per TFLOP"
     gain = "EM points above random mixing of agents on validation articles"
     lost = choice.instead_of
     if lost is not None:
         return (
             f"No router pays for itself on this pool: the best, {router_label(lost.router_id)}, is "
-            f"{lost.gain:+.2f} {gain} at best. Default: every question to {label}, the most "
+            f"{choice.unpaid_gain:+.2f} {gain} at best. Default: every question to {label}, the most "
             f"accurate agent on the training articles, which random mixing cannot beat ({choice.gain:+.2f})."
         )
     return f"Default: {label} at {lam}, the best on validation articles: {choice.gain:+.2f} {gain}."
 
 
+PRICE_KEYS = {"price": "price", "latency": "latency_price"}  # the cost explorer's slider of each rule
+
+
 def default_price(choice: DefaultChoice) -> None:
-    """Start the price slider (λ) at the default router's best price; a user's own λ is kept."""
-    before = st.session_state.get("_price_default")
-    if "price" not in st.session_state or st.session_state["price"] == before:
-        st.session_state["price"] = choice.price
-    st.session_state["_price_default"] = choice.price
+    """Start the default rule's price slider (λ, or λₛ on a pool that logs latency) at the default
+    router's best price, and the rule at the default's; a user's own price and rule are kept."""
+    key, before = PRICE_KEYS[choice.rule], st.session_state.get("_price_default")
+    if key not in st.session_state or (st.session_state[key], choice.rule) == before:
+        st.session_state[key] = choice.price
+    rule = st.session_state.get("cost_rule")
+    if rule is None or (before is not None and rule == before[1]):  # not the user's own rule
+        st.session_state["cost_rule"] = choice.rule
+    st.session_state["_price_default"] = (choice.price, choice.rule)
+    if choice.rule != "price" and choice.ranking:  # λ's slider starts at that router's best λ
+        st.session_state.setdefault("price", choice.ranking[0].price)
 
 
 def finish_preparing(dataset: str, pool: str, where) -> list | None:
