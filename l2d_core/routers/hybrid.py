@@ -22,7 +22,6 @@ from typing import ClassVar
 
 import numpy as np
 from scipy.special import expit
-from torch import nn
 
 from ..agents.routing_data import RoutingData
 from ..method.costs import CostConfig, cost_matrix, query_costs
@@ -112,7 +111,9 @@ class HybridClassifier(HeadEstimator):
     (N,) in [0, 1] (:func:`hybrid_labels`), ``predict_proba(X)`` the probability per query."""
 
     def _loss(self, out, target):
-        return nn.functional.binary_cross_entropy_with_logits(out, target)
+        from torch.nn.functional import binary_cross_entropy_with_logits
+
+        return binary_cross_entropy_with_logits(out, target)
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> HybridClassifier:
         y = np.asarray(y, np.float32)

@@ -1,7 +1,8 @@
-"""The routers' one torch network: :class:`MLPHead`, ``(B, d) → (B, *out_shape)`` with one
-hidden layer (the rejector's head, SPEC §6), or one linear layer. Imported where a head is
-trained or its network run: a served router scores with the head's arrays
-(:class:`~l2d_core.routers.head.HeadArrays`) and never imports torch.
+"""The routers' torch networks: :class:`MLPHead`, ``(B, d) → (B, *out_shape)`` with one hidden
+layer (the rejector's head, SPEC §6), or one linear layer; and :class:`PairModel`, the encoder
+with that head on its pooled output (the rejector fine-tuned end to end, ``l2d-sdl-full``).
+Imported where a head is trained or its network run: a served router scores with the head's
+arrays (:class:`~l2d_core.routers.head.HeadArrays`) and never imports torch.
 
 >>> head = MLPHead(8, (2, 3), hidden=4, dropout=0.0)
 >>> tuple(head(torch.zeros(5, 8)).shape)
@@ -15,7 +16,7 @@ import math
 import torch
 from torch import nn
 
-__all__ = ["MLPHead"]
+__all__ = ["MLPHead", "PairModel"]
 
 
 class MLPHead(nn.Module):
@@ -33,3 +34,19 @@ class MLPHead(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x).view(-1, *self.out_shape)
+
+
+class PairModel(nn.Module):
+    """A question/context pair → (B, 2, A): the encoder's pooled output through an :class:`MLPHead`."""
+
+    def __init__(self, encoder, n_agents: int, hidden: int, dropout: float):
+        super().__init__()
+        self.encoder = encoder.model
+        self.pooling = encoder.pooling
+        self.head = MLPHead(encoder.dim, (2, n_agents), hidden, dropout)
+
+    def forward(self, **enc) -> torch.Tensor:
+        from .encoder import pool
+
+        h = self.encoder(**enc).last_hidden_state
+        return self.head(pool(h, enc["attention_mask"], self.pooling))

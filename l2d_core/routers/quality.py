@@ -13,7 +13,6 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator
 from sklearn.neighbors import KNeighborsRegressor
 from sklearn.utils.validation import check_is_fitted
-from torch import nn
 
 from ..agents.routing_data import RoutingData
 from ..method.costs import CostConfig
@@ -106,7 +105,9 @@ class MLPAccuracy(HeadEstimator):
     (N, A) in [0, 1]) from the features; ``predict(X)`` (N, A)."""
 
     def _loss(self, out, target):
-        return nn.functional.binary_cross_entropy_with_logits(out, target)
+        from torch.nn.functional import binary_cross_entropy_with_logits
+
+        return binary_cross_entropy_with_logits(out, target)
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> MLPAccuracy:
         _check_fit(X, y)

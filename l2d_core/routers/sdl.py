@@ -21,22 +21,18 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
-import torch
 from sklearn.base import BaseEstimator
-from torch import nn
 
 from ..data.records import QARecord
 from ..method.costs import CostConfig, cost_matrix
-from ..method.losses import sdl
 from ..method.policies import learned_policy
 from ..method.training import FAST_CONFIG, PAPER_CONFIG, SDL_FAST_CONFIG, TrainConfig, train_loop
 from ..runtime import set_seed
 from . import trained
 from .base import Needs, NotExportable, Router
 from .decision import Decision, Stage
-from .encoder import Encoder, encoder_spec, load_encoder, pool
+from .encoder import encoder_spec, load_encoder
 from .head import AgentHead, Projection, load_head_state, save_head
-from .network import MLPHead
 from .registry import register
 from .saved import Costs, SavedConfig
 from .saved import Encoder as EncoderSpec
@@ -74,6 +70,8 @@ class SDLRejector(AgentHead):
         return cost_matrix(np.asarray(y, bool), self.costs).astype(np.float32)
 
     def _loss(self, out, target):
+        from ..method.losses import sdl
+
         return sdl(out, target, self.config.nu)
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
@@ -86,18 +84,6 @@ class SDLRejector(AgentHead):
     @classmethod
     def _params_from(cls, config: dict) -> dict:
         return {"costs": CostConfig(**config["costs"])} if config.get("costs") else {}
-
-
-class _PairModel(nn.Module):
-    def __init__(self, encoder: Encoder, n_agents: int, hidden: int, dropout: float):
-        super().__init__()
-        self.encoder = encoder.model
-        self.pooling = encoder.pooling
-        self.head = MLPHead(encoder.dim, (2, n_agents), hidden, dropout)
-
-    def forward(self, **enc) -> torch.Tensor:
-        h = self.encoder(**enc).last_hidden_state
-        return self.head(pool(h, enc["attention_mask"], self.pooling))
 
 
 class FullSDLRejector(BaseEstimator):
@@ -124,13 +110,18 @@ class FullSDLRejector(BaseEstimator):
         return self.encoder_.tokenize([r.question for r in records], [r.context for r in records])
 
     def fit(self, X: Sequence[QARecord], y: np.ndarray):
+        import torch
+
+        from ..method.losses import sdl
+        from .network import PairModel
+
         y = np.asarray(y, bool)
         if len(X) != len(y):
             raise ValueError(f"{len(X)} records for {len(y)} queries")
         self.encoder_ = load_encoder(self.encoder, max_length=self.max_length, device=self.device)
         dev = self.encoder_.device
         set_seed(self.config.seed)
-        self.model_ = _PairModel(self.encoder_, y.shape[2], self.config.hidden, self.config.dropout).to(dev)
+        self.model_ = PairModel(self.encoder_, y.shape[2], self.config.hidden, self.config.dropout).to(dev)
         cost = torch.from_numpy(cost_matrix(y, self.costs).astype(np.float32))
         use_amp = dev.type == "cuda"
 
@@ -144,6 +135,8 @@ class FullSDLRejector(BaseEstimator):
         return self
 
     def decision_function(self, X: Sequence[QARecord], batch_size: int = 64) -> np.ndarray:
+        import torch
+
         out = []
         dev = self.encoder_.device
         with torch.no_grad():
@@ -170,6 +163,8 @@ class FullSDLRejector(BaseEstimator):
     @classmethod
     def load(cls, directory: str | Path, device: str | None = None) -> FullSDLRejector:
         """Reload a saved full-mode rejector (fine-tuned encoder + head)."""
+        from .network import PairModel
+
         directory = Path(directory)
         state, config = load_head_state(directory)
         est = cls(
@@ -181,7 +176,7 @@ class FullSDLRejector(BaseEstimator):
         )
         est.encoder_ = load_encoder(str(directory / "encoder"), max_length=est.max_length, device=device)
         n_agents = config["out_shape"][1]
-        est.model_ = _PairModel(est.encoder_, n_agents, est.config.hidden, est.config.dropout)
+        est.model_ = PairModel(est.encoder_, n_agents, est.config.hidden, est.config.dropout)
         est.model_.head.load_state_dict(state)
         est.model_.to(est.encoder_.device).eval()
         return est
