@@ -189,5 +189,16 @@ def read_in_early(dataset_name: str, pool_name: str, also: Sequence[str] = ()) -
     if key in _EARLY or not ids:
         return
     runner = ThreadPoolExecutor(1)
-    _EARLY[key] = runner.submit(_in_children, dataset_name, [ids], lambda _: None)
+    _EARLY[key] = runner.submit(_read_in_missing, dataset_name, ids)
     runner.shutdown(wait=False)  # its one thread ends with the child
+
+
+def _read_in_missing(dataset_name: str, ids: list[str]) -> None:
+    """Those of ``ids`` not read in yet, read in by a child process (none started when all are:
+    a warm cache's first view does not wait for a process that finds nothing to do)."""
+    from ..data import load_dataset
+
+    dataset, cache = load_dataset(dataset_name), AgentCache()
+    todo = [a for a in ids if needs_import(dataset, get_agent(a), cache)]
+    if todo:
+        _in_children(dataset_name, [todo], lambda _: None)

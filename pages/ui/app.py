@@ -32,8 +32,9 @@ def run_app() -> None:
     st.session_state[IN_APP] = True
     # an emoji favicon is drawn by the browser itself (a :material/…: one is fetched from a font host)
     st.set_page_config(page_title="L2D routing for extractive QA", page_icon="🔀", layout="wide")
-    if "torch" not in sys.modules:  # a fresh server: while the page imports torch, the default pool
-        # and the helper agents its best router reads are read in on another core
+    if "torch" not in sys.modules:  # a fresh server: while the page imports scikit-learn and the
+        # routers, the default pool and the helper agents its best router reads are read in on
+        # another core (once per process; nothing is started where they are read in already)
         helpers = cheap_builtin_agents(DATASET_CHOICES[0], get_pool(DEFAULT_POOL).main)
         read_in_early(DATASET_CHOICES[0], DEFAULT_POOL, helpers)
     pages = [
