@@ -15,6 +15,7 @@ __all__ = [
     "add_cost_arguments",
     "checked_budget",
     "costs_from_arguments",
+    "cost_rule",
     "budget_share",
     "budget_gflops",
 ]
@@ -66,6 +67,12 @@ def add_cost_arguments(p, beta1_default: float | None = 0.05) -> None:
         type=float,
         help="β by the per-TFLOP price rule: λ errors per TFLOP of extra compute",
     )
+    p.add_argument(
+        "--latency-price",
+        type=float,
+        help="β by the latency price rule: λs errors per second of an expert's extra mean latency "
+        "(pools whose agents log latency: PLLM, PLLM-abstain)",
+    )
     p.add_argument("--beta", type=float, nargs="+", help="every β_j by hand (overrides --beta1)")
     p.add_argument("--alpha", type=float, nargs="+", default=[1.0], help="α (one, or one per expert)")
     budget = p.add_mutually_exclusive_group()
@@ -84,11 +91,14 @@ def checked_budget(args) -> tuple[str, float] | None:
         *(args.beta or []),
         *args.alpha,
         *([args.price] if args.price is not None else []),
+        *([args.latency_price] if args.latency_price is not None else []),
     ]
     if any(not np.isfinite(b) or b < 0 for b in numbers):
-        raise InvalidCostError("α, β and λ must be finite numbers >= 0")
-    if args.beta and args.price is not None:
-        raise ValueError("give β by hand (--beta) or by the price rule (--price), not both")
+        raise InvalidCostError("α, β, λ and λs must be finite numbers >= 0")
+    ways = (("--beta", args.beta), ("--price", args.price), ("--latency-price", args.latency_price))
+    given = [flag for flag, value in ways if value is not None]
+    if len(given) > 1:
+        raise ValueError(f"give β one way: {' or '.join(given)}, not both")
     if args.budget_share is not None:
         return ("share", check_budget("share", args.budget_share))
     return ("gflops", check_budget("gflops", args.budget_gflops)) if args.budget_gflops is not None else None
@@ -96,11 +106,20 @@ def checked_budget(args) -> tuple[str, float] | None:
 
 def costs_from_arguments(args, bench, setting: float | None = None, by_hand: bool = True) -> CostConfig:
     """The cost setting of the flags on ``bench``'s pool: β by hand, else the price rule at λ
-    (``--price``), else the GFLOPs rule at β₁; ``setting`` replaces λ or β₁ (a sweep's point)."""
+    (``--price``), else the latency price rule at λs (``--latency-price``), else the GFLOPs rule
+    at β₁; ``setting`` replaces λ, λs or β₁ (a sweep's point)."""
     n = len(bench.pool.experts)
     alpha = tuple(args.alpha * n if len(args.alpha) == 1 else args.alpha)
     if args.beta and by_hand:
         return CostConfig(alpha, tuple(args.beta))
-    rule = "price" if args.price is not None else "gflops"
-    value = setting if setting is not None else (args.price if rule == "price" else args.beta1)
-    return bench.rule_costs(rule, value, alpha)
+    rule = cost_rule(args)
+    value = {"price": args.price, "latency": args.latency_price, "gflops": args.beta1}[rule]
+    return bench.rule_costs(rule, value if setting is None else setting, alpha)
+
+
+def cost_rule(args) -> str:
+    """The rule the flags set β by: ``price`` (``--price``), ``latency`` (``--latency-price``),
+    else ``gflops`` (``--beta1``)."""
+    if args.price is not None:
+        return "price"
+    return "latency" if args.latency_price is not None else "gflops"

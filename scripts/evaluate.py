@@ -22,7 +22,7 @@ import sys
 import _bootstrap  # noqa: F401
 
 from l2d_core.agents.catalog import builtin_pool_names
-from l2d_core.cli import add_cost_arguments, checked_budget, costs_from_arguments
+from l2d_core.cli import add_cost_arguments, checked_budget, cost_rule, costs_from_arguments
 from l2d_core.data import DATASETS
 from l2d_core.routers.registry import make_router, router_ids
 
@@ -124,6 +124,7 @@ def main(argv=None) -> int:
     # imported once the arguments are read: --help loads neither torch nor the data
     from l2d_core.evaluation.benchmark import BETA_POINTS, PRICE_POINTS, prepare
     from l2d_core.evaluation.comparison import evaluate_router
+    from l2d_core.evaluation.validation import LATENCY_GRID
 
     try:
         budget = checked_budget(args)
@@ -143,8 +144,10 @@ def main(argv=None) -> int:
             features_needed=router.reads_embeddings,
         )
         router.fit(bench, args.seed)
-        one = args.beta1 if args.price is None else args.price
-        settings = (BETA_POINTS if args.price is None else PRICE_POINTS) if args.sweep else [one]
+        rule = cost_rule(args)
+        one = {"price": args.price, "latency": args.latency_price, "gflops": args.beta1}[rule]
+        points = {"price": PRICE_POINTS, "latency": LATENCY_GRID, "gflops": BETA_POINTS}[rule]
+        settings = points if args.sweep else [one]
         rows = []
         for b in settings:
             costs = costs_from_arguments(args, bench, b, by_hand=not args.sweep)
@@ -161,7 +164,7 @@ def main(argv=None) -> int:
             f"{router.id} on {args.dataset} pool {args.pool} ({len(bench.test)} test questions; "
             f"paid on every query besides the chosen agent: {rows[0]['overhead_gflops']:.2f} GFLOPs)"
         )
-        print(table(rows, bench.pool.agent_ids, "β₁" if args.price is None else "λ"))
+        print(table(rows, bench.pool.agent_ids, {"price": "λ", "latency": "λs", "gflops": "β₁"}[rule]))
         if "budget" in rows[0]:
             print(budget_line(rows[0]["budget"]))
     return 0

@@ -83,8 +83,9 @@ def artifact_for(args) -> Path:
     """The artifact to serve: ``--router``, or the pool's router exported under <cache>/exports/."""
     if args.router is not None:
         return args.router
+    latency = [args.latency_price] if args.latency_price is not None else []  # older keys stay valid
     key = repr([args.pool, args.router_id, args.beta1, args.price, args.beta, args.alpha, args.budget_share,
-                args.budget_gflops])  # fmt: skip
+                args.budget_gflops, *latency])  # fmt: skip
     out = cache_dir() / "exports" / f"{args.pool}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
     if not (out / "router.json").is_file():
         import export_router  # its pools' data and routers: only where no artifact is given

@@ -375,3 +375,58 @@ def test_minimising_expected_sdl_recovers_bayes_rejector(nu):
         # closed-form population minimiser: softmax(r^i) ∝ τ̄^i ** (1 / (2 - ν))
         t = tau(torch.tensor(cost_matrix(CONS_ETA, CONS_COSTS))) ** (1 / (2 - nu))
         torch.testing.assert_close(torch.softmax(scores, -1), t / t.sum(-1, keepdim=True), atol=1e-5, rtol=0)
+
+
+class _RuleBench:
+    """What the command line's cost flags read of a benchmark: the pool's experts and its rules."""
+
+    pool = type("Pool", (), {"experts": ("x",)})()
+
+    def rule_costs(self, rule, value, alpha=1.0):
+        return (rule, value, alpha)
+
+
+def _cost_flags(*argv):
+    import argparse
+
+    from l2d_core.cli import add_cost_arguments
+
+    p = argparse.ArgumentParser()
+    add_cost_arguments(p)
+    return p.parse_args(list(argv))
+
+
+def test_the_cost_flags_set_beta_by_one_rule_each():
+    from l2d_core.cli import checked_budget, cost_rule, costs_from_arguments
+
+    bench = _RuleBench()
+    for argv, rule, value in (
+        ((), "gflops", 0.05),
+        (("--price", "0"), "price", 0.0),
+        (("--latency-price", "0.03"), "latency", 0.03),
+    ):
+        args = _cost_flags(*argv)
+        assert checked_budget(args) is None and cost_rule(args) == rule
+        assert costs_from_arguments(args, bench) == (rule, value, (1.0,))
+        assert costs_from_arguments(args, bench, setting=0.7) == (rule, 0.7, (1.0,))  # a sweep's point
+    with pytest.raises(ValueError, match="give β one way: --price or --latency-price"):
+        checked_budget(_cost_flags("--price", "0.1", "--latency-price", "0.1"))
+    with pytest.raises(InvalidCostError, match="λs must be finite"):
+        checked_budget(_cost_flags("--latency-price", "-1"))
+
+
+def test_the_default_cost_setting_is_of_the_pools_rule_and_the_ranking_is_read_by_it():
+    from l2d_core.app_logic.default_view import DefaultChoice, ranking_frame
+    from l2d_core.evaluation.validation import Ranked
+
+    fast = Ranked("a", 3.0, 0.1, 80.0, latency_gain=1.0, latency_price=0.05)
+    slow = Ranked("b", 2.0, 0.2, 79.0, latency_gain=4.0, latency_price=0.3)
+    assert fast.best("price") == (3.0, 0.1) and fast.best("latency") == (1.0, 0.05)
+    assert list(ranking_frame([fast, slow], "price")["EM above random mixing"]) == [3.0, 2.0]
+    by_latency = ranking_frame([fast, slow], "latency")
+    assert list(by_latency["EM above random mixing"]) == [4.0, 1.0]
+    assert list(by_latency["at λₛ (errors per second)"]) == [0.3, 0.05]
+    choice = DefaultChoice("b", 0.3, 4.0, [slow, fast], rule="latency")
+    assert choice.costs(_RuleBench()) == ("latency", 0.3, 1.0) and choice.unpaid_gain is None
+    lost = DefaultChoice("agent:x", 0.3, 0.0, [slow], instead_of=slow, rule="latency")
+    assert lost.unpaid_gain == 4.0  # the router that did not pay, under the pool's rule
