@@ -27,6 +27,7 @@ __all__ = [
     "normalized_words",
     "normalize_all",
     "token_f1",
+    "counts_f1",
     "exact_match",
     "f1",
     "score_answers",
@@ -74,10 +75,11 @@ def token_f1(pred_tokens: Sequence[str], gold_tokens: Sequence[str]) -> float:
     >>> token_f1(["big", "cat"], ["cat"]), token_f1([], []), token_f1([], ["x"])
     (0.6666666666666666, 1.0, 0.0)
     """
-    return _counts_f1(len(pred_tokens), Counter(pred_tokens), len(gold_tokens), Counter(gold_tokens))
+    return counts_f1(len(pred_tokens), Counter(pred_tokens), len(gold_tokens), Counter(gold_tokens))
 
 
-def _counts_f1(n_pred: int, pred_counts: Counter, n_gold: int, gold_counts: Counter) -> float:
+def counts_f1(n_pred: int, pred_counts: Counter, n_gold: int, gold_counts: Counter) -> float:
+    """:func:`token_f1` from each side's word count and word counts (made once, read only)."""
     # The official ``sum((Counter(pred) & Counter(gold)).values())``, with the prediction's
     # counts made once for all gold answers: linear in the answer's length.
     if not n_pred or not n_gold:
@@ -102,7 +104,7 @@ def _f1_pair(n_pred: int, pred_counts: Counter, gold: str, v2: bool) -> float:
     n_gold, gold_counts = _gold_counts(gold) if (gold or not v2) else (0, Counter())
     if not v2 and (not n_pred or not n_gold):
         return 0.0  # official v1.1: no token in common
-    return _counts_f1(n_pred, pred_counts, n_gold, gold_counts)
+    return counts_f1(n_pred, pred_counts, n_gold, gold_counts)
 
 
 def _v2_golds(golds: Sequence[str]) -> list[str]:

@@ -23,7 +23,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..data.records import QUESTION_TYPES, QARecord, question_type
-from ..qa.squad_eval import normalize_all, normalize_answer, token_f1
+from ..qa.squad_eval import counts_f1, normalize_all, normalize_answer
 from .encoder import Encoder
 
 __all__ = [
@@ -138,19 +138,27 @@ def extra_features(
     main = normalize_all(main_answers, NONE)
     helpers = normalize_all(np.asarray(helper_answers, dtype=object).reshape(n, -1), NONE)
     h = helpers.shape[1]
+    made: dict[str, tuple[int, Counter]] = {}
+
+    def counted(answer: str) -> tuple[int, Counter]:  # once per distinct answer (read only)
+        if answer not in made:
+            words = answer.split() if answer != NONE else []
+            made[answer] = (len(words), Counter(words))
+        return made[answer]
+
     rows = []
     for k, r in enumerate(records):  # plain Python per row: numpy calls on a few numbers cost more
         m = main[k]
         mw = m.split() if m != NONE else []
-        hw = [x.split() if x != NONE else [] for x in helpers[k]]
-        f1s = [token_f1(mw, w) for w in hw]
+        mine = counted(m)
+        f1s = [counts_f1(*mine, *counted(x)) for x in helpers[k]]
         everyone = [m, *helpers[k]]
         row = [*f1s, sum(f1s) / h if h else 0.0, len(set(everyone)) / len(everyone)]
         if h:
             top, cnt = Counter(helpers[k]).most_common(1)[0]
-            tw = top.split() if top != NONE else []
-            inside = bool(mw) and bool(tw) and m != top
-            row += [token_f1(mw, tw), cnt / h, float(inside and m in top), float(inside and top in m)]
+            inside = bool(mw) and counted(top)[0] > 0 and m != top
+            row += [counts_f1(*mine, *counted(top)), cnt / h]
+            row += [float(inside and m in top), float(inside and top in m)]
         else:
             row += [0.0] * 4
         raw = main_answers[k] if isinstance(main_answers[k], str) else ""
