@@ -21,8 +21,10 @@ from pathlib import Path
 import pytest
 
 from l2d_core.agents import get_pool
-from l2d_core.app_logic.default_view import default_router
+from l2d_core.app_logic.default_view import default_router, needs_embeddings
 from l2d_core.evaluation.benchmark import embeddings_on_disk, prepare
+from l2d_core.evaluation.validation import rank_by_validation
+from l2d_core.routers.registry import router_class
 from pages.ui.defaults import DATASET_CHOICES, DEFAULT_POOL
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,9 +58,18 @@ def dashboard(real_data, tmp_path):
 def default_price() -> float:
     """The default router's best price, ranked as the page ranks it: with the routers that read
     embeddings exactly when those are on disk (an earlier test of the session may have computed
-    them), and every agent read in (the ranking reads them)."""
+    them), and every agent read in (the ranking reads them). Where the embeddings are on disk,
+    the routers that read them are ranked here too, as the page ranks them after its first view:
+    the slider is then moved on a page that is not ranking (a key pressed on a page that had
+    just ranked them was seen lost, under load, with the slider drawn at its new value: noted
+    in the issue)."""
     dataset = DATASET_CHOICES[0]
-    return default_router(prepare(dataset, DEFAULT_POOL, features_needed=embeddings_on_disk(dataset))).price
+    embeddings = embeddings_on_disk(dataset)
+    bench = prepare(dataset, DEFAULT_POOL, features_needed=embeddings)
+    if embeddings:
+        ids = [r for r in needs_embeddings() if router_class(r).unavailable(bench) is None]
+        rank_by_validation(bench, ids)
+    return default_router(bench).price
 
 
 @pytest.fixture

@@ -78,14 +78,14 @@ class Ranked(NamedTuple):
     """A router's validation score: ``gain`` (EM points above random mixing, out of fold, at its
     best price), that ``price`` (λ, errors per TFLOP) and its validation ``aiq``; on a pool that
     logs latency, the same at its best latency price (``latency_gain`` at ``latency_price`` λ_s,
-    errors per second; NaN elsewhere)."""
+    errors per second; None elsewhere)."""
 
     router_id: str
     gain: float
     price: float
     aiq: float
-    latency_gain: float = float("nan")
-    latency_price: float = float("nan")
+    latency_gain: float | None = None
+    latency_price: float | None = None
 
     def best(self, rule: str) -> tuple[float, float]:
         """``(gain, price)`` under ``rule`` (``price`` or ``latency``)."""
@@ -199,5 +199,8 @@ def rank_by_validation(
     )
     if memo is None:
         return None
-    ranked = [Ranked(str(r), *map(float, s)) for r, s in zip(memo["ids"], memo["scores"])]
+    ranked = [  # a pool without latency stores NaN for the latency scores
+        Ranked(str(r), *map(float, s[:3]), *(None if np.isnan(x) else float(x) for x in s[3:]))
+        for r, s in zip(memo["ids"], memo["scores"])
+    ]
     return sorted(ranked, key=lambda r: -r.gain)

@@ -152,9 +152,9 @@ def default_price(choice: DefaultChoice) -> None:
     key, before = PRICE_KEYS[choice.rule], st.session_state.get("_price_default")
     if key not in st.session_state or (st.session_state[key], choice.rule) == before:
         st.session_state[key] = choice.price
-    rule = st.session_state.get("cost_rule")
-    if rule is None or (before is not None and rule == before[1]):  # not the user's own rule
-        st.session_state["cost_rule"] = choice.rule
+    rule = st.session_state.get("cost_rule")  # written only to change it: a widget's key set by
+    if rule is None or (before is not None and rule == before[1] != choice.rule):  # hand on every
+        st.session_state["cost_rule"] = choice.rule  # run lost the browser's next slider move
     st.session_state["_price_default"] = (choice.price, choice.rule)
     if choice.rule != "price" and choice.ranking:  # λ's slider starts at that router's best λ
         st.session_state.setdefault("price", choice.ranking[0].price)
