@@ -25,7 +25,8 @@ from ..routers.registry import router_label, routers, validated
 
 __all__ = [
     "PAYS",
-    "PRICE_WORDS",
+    "PRICE_UNITS",
+    "price_column",
     "DefaultChoice",
     "default_candidates",
     "default_router",
@@ -57,6 +58,12 @@ class DefaultChoice:
         """EM points above random mixing of the router that did not pay (``instead_of``), under
         the default's rule (None where the default is a router)."""
         return None if self.instead_of is None else self.instead_of.best(self.rule)[0]
+
+    @property
+    def setting_words(self) -> str:
+        """The default price in words: ``λ = 0.07 errors per TFLOP``."""
+        symbol, unit = PRICE_UNITS[self.rule]
+        return f"{symbol} = {self.price:g} {unit}"
 
     def costs(self, bench: Benchmark):
         """The default cost setting on ``bench`` (its rule at its price)."""
@@ -114,7 +121,14 @@ def default_router(
     return DefaultChoice(agent.router_id, price, agent.gain, ranking, instead_of=best, rule=rule)
 
 
-PRICE_WORDS = {"price": "at λ (errors per TFLOP)", "latency": "at λₛ (errors per second)"}
+# each default rule's price: its symbol and unit, as every page writes it
+PRICE_UNITS = {"price": ("λ", "errors per TFLOP"), "latency": ("λₛ", "errors per second")}
+
+
+def price_column(rule: str) -> str:
+    """The ranking table's price column under ``rule``: ``at λ (errors per TFLOP)``."""
+    symbol, unit = PRICE_UNITS[rule]
+    return f"at {symbol} ({unit})"
 
 
 def ranking_frame(ranking: list[Ranked], rule: str = "price") -> pd.DataFrame:
@@ -123,7 +137,7 @@ def ranking_frame(ranking: list[Ranked], rule: str = "price") -> pd.DataFrame:
     ranking = sorted(ranking, key=lambda r: -r.best(rule)[0])
     return pd.DataFrame(
         [(router_label(r.router_id), *r.best(rule), r.aiq) for r in ranking],
-        columns=["router", "EM above random mixing", PRICE_WORDS[rule], "AIQ (EM %)"],
+        columns=["router", "EM above random mixing", price_column(rule), "AIQ (EM %)"],
     )
 
 

@@ -4,13 +4,18 @@ first view is drawn, and drawn in place once they are (the page is not rerun for
 
 import streamlit as st
 
-from l2d_core.app_logic.default_view import PRICE_WORDS, DefaultChoice, needs_embeddings, ranking_frame
+from l2d_core.app_logic.default_view import (
+    PRICE_UNITS,
+    DefaultChoice,
+    needs_embeddings,
+    price_column,
+    ranking_frame,
+)
 from l2d_core.routers.registry import router_label
 from pages.ui.cache import embedding_ranking, embeddings_ready
 from pages.ui.widgets import finish_preparing
 
-PRICE_NAMES = {"price": "price λ (errors per TFLOP)", "latency": "latency price λₛ (errors per second)"}
-FMT_PRICE = {words: "{:g}" for words in PRICE_WORDS.values()}
+FMT_PRICE = {price_column(rule): "{:g}" for rule in PRICE_UNITS}
 
 
 def _table(ranking, rule: str) -> None:
@@ -45,11 +50,12 @@ def ranking_panel(dataset: str, pool: str, choice: DefaultChoice, preparing) -> 
             if choice.instead_of is not None
             else "the default router and price above are the best of these"
         )
+        symbol, unit = PRICE_UNITS[choice.rule]
         st.caption(
             "Each router on the training articles, each question routed by a head that never saw its "
-            "article: its EM above random mixing of single agents at the same compute, at the "
-            f"{PRICE_NAMES[choice.rule]} where that is largest ({default_is}), and AIQ, the mean EM of "
-            "its cost–EM curve over the agents' compute range."
+            f"article: its EM above random mixing of single agents at the same compute, at the price "
+            f"{symbol} ({unit}) where that is largest ({default_is}), and AIQ, the mean EM of its "
+            "cost–EM curve over the agents' compute range."
         )
         slot = st.empty()
     with slot.container():

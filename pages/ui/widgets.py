@@ -130,8 +130,7 @@ def default_choice(dataset: str, pool: str) -> DefaultChoice:
 
 def default_caption(choice: DefaultChoice) -> str:
     """What the sidebar says of the default router and cost setting."""
-    lam = f"λₛ = {choice.price:g} errors per second" if choice.rule == "latency" else None
-    label, lam = router_label(choice.router_id), lam or f"λ = {choice.price:g} errors per TFLOP"
+    label, lam = router_label(choice.router_id), choice.setting_words
     gain = "EM points above random mixing of agents on validation articles"
     lost = choice.instead_of
     if lost is not None:
