@@ -95,7 +95,9 @@ def seed_betas() -> None:
 
 
 default_price(choice)
-st.session_state["price"] = on_price_scale(st.session_state.get("price", 0.0), log_prices, price_end)
+on_scale = on_price_scale(st.session_state.get("price", 0.0), log_prices, price_end)
+if st.session_state.get("price") != on_scale:  # written only to change it, as every widget key here
+    st.session_state["price"] = on_scale
 rules = [r for r in RULES if r != "latency" or bench.has_latency]  # the latency price needs logged latency
 for key, default in (("cost_rule", "price"), ("beta1", 0.05), ("decide_by", "costs"), ("latency_price", 0.1)):
     st.session_state.setdefault(key, default)

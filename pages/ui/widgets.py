@@ -149,7 +149,8 @@ def default_price(choice: DefaultChoice) -> None:
     """Start the default rule's price slider (λ, or λₛ on a pool that logs latency) at the default
     router's best price, and the rule at the default's; a user's own price and rule are kept."""
     key, before = PRICE_KEYS[choice.rule], st.session_state.get("_price_default")
-    if key not in st.session_state or (st.session_state[key], choice.rule) == before:
+    at = st.session_state.get(key)  # a widget's key is written only to change it (see below)
+    if (at is None or (at, choice.rule) == before) and at != choice.price:
         st.session_state[key] = choice.price
     rule = st.session_state.get("cost_rule")  # written only to change it: a widget's key set by
     if rule is None or (before is not None and rule == before[1] != choice.rule):  # hand on every
