@@ -91,6 +91,7 @@ def dashboard_server(log_path: Path, env: dict | None = None) -> Iterator[str]:
         "--server.address", "127.0.0.1",
         "--server.port", str(port),
         "--browser.gatherUsageStats", "false",
+        "--logger.level", "info",  # a rerun request the server drops is logged at info
     ]  # fmt: skip
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -104,7 +105,7 @@ def dashboard_server(log_path: Path, env: dict | None = None) -> Iterator[str]:
         deadline = time.monotonic() + HEALTH_TIMEOUT_S
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited with {proc.returncode}:\n{_tail(log_path)}")
+                raise RuntimeError(f"streamlit exited with {proc.returncode}:\n{log_tail(log_path)}")
             try:
                 with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as r:
                     if r.status == 200:
@@ -112,14 +113,14 @@ def dashboard_server(log_path: Path, env: dict | None = None) -> Iterator[str]:
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise TimeoutError(f"no health response in {HEALTH_TIMEOUT_S:.0f} s:\n{_tail(log_path)}")
+                raise TimeoutError(f"no health response in {HEALTH_TIMEOUT_S:.0f} s:\n{log_tail(log_path)}")
             time.sleep(0.25)
         yield base
     finally:
         _stop(proc)
 
 
-def _tail(path: Path, n: int = 40) -> str:
+def log_tail(path: Path, n: int = 40) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
 
 

@@ -100,6 +100,8 @@ def _screenshot(page, tmp_path) -> Path:
 
 def test_cost_explorer_slider_moves_the_metrics(dashboard, browser, tmp_path):
     page = browser.new_page(viewport=bd.VIEWPORT)
+    sent = []  # messages the page sent its server: a slider move is one rerun request
+    page.on("websocket", lambda ws: ws.on("framesent", lambda f: sent.append(len(f))))
     try:
         em = bd.open_cost_explorer(page, dashboard)
         bd.wait_final_default(page)
@@ -113,8 +115,14 @@ def test_cost_explorer_slider_moves_the_metrics(dashboard, browser, tmp_path):
         em_before, gq_before = em.inner_text(), gq.inner_text()
 
         thumb.focus()
+        before = len(sent)
         page.keyboard.press("End")  # λ = 2 errors per TFLOP: experts far dearer → fewer deferrals
-        bd.wait_metric_change(page, "GFLOPs/query", gq_before)
+        try:
+            bd.wait_metric_change(page, "GFLOPs/query", gq_before)
+        except Exception as exc:  # seen rarely under load: say whether the browser asked for a rerun
+            log = bd.log_tail(tmp_path / "streamlit.log")
+            said = f"{len(sent) - before} messages sent after the key; server log:\n{log}"
+            raise AssertionError(said) from exc
         bd.wait_idle(page)
         em_after, gq_after = em.inner_text(), gq.inner_text()
     finally:
