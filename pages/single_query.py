@@ -82,7 +82,8 @@ router_id = select_routers("sq_router", default, multiple=False, where=st, ids=m
 if choice.instead_of is not None:
     st.caption(
         f"No router pays for itself on {pool} (the best on validation articles is "
-        f"{choice.unpaid_gain:+.2f} EM points above random mixing of agents): the other pages send "
+        f"{choice.unpaid_gain:+.2f} EM points above random mixing of agents, its 95% interval down to "
+        f"{choice.unpaid_low:+.2f}): the other pages send "
         f"every question to {router_label(best)}, the most accurate agent. This page shows how a router "
         "would route one query."
     )

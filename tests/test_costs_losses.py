@@ -419,9 +419,12 @@ def test_the_default_cost_setting_is_of_the_pools_rule_and_the_ranking_is_read_b
     from l2d_core.app_logic.default_view import DefaultChoice, ranking_frame
     from l2d_core.evaluation.validation import Ranked
 
-    fast = Ranked("a", 3.0, 0.1, 80.0, latency_gain=1.0, latency_price=0.05)
-    slow = Ranked("b", 2.0, 0.2, 79.0, latency_gain=4.0, latency_price=0.3)
+    fast = Ranked("a", 3.0, 0.1, 80.0, 1.0, 0.05, gain_low=0.4, latency_gain_low=-0.2)
+    slow = Ranked("b", 2.0, 0.2, 79.0, 4.0, 0.3, gain_low=-0.1, latency_gain_low=2.5)
     assert fast.best("price") == (3.0, 0.1) and fast.best("latency") == (1.0, 0.05)
+    # a router pays where the low end of its best gain's 95% interval is above 0, under the rule
+    assert fast.pays("price") and not fast.pays("latency") and slow.pays("latency") and not slow.pays("price")
+    assert list(ranking_frame([fast, slow], "latency")["95% interval from"]) == [2.5, -0.2]
     assert list(ranking_frame([fast, slow], "price")["EM above random mixing"]) == [3.0, 2.0]
     by_latency = ranking_frame([fast, slow], "latency")
     assert list(by_latency["EM above random mixing"]) == [4.0, 1.0]
@@ -429,4 +432,5 @@ def test_the_default_cost_setting_is_of_the_pools_rule_and_the_ranking_is_read_b
     choice = DefaultChoice("b", 0.3, 4.0, [slow, fast], rule="latency")
     assert choice.costs(_RuleBench()) == ("latency", 0.3, 1.0) and choice.unpaid_gain is None
     lost = DefaultChoice("agent:x", 0.3, 0.0, [slow], instead_of=slow, rule="latency")
-    assert lost.unpaid_gain == 4.0  # the router that did not pay, under the pool's rule
+    assert lost.unpaid_gain == 4.0 and lost.unpaid_low == 2.5  # the router that did not pay, by the rule
+    assert not lost.pays and choice.pays

@@ -13,8 +13,9 @@ would delay the dashboard's early read-in by as much.
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from .. import background
@@ -176,24 +177,28 @@ def import_agents(dataset: QADataset, agent_ids: Sequence[str], processes: int =
     _in_children(dataset.name, [ids[k::processes] for k in range(processes) if ids[k::processes]], on_agent)
 
 
-def read_in_early(dataset_name: str, pool_name: str, also: Sequence[str] = ()) -> None:
+def read_in_early(
+    dataset_name: str, pool_name: str, also: Sequence[str] = (), meanwhile: Callable[[], object] | None = None
+) -> None:
     """Start reading a pool's prediction-file agents (and ``also``: the default router's helper
     agents) in, in a child process (so on another core), while this process goes on: a fresh
     dashboard imports torch and scikit-learn meanwhile, and its first view waits for both.
     :func:`ensure_cached` waits for it. Once per process, cache folder and dataset; the child
     skips what is cached already. Unknown pools or agents raise KeyError here; a child that
-    cannot start or fails leaves the work to :func:`ensure_cached`."""
+    cannot start or fails leaves the work to :func:`ensure_cached`. ``meanwhile()`` runs in a
+    thread of this process while a child reads in (not where nothing is to read in: a warm
+    cache's first view gets no work beside it)."""
     key = (str(cache_dir()), dataset_name)
     wanted = dict.fromkeys([*get_pool(pool_name).agent_ids, *also])
     ids = [a for a in wanted if get_agent(a).kind in ("prediction_file", *LOG_KINDS)]
     if key in _EARLY or not ids:
         return
     runner = ThreadPoolExecutor(1)
-    _EARLY[key] = runner.submit(_read_in_missing, dataset_name, ids)
+    _EARLY[key] = runner.submit(_read_in_missing, dataset_name, ids, meanwhile)
     runner.shutdown(wait=False)  # its one thread ends with the child
 
 
-def _read_in_missing(dataset_name: str, ids: list[str]) -> None:
+def _read_in_missing(dataset_name: str, ids: list[str], meanwhile: Callable[[], object] | None) -> None:
     """Those of ``ids`` not read in yet, read in by a child process (none started when all are:
     a warm cache's first view does not wait for a process that finds nothing to do)."""
     from ..data import load_dataset
@@ -201,4 +206,6 @@ def _read_in_missing(dataset_name: str, ids: list[str]) -> None:
     dataset, cache = load_dataset(dataset_name), AgentCache()
     todo = [a for a in ids if needs_import(dataset, get_agent(a), cache)]
     if todo:
+        if meanwhile is not None:
+            threading.Thread(target=meanwhile, name="l2d work beside the read-in", daemon=True).start()
         _in_children(dataset_name, [todo], lambda _: None)

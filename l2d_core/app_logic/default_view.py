@@ -24,7 +24,6 @@ from ..routers.base import Router
 from ..routers.registry import router_label, routers, validated
 
 __all__ = [
-    "PAYS",
     "PRICE_UNITS",
     "price_column",
     "DefaultChoice",
@@ -42,9 +41,10 @@ class DefaultChoice:
     every candidate (:func:`default_candidates`). The price is of the pool's cost ``rule``
     (:func:`~l2d_core.evaluation.validation.default_rule`): λ in errors per TFLOP (``price``), or
     λ_s in errors per second of latency (``latency``, where every agent's latency is logged).
-    Where that router does not pay for itself, the default is the most accurate single agent
-    (``agent:<id>``, which random mixing cannot beat) and ``instead_of`` is the router that did
-    not pay."""
+    Where that router does not pay for itself (the low end of its gain's 95% interval is not
+    above 0: :meth:`~l2d_core.evaluation.validation.Ranked.pays`), the default is the most
+    accurate single agent (``agent:<id>``, which random mixing cannot beat) and ``instead_of``
+    is the router that did not pay."""
 
     router_id: str
     price: float
@@ -60,6 +60,11 @@ class DefaultChoice:
         return None if self.instead_of is None else self.instead_of.best(self.rule)[0]
 
     @property
+    def unpaid_low(self) -> float | None:
+        """The low end of that gain's 95% interval (None where the default is a router)."""
+        return None if self.instead_of is None else self.instead_of.low(self.rule)
+
+    @property
     def setting_words(self) -> str:
         """The default price in words: ``λ = 0.07 errors per TFLOP``."""
         symbol, unit = PRICE_UNITS[self.rule]
@@ -71,11 +76,8 @@ class DefaultChoice:
 
     @property
     def pays(self) -> bool:
-        """Whether the default is above random mixing on validation articles."""
-        return self.gain > PAYS
-
-
-PAYS = 0.05  # EM points above random mixing on validation below which a router does not pay
+        """Whether the default is a router above random mixing on validation articles."""
+        return self.instead_of is None
 
 
 def default_candidates(bench: Benchmark) -> list[str]:
@@ -100,7 +102,7 @@ def default_router(
     fewer routers would change once they are (a page reads them in first, with its progress bar);
     with ``rank=False`` nothing is read in or fitted, and the answer is None when the ranking is
     not on disk yet. ``fitted``: see ``rank_by_validation``. Where the best router is not above random
-    mixing on validation articles (by more than :data:`PAYS`), every question goes to the most
+    mixing on validation articles (its whole 95% interval above 0), every question goes to the most
     accurate single agent instead (:func:`~l2d_core.evaluation.validation.single_agent_score`),
     at the router's price. ``progress(k, n, router id)`` as each router is scored."""
     if rank and (pending := waiting(bench)):
@@ -115,7 +117,7 @@ def default_router(
     ranking = sorted(ranking, key=lambda r: -r.best(rule)[0])
     best = ranking[0]
     gain, price = best.best(rule)
-    if gain > PAYS:
+    if best.pays(rule):
         return DefaultChoice(best.router_id, price, gain, ranking, rule=rule)
     agent = single_agent_score(bench)  # a default that loses to random mixing would be a bug
     return DefaultChoice(agent.router_id, price, agent.gain, ranking, instead_of=best, rule=rule)
@@ -133,11 +135,12 @@ def price_column(rule: str) -> str:
 
 def ranking_frame(ranking: list[Ranked], rule: str = "price") -> pd.DataFrame:
     """The validation ranking as a table, best first under ``rule``: router, EM above random
-    mixing, at which price of ``rule`` (λ per TFLOP, or λ_s per second of latency), AIQ."""
+    mixing, at which price of ``rule`` (λ per TFLOP, or λ_s per second of latency), the low end
+    of that gain's 95% interval, AIQ."""
     ranking = sorted(ranking, key=lambda r: -r.best(rule)[0])
     return pd.DataFrame(
-        [(router_label(r.router_id), *r.best(rule), r.aiq) for r in ranking],
-        columns=["router", "EM above random mixing", price_column(rule), "AIQ (EM %)"],
+        [(router_label(r.router_id), *r.best(rule), r.low(rule), r.aiq) for r in ranking],
+        columns=["router", "EM above random mixing", price_column(rule), "95% interval from", "AIQ (EM %)"],
     )
 
 

@@ -8,7 +8,9 @@ TFLOP, the per-TFLOP price rule): at each, its EM above random mixing of the sin
 the same mean compute (:mod:`~l2d_core.evaluation.gain`). A router's score is its best such gain
 and the price where it is reached; its validation AIQ (area under that curve's hull over the
 pool's GFLOPs range, the curve closed at its cheap end by the router at a price where no expert
-call is worth it) is kept beside it.
+call is worth it) is kept beside it, and so is the low end of that best gain's 95% bootstrap
+interval over the training questions: a router pays for itself as the default only where it is
+above 0 (:meth:`Ranked.pays`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from ..routers.posthoc_inputs import FEATURE_FORMAT
 from ..routers.registry import AGENT_PREFIX, make_router, routers, validated
 from . import metrics as M
 from .benchmark import Benchmark
-from .gain import gain_vector
+from .gain import gain_over_mixing, gain_vector
 
 __all__ = [
     "PRICE_GRID",
@@ -41,7 +43,7 @@ __all__ = [
     "waiting",
 ]
 
-RANKING_KIND = "validation-ranking-5"  # 5: each router's best latency price too, on pools that log latency
+RANKING_KIND = "validation-ranking-6"  # 6: out-of-fold from cross-fitted heads; each best gain's interval
 # λ (errors per TFLOP) at which routers are compared and defaults are chosen (a pool whose experts
 # need a log price scale, a remote LLM's, is compared at the prices of that scale: price_grid)
 PRICE_GRID: tuple[float, ...] = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0)
@@ -78,7 +80,8 @@ class Ranked(NamedTuple):
     """A router's validation score: ``gain`` (EM points above random mixing, out of fold, at its
     best price), that ``price`` (λ, errors per TFLOP) and its validation ``aiq``; on a pool that
     logs latency, the same at its best latency price (``latency_gain`` at ``latency_price`` λ_s,
-    errors per second; None elsewhere)."""
+    errors per second; None elsewhere). ``gain_low`` (``latency_gain_low``): the low end of that
+    gain's 95% bootstrap interval over the training questions."""
 
     router_id: str
     gain: float
@@ -86,10 +89,20 @@ class Ranked(NamedTuple):
     aiq: float
     latency_gain: float | None = None
     latency_price: float | None = None
+    gain_low: float = np.nan
+    latency_gain_low: float | None = None
 
     def best(self, rule: str) -> tuple[float, float]:
         """``(gain, price)`` under ``rule`` (``price`` or ``latency``)."""
         return (self.latency_gain, self.latency_price) if rule == "latency" else (self.gain, self.price)
+
+    def low(self, rule: str) -> float:
+        """The low end of the best gain's 95% interval under ``rule``."""
+        return self.latency_gain_low if rule == "latency" else self.gain_low
+
+    def pays(self, rule: str) -> bool:
+        """Above random mixing on validation under ``rule``: its whole 95% interval above 0."""
+        return bool(self.low(rule) > 0)
 
 
 def validation_curve(router: Router, rule: str = "price") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -108,24 +121,37 @@ def validation_curve(router: Router, rule: str = "price") -> tuple[np.ndarray, n
     return np.array(cost), np.array(em), np.array(gain)
 
 
-def validation_score(router: Router) -> tuple[float, float, float]:
-    """``(best gain over mixing, its λ, AIQ)`` of :func:`validation_curve`; the AIQ's curve also
-    holds the router's point at :data:`NO_DEFERRAL_PRICE` (what it pays and gets when no expert
-    is worth calling: the main agent and whatever the router itself runs on every question)."""
+def validation_score(router: Router) -> tuple[float, float, float, float]:
+    """``(best gain over mixing, its λ, AIQ, the gain's 95% low end)`` of :func:`validation_curve`;
+    the AIQ's curve also holds the router's point at :data:`NO_DEFERRAL_PRICE` (what it pays and
+    gets when no expert is worth calling: the main agent and whatever the router itself runs on
+    every question)."""
     bench = router.bench_
     g = bench.train.agent_gflops
     cost, em, gain = validation_curve(router)
     k = int(np.argmax(gain))
     least, ok = router.oof_outcome(bench.price_costs(NO_DEFERRAL_PRICE))
     cost, em = np.append(cost, least.mean()), np.append(em, 100 * float(ok.mean()))
-    return float(gain[k]), float(price_grid(bench)[k]), M.aiq(cost, em, float(g.min()), float(g.max()))
+    aiq = M.aiq(cost, em, float(g.min()), float(g.max()))
+    lam = float(price_grid(bench)[k])
+    return float(gain[k]), lam, aiq, _low(router, "price", lam)
 
 
-def latency_score(router: Router) -> tuple[float, float]:
-    """``(best gain over mixing, its λ_s)`` on :data:`LATENCY_GRID`: where the pool logs latency."""
+def latency_score(router: Router) -> tuple[float, float, float]:
+    """``(best gain over mixing, its λ_s, the gain's 95% low end)`` on :data:`LATENCY_GRID`:
+    where the pool logs latency."""
     gain = validation_curve(router, "latency")[2]
     k = int(np.argmax(gain))
-    return float(gain[k]), float(LATENCY_GRID[k])
+    lam = float(LATENCY_GRID[k])
+    return float(gain[k]), lam, _low(router, "latency", lam)
+
+
+def _low(router: Router, rule: str, lam: float) -> float:
+    """The low end of the 95% bootstrap interval (over the training questions) of the router's
+    out-of-fold EM above random mixing at ``lam`` of ``rule``."""
+    train = router.bench_.train
+    spent, ok = router.oof_outcome(router.bench_.rule_costs(rule, lam))
+    return gain_over_mixing(ok, train.em, train.gflops.mean(axis=0), float(spent.mean()))[1][0]
 
 
 def candidates(bench: Benchmark, ready_only: bool = False) -> list[str]:
@@ -189,10 +215,12 @@ def rank_by_validation(
         scores = []
         for k, rid in enumerate(ids, start=1):
             router = fit(rid)
-            scores.append([*validation_score(router), *(latency_score(router) if latency else (np.nan,) * 2)])
+            gain, lam, aiq, low = validation_score(router)
+            lat = latency_score(router) if latency else (np.nan,) * 3
+            scores.append([gain, lam, aiq, *lat[:2], low, lat[2]])
             if progress:
                 progress(k, len(ids), rid)
-        return {"ids": np.array(ids, dtype=str), "scores": np.array(scores, dtype=float).reshape(-1, 5)}
+        return {"ids": np.array(ids, dtype=str), "scores": np.array(scores, dtype=float).reshape(-1, 7)}
 
     memo = trained.memo_arrays(
         RANKING_KIND, bench, params, compute_scores if compute else None, bench.has_embeddings
@@ -200,7 +228,13 @@ def rank_by_validation(
     if memo is None:
         return None
     ranked = [  # a pool without latency stores NaN for the latency scores
-        Ranked(str(r), *map(float, s[:3]), *(None if np.isnan(x) else float(x) for x in s[3:]))
+        Ranked(
+            str(r),
+            *map(float, s[:3]),
+            *(None if np.isnan(x) else float(x) for x in s[3:5]),
+            float(s[5]),
+            None if np.isnan(s[6]) else float(s[6]),
+        )  # fmt: skip
         for r, s in zip(memo["ids"], memo["scores"])
     ]
     return sorted(ranked, key=lambda r: -r.gain)

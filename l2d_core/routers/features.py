@@ -162,7 +162,7 @@ def extra_features(
         else:
             row += [0.0] * 4
         raw = main_answers[k] if isinstance(main_answers[k], str) else ""
-        qw = set(normalize_answer(r.question).split())
+        qw = _question_words(r.question)
         toks = raw.split()
         row += [
             float(any(c.isdigit() for c in raw)),
@@ -175,6 +175,11 @@ def extra_features(
         ]
         rows.append(row)
     return np.array(rows, np.float32).reshape(n, h + 14)
+
+
+@lru_cache(maxsize=65536)
+def _question_words(question: str) -> frozenset[str]:
+    return frozenset(normalize_answer(question).split())
 
 
 _WORD = re.compile(r"\w+")
@@ -196,6 +201,7 @@ def _context_words(context: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
     return tuple(m.group() for m in found), tuple(m.start() for m in found)
 
 
+@lru_cache(maxsize=65536)  # the post-hoc, cascade and two-stage routers read the same main answers
 def question_overlap(answer: str, question: str, context: str) -> tuple[float, float]:
     """Does the context around the answer speak of what the question asks? The share of the
     question's content words (not :data:`STOP_WORDS`, not in the answer) found within

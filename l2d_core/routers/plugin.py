@@ -281,11 +281,18 @@ class ErrorEstimateRouter(Router):
 
     def oof_error_proba(self, folds: int = VALIDATION_FOLDS) -> np.ndarray:
         """p̂ on every training question from a head trained on the other folds of articles,
-        (N_train, 2, A), in the order of ``bench.train``; heads are stored like any other."""
+        (N_train, 2, A), in the order of ``bench.train``. An estimator whose heads are
+        cross-fitted gives them itself (``out_of_fold``: each article scored by the head that
+        never saw it, no head fitted again); otherwise a head per fold of ``folds``, stored like
+        any other."""
         memo = self.__dict__.setdefault("oof_", {})
         if folds not in memo:
             bench = self.bench_
             F = self._features("train")
+            own = getattr(self.estimator_, "out_of_fold", None)
+            if own is not None and (p := own(F, bench.train.titles)) is not None:
+                memo[folds] = p
+                return p
             fold = article_folds(bench.train.titles, folds, seed=self.seed_)
             out = np.zeros((len(F), 2, bench.train.n_agents))
             for k in range(folds):

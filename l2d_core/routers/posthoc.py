@@ -126,6 +126,24 @@ class PosthocRejector(BaseEstimator):
             p = p + expit(z)
         return p / len(self.heads_)
 
+    def out_of_fold(self, F: np.ndarray, groups: np.ndarray) -> np.ndarray | None:
+        """p̂ on the rows it was fitted on (``F`` and ``groups`` as given to :meth:`fit`), each row
+        from the one cross-fitted head that never saw its article, calibrated on that fold (the
+        head's own Platt map): (N, 2, A). None where the heads were not cross-fitted (no
+        calibration, or K = 1), so some row was seen by every head."""
+        check_is_fitted(self, "head_")
+        if self.platt_ is None or len(self.heads_) < 2:
+            return None
+        F, groups = np.asarray(F, dtype=np.float32), np.asarray(groups)
+        masks = crossfit_splits(groups, int(self.calibration_folds), self.config.seed)
+        if len(masks) != len(self.heads_):
+            raise ValueError(f"{len(self.heads_)} heads for {len(masks)} folds: not the rows of their fit")
+        out = np.empty((len(F), *self.platt_.shape[1:3]))
+        for k, (head, fitted_on) in enumerate(zip(self.heads_, masks)):
+            z = _logits(head, F[~fitted_on])
+            out[~fitted_on] = expit(z * self.platt_[None, k, :, :, 0] + self.platt_[None, k, :, :, 1])
+        return out
+
     def save(self, directory: str | Path) -> Path:
         """The first head in ``directory`` (its ``config.json`` records the calibration), the
         others in ``head1/``, ``head2/``…, the Platt maps of all in ``platt.safetensors``."""

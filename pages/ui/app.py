@@ -8,6 +8,8 @@ the frame has not run in this session it runs it (this navigation, whose address
 its file name, finds the page) and stops; otherwise it does nothing."""
 
 import sys
+from functools import partial
+from importlib import import_module
 from pathlib import Path
 
 import streamlit as st
@@ -34,9 +36,10 @@ def run_app() -> None:
     st.set_page_config(page_title="L2D routing for extractive QA", page_icon="🔀", layout="wide")
     if "torch" not in sys.modules:  # a fresh server: while the page imports scikit-learn and the
         # routers, the default pool and the helper agents its best router reads are read in on
-        # another core (once per process; nothing is started where they are read in already)
+        # another core (once per process; nothing is started where they are read in already), and
+        # torch, which fits the routers' heads next, is imported while this waits for them
         helpers = cheap_builtin_agents(DATASET_CHOICES[0], get_pool(DEFAULT_POOL).main)
-        read_in_early(DATASET_CHOICES[0], DEFAULT_POOL, helpers)
+        read_in_early(DATASET_CHOICES[0], DEFAULT_POOL, helpers, meanwhile=partial(import_module, "torch"))
     pages = [
         st.Page(
             PAGES_DIR / f"{name}.py", title=title, icon=f":material/{icon}:", url_path=name, default=k == 0

@@ -54,8 +54,9 @@ def ranking_panel(dataset: str, pool: str, choice: DefaultChoice, preparing) -> 
         st.caption(
             "Each router on the training articles, each question routed by a head that never saw its "
             f"article: its EM above random mixing of single agents at the same compute, at the price "
-            f"{symbol} ({unit}) where that is largest ({default_is}), and AIQ, the mean EM of its "
-            "cost–EM curve over the agents' compute range."
+            f"{symbol} ({unit}) where that is largest, the low end of that gain's 95% interval (a router "
+            f"pays for itself where it is above 0; {default_is}), and AIQ, the mean EM of its cost–EM "
+            "curve over the agents' compute range."
         )
         slot = st.empty()
     with slot.container():

@@ -136,7 +136,8 @@ def default_caption(choice: DefaultChoice) -> str:
     if lost is not None:
         return (
             f"No router pays for itself on this pool: the best, {router_label(lost.router_id)}, is "
-            f"{choice.unpaid_gain:+.2f} {gain} at best. Default: every question to {label}, the most "
+            f"{choice.unpaid_gain:+.2f} {gain} at best, and its 95% interval reaches down to "
+            f"{choice.unpaid_low:+.2f}. Default: every question to {label}, the most "
             f"accurate agent on the training articles, which random mixing cannot beat ({choice.gain:+.2f})."
         )
     return f"Default: {label} at {lam}, the best on validation articles: {choice.gain:+.2f} {gain}."
