@@ -143,15 +143,16 @@ def test_validation_ranking_prefers_the_router_that_sees_the_signal(slices, monk
     assert ranking[0].router_id in ("l2d-cascade", "l2d-posthoc") and ranking[0].gain >= ranking[1].gain
     scores = {r.router_id: r for r in ranking}
     router = make_router("l2d-cascade").fit(b)
-    gain, price, aiq = validation_score(router)
+    gain, price, aiq, low = validation_score(router)
     assert (scores["l2d-cascade"].gain, scores["l2d-cascade"].price) == pytest.approx((gain, price))
+    assert scores["l2d-cascade"].gain_low == pytest.approx(low) and low < gain
     assert scores["l2d-cascade"].aiq == pytest.approx(aiq)
     # the AIQ's curve starts where no expert is worth calling (the main agent alone), not at the
     # price grid's cheapest point where that still defers doubtful questions (P3-albert: 37 GFLOPs
     # against the main agent's 5): no 0 EM is counted between them
     monkeypatch.setattr(V, "price_grid", lambda bench: (0.0, 0.1))
     g = b.train.agent_gflops
-    gain, price, aiq = validation_score(router)
+    gain, price, aiq, low = validation_score(router)
     cost, em, _ = validation_curve(router)
     least, ok = router.oof_outcome(b.price_costs(NO_DEFERRAL_PRICE))
     assert least.mean() == pytest.approx(g[0]) and cost.min() > g[0] + 1.0
@@ -160,6 +161,33 @@ def test_validation_ranking_prefers_the_router_that_sees_the_signal(slices, monk
     assert aiq > M.aiq(cost, em, g.min(), g.max()) + 0.1
     worse = rank_by_validation(slices["uninformative"], ["l2d-cascade"])
     assert scores["l2d-cascade"].gain > 1.0 and scores["l2d-cascade"].gain > worse[0].gain + 1.0
+
+
+def test_out_of_fold_estimates_come_from_the_cross_fitted_heads(slices, monkeypatch):
+    """A router is ranked on its own cross-fitted heads: each training article scored by the head
+    that never saw it, calibrated as that head is; no head is fitted for the ranking."""
+    from scipy.special import expit
+
+    from l2d_core.routers import trained
+    from l2d_core.routers.calibration import crossfit_splits
+    from l2d_core.routers.posthoc import _logits
+
+    b = slices["informative"]
+    router = make_router("l2d-cascade").fit(b)
+    est, F = router.estimator_, router._features("train")
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("a head fitted for the out-of-fold estimates")
+
+    monkeypatch.setattr(trained, "fitted", no_fit)
+    oof = router.oof_error_proba()
+    masks = crossfit_splits(b.train.titles, est.calibration_folds, est.config.seed)
+    assert len(masks) == len(est.heads_) > 1 and sum((~m).astype(int) for m in masks).tolist() == [1] * len(F)
+    for k, (head, seen) in enumerate(zip(est.heads_, masks)):
+        assert not set(b.train.titles[~seen]) & set(b.train.titles[seen])  # whole articles held out
+        z = _logits(head, F[~seen])
+        assert np.allclose(oof[~seen], expit(z * est.platt_[k, :, :, 0] + est.platt_[k, :, :, 1]))
+    assert not np.allclose(oof, est.predict_proba(F))  # not the mean of the heads that saw them
 
 
 def test_validation_ranking_is_kept_on_disk(slices, monkeypatch):

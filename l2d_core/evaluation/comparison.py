@@ -337,8 +337,9 @@ def run_comparison(
         points = _mean_points(runs)
         entry: dict = {"points": points}
         if validated(type(fitted[0])):  # what the reports choose by (no test label read)
-            gain, price, aiq = validation_score(fitted[0])
-            entry["validation"] = {"gain": gain, "price": price, "aiq": aiq, "seed": seeds[0]}
+            gain, price, aiq, low = validation_score(fitted[0])
+            scored = {"gain": gain, "price": price, "aiq": aiq, "gain_low": low}
+            entry["validation"] = {**scored, "seed": seeds[0]}
         # what the router pays on every query besides the agent it picks (encoder, main + helpers)
         entry["overhead_gflops"] = float(fitted[0].decide(bench.costs(BETA_POINTS[-1])).overhead_gflops)
         for k in per_seed[0]:

@@ -199,8 +199,16 @@ class ErrorEstimateRouter(Router):
             train_features=digest,
             **self._store_params(),
         )
-        self.p_err_ = self.estimator_.predict_proba(self._features("test"))
+        self.__dict__.pop("test_p_err", None)  # a fit again: estimated again when read
         self.data_, self.overhead_ = self.accounting(bench.test)
+
+    @property
+    def p_err_(self) -> np.ndarray:
+        """p̂ on the test articles, (N_test, 2, A): estimated when first read (a router fitted
+        only to be ranked on validation articles never reads its test questions' features)."""
+        if "test_p_err" not in self.__dict__:
+            self.__dict__["test_p_err"] = self.estimator_.predict_proba(self._features("test"))
+        return self.__dict__["test_p_err"]
 
     def decision(self, p_err: np.ndarray, costs: CostConfig, data=None, overhead=None, **extra) -> Decision:
         """The plug-in rule at ``costs`` on estimates ``p_err`` (default: this router's on test)."""
