@@ -7,6 +7,7 @@ import math
 import os
 import random
 import re
+import sys
 import threading
 from contextlib import contextmanager
 from functools import lru_cache
@@ -120,12 +121,33 @@ def half_precision(device: torch.device) -> torch.dtype | None:
     return torch.bfloat16 if cpu_has_fast_bf16() else None
 
 
-def pick_device(device: str | None = None) -> torch.device:
-    """``device`` if given, else ``L2D_DEVICE``, else CUDA when present, else CPU."""
+def device_name(device: str | None = None) -> str:
+    """``device`` if given, else ``L2D_DEVICE``, else ``cuda`` when a CUDA device is present,
+    else ``cpu``. On Linux without the NVIDIA driver (no ``/proc/driver/nvidia``) there is none,
+    and torch is not imported to find that out."""
+    name = device or os.environ.get("L2D_DEVICE")
+    if name:
+        return name
+    if sys.platform == "linux" and not Path("/proc/driver/nvidia").exists():
+        return "cpu"
     import torch
 
-    name = device or os.environ.get("L2D_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(name)
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def precision_name(device: str) -> str:
+    """What :func:`half_precision` gives on a device of this name, as a word (torch not imported):
+    ``fp16`` on CUDA, ``bf16`` on a CPU that computes it natively, else ``fp32``."""
+    if device.split(":", 1)[0] == "cuda":
+        return "fp16"
+    return "bf16" if cpu_has_fast_bf16() else "fp32"
+
+
+def pick_device(device: str | None = None) -> torch.device:
+    """The torch device of :func:`device_name`."""
+    import torch
+
+    dev = torch.device(device_name(device))
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("CUDA was requested but no CUDA device is available")
     return dev

@@ -46,3 +46,29 @@ def test_limit_threads_sets_torchs_threads_only_where_torch_is_imported():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["False", "False", "True", "1"]
+
+
+def test_the_device_and_its_precision_are_known_without_torch_where_there_is_no_driver(monkeypatch):
+    """An encoder's cache key reads its device's precision: on a machine without the NVIDIA driver
+    that takes no torch import (a warm dashboard asks whether the embeddings are on disk), and the
+    word is what torch's precision gives."""
+    from pathlib import Path
+
+    import torch
+
+    from l2d_core.runtime import device_name, half_precision, pick_device, precision_name
+
+    monkeypatch.delenv("L2D_DEVICE", raising=False)
+    assert device_name("cuda:1") == "cuda:1"
+    monkeypatch.setenv("L2D_DEVICE", "cpu")
+    assert device_name() == "cpu" and str(pick_device()) == "cpu"
+    monkeypatch.delenv("L2D_DEVICE")
+    assert device_name() == ("cuda" if torch.cuda.is_available() else "cpu")
+    if sys.platform == "linux" and not Path("/proc/driver/nvidia").exists():
+        probe = "import sys; from l2d_core.runtime import device_name as d; "
+        probe += "print(d(), 'torch' in sys.modules)"
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+        assert out.stdout.split() == ["cpu", "False"]
+    words = {torch.float16: "fp16", torch.bfloat16: "bf16", None: "fp32"}
+    for name in ("cpu", "cuda", "cuda:0"):
+        assert precision_name(name) == words[half_precision(torch.device(name))]

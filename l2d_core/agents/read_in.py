@@ -181,7 +181,7 @@ def read_in_early(
     dataset_name: str, pool_name: str, also: Sequence[str] = (), meanwhile: Callable[[], object] | None = None
 ) -> None:
     """Start reading a pool's prediction-file agents (and ``also``: the default router's helper
-    agents) in, in a child process (so on another core), while this process goes on: a fresh
+    agents) in, in child processes (so on other cores), while this process goes on: a fresh
     dashboard imports torch and scikit-learn meanwhile, and its first view waits for both.
     :func:`ensure_cached` waits for it. Once per process, cache folder and dataset; the child
     skips what is cached already. Unknown pools or agents raise KeyError here; a child that
@@ -199,8 +199,8 @@ def read_in_early(
 
 
 def _read_in_missing(dataset_name: str, ids: list[str], meanwhile: Callable[[], object] | None) -> None:
-    """Those of ``ids`` not read in yet, read in by a child process (none started when all are:
-    a warm cache's first view does not wait for a process that finds nothing to do)."""
+    """Those of ``ids`` not read in yet, read in by two child processes (none started when all
+    are: a warm cache's first view does not wait for a process that finds nothing to do)."""
     from ..data import load_dataset
 
     dataset, cache = load_dataset(dataset_name), AgentCache()
@@ -208,4 +208,4 @@ def _read_in_missing(dataset_name: str, ids: list[str], meanwhile: Callable[[], 
     if todo:
         if meanwhile is not None:
             threading.Thread(target=meanwhile, name="l2d work beside the read-in", daemon=True).start()
-        _in_children(dataset_name, [todo], lambda _: None)
+        _in_children(dataset_name, [todo[0::2], todo[1::2]] if len(todo) > 1 else [todo], lambda _: None)

@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from ..flops import forward_gflops
 from ..paths import DEFAULT_ENCODER, cache_dir, resolve_encoder
-from ..runtime import half_precision, pick_device, transformers_names
+from ..runtime import device_name, half_precision, pick_device, precision_name, transformers_names
 from ..stores import model_fingerprint, open_disk_cache
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class Encoder:
     fingerprint: str
     pooling: str = "mean"
     max_length: int = 384
-    device: torch.device = field(default_factory=lambda: _torch().device("cpu"))
+    device_spec: str = "cpu"  # where it runs (runtime.device_name); the torch device: ``device``
     eager_attention: bool = False
     _tokenizer: object = field(default=None, repr=False)
     _model: torch.nn.Module | None = field(default=None, repr=False)
@@ -125,10 +125,14 @@ class Encoder:
         return int(self.model.config.hidden_size)
 
     @property
+    def device(self) -> torch.device:
+        return _torch().device(self.device_spec)
+
+    @property
     def precision(self) -> str:
-        """fp16 on CUDA, bf16 on a CPU that computes it natively, else fp32 (part of the cache key)."""
-        half, torch = half_precision(self.device), _torch()
-        return {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(half, "fp32")
+        """fp16 on CUDA, bf16 on a CPU that computes it natively, else fp32 (part of the cache key;
+        known without importing torch)."""
+        return precision_name(self.device_spec)
 
     def tokenize(self, texts: Sequence[str], pairs: Sequence[str] | None = None, padding=True):
         return self.tokenizer(
@@ -291,9 +295,8 @@ def load_encoder(
     ``lazy=True`` defers loading until the model is needed (cache misses, FLOP counts).
     """
     path = resolve_encoder(name_or_path)
-    enc = Encoder(
-        name_or_path, path, _fingerprint(path), pooling, max_length, pick_device(device), eager_attention
-    )
+    spec = device_name(device) if lazy else str(pick_device(device))  # lazy: torch is not imported
+    enc = Encoder(name_or_path, path, _fingerprint(path), pooling, max_length, spec, eager_attention)
     if not lazy:
         enc.tokenizer, enc.model  # noqa: B018 - load now: errors surface here
     return enc
