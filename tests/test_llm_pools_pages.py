@@ -97,6 +97,27 @@ def test_p3_albert_costs_are_measured_from_the_configuration():
     assert bench.train.agent_gflops[1] == pytest.approx(measured)
 
 
+def test_a_measured_architecture_counts_as_the_model_with_random_weights_does():
+    """The count is built without drawing weights: it equals the count of the same model drawn at
+    random (BENCHMARK.md's rule), here for a one-layer BERT and DeBERTa-v3's attention."""
+    import torch
+
+    from l2d_core.flops import forward_gflops
+    from l2d_core.runtime import transformers_names
+
+    auto_config, auto_qa = transformers_names("AutoConfig", "AutoModelForQuestionAnswering")
+    small = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64}
+    deberta = {**get_agent("deberta-v3-base").options["architecture"], **small, "vocab_size": 1000}
+    for arch in ({"model_type": "bert", **small}, deberta):
+        config = auto_config.for_model(
+            arch["model_type"], **{k: v for k, v in arch.items() if k != "model_type"}
+        )
+        config._attn_implementation = "eager"
+        torch.manual_seed(0)
+        drawn = forward_gflops(auto_qa.from_config(config).eval(), 64)
+        assert architecture_gflops(arch, tokens=64) == pytest.approx(drawn, rel=1e-12) and drawn > 0
+
+
 def test_measured_agents_cost_their_measured_gflops_on_single_query_and_the_api(monkeypatch, request):
     """An agent measured from its architecture says 0 GFLOPs in its spec (and beside its imported
     answers): Single query's table and tiles, and the routing API, charge its measured figure, as

@@ -20,7 +20,8 @@ ARCHITECTURE_TOKENS = 384  # BENCHMARK.md: costs are per query at a 384-token in
 
 def architecture_gflops(architecture: dict, tokens: int = ARCHITECTURE_TOKENS) -> float:
     """GFLOPs of one question-answering forward of the model ``architecture`` describes, at
-    ``tokens`` tokens, counted by torch's FLOP counter (eager attention) on random weights."""
+    ``tokens`` tokens, counted by torch's FLOP counter (eager attention) on weights left
+    uninitialised (the count depends on the shapes alone; drawing them at random gives the same)."""
     if not isinstance(architecture, dict) or not isinstance(architecture.get("model_type"), str):
         raise ValueError(f"an architecture is a configuration with a model_type, got {architecture!r}")
     key = f"architecture_gflops|{json.dumps(architecture, sort_keys=True)}|{tokens}"
@@ -40,9 +41,20 @@ def architecture_gflops(architecture: dict, tokens: int = ARCHITECTURE_TOKENS) -
             config = AutoConfig.for_model(architecture["model_type"], **fields)
             config._attn_implementation = "eager"  # the fused kernels are undercounted
             torch.manual_seed(0)
-            model = AutoModelForQuestionAnswering.from_config(config).eval()
+            with _no_init_weights():  # the count reads shapes, not values: the same figure, in ms
+                model = AutoModelForQuestionAnswering.from_config(config).eval()
             meta[key] = forward_gflops(model, tokens)
         return float(meta[key])
+
+
+def _no_init_weights():
+    """transformers' context that builds a model without initialising its weights (DeBERTa-v3's
+    128k-word embedding took 3 s to draw at random)."""
+    try:
+        from transformers.initialization import no_init_weights
+    except ImportError:  # transformers 4
+        from transformers.modeling_utils import no_init_weights
+    return no_init_weights()
 
 
 def _architecture(spec) -> dict | None:
