@@ -5,7 +5,7 @@ The result is the per-question record the agent cache stores for every agent kin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ..data.records import QADataset, QARecord
@@ -27,6 +27,8 @@ class GoldIndex:
     dataset: QADataset
     contexts: dict[str, ContextIndex]
     golds: dict[str, list[tuple[int, int]]]
+    # (qid, answer) → its score: agents often give the same answer to a question
+    scored: dict[tuple[str, str], dict] = field(default_factory=dict, compare=False, repr=False)
 
     def record(self, qid: str) -> QARecord:
         return self.dataset[qid]
@@ -60,15 +62,18 @@ def score_answer(gold: GoldIndex, qid: str, answer: str | None) -> dict:
             "em": 0.0,
             "f1": 0.0,
         }
-    loc = locate(answer, gold.contexts[r.context], None, r.context)
-    s_ok, e_ok = endpoint_correct(loc, gold.golds[qid])
-    return {
-        "answer": answer,
-        "start": loc.start,
-        "end": loc.end,
-        "status": loc.status,
-        "start_ok": s_ok,
-        "end_ok": e_ok,
-        "em": exact_match(answer, r.answers, gold.dataset.v2),
-        "f1": f1(answer, r.answers, gold.dataset.v2),
-    }
+    done = gold.scored.get((qid, answer))
+    if done is None:
+        loc = locate(answer, gold.contexts[r.context], None, r.context)
+        s_ok, e_ok = endpoint_correct(loc, gold.golds[qid])
+        done = gold.scored[qid, answer] = {
+            "answer": answer,
+            "start": loc.start,
+            "end": loc.end,
+            "status": loc.status,
+            "start_ok": s_ok,
+            "end_ok": e_ok,
+            "em": exact_match(answer, r.answers, gold.dataset.v2),
+            "f1": f1(answer, r.answers, gold.dataset.v2),
+        }
+    return dict(done)  # the caller's own: it adds fields
