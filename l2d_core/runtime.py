@@ -116,9 +116,7 @@ def half_precision(device: torch.device) -> torch.dtype | None:
     have it is used for training elsewhere), bf16 on a CPU that has it natively, else None (fp32)."""
     import torch
 
-    if device.type == "cuda":
-        return torch.float16
-    return torch.bfloat16 if cpu_has_fast_bf16() else None
+    return {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision_name(str(device)))
 
 
 def device_name(device: str | None = None) -> str:
@@ -136,8 +134,9 @@ def device_name(device: str | None = None) -> str:
 
 
 def precision_name(device: str) -> str:
-    """What :func:`half_precision` gives on a device of this name, as a word (torch not imported):
-    ``fp16`` on CUDA, ``bf16`` on a CPU that computes it natively, else ``fp32``."""
+    """The precision worth autocasting to on a device of this name, as a word (torch not
+    imported; :func:`half_precision` gives its torch dtype): ``fp16`` on CUDA, ``bf16`` on a CPU
+    that computes it natively, else ``fp32``."""
     if device.split(":", 1)[0] == "cuda":
         return "fp16"
     return "bf16" if cpu_has_fast_bf16() else "fp32"

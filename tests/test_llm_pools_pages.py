@@ -8,6 +8,7 @@ costs, and P2/P3's post-hoc helpers unchanged by the new agents.
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from pathlib import Path
@@ -287,7 +288,7 @@ def test_where_no_router_pays_the_default_is_the_most_accurate_agent():
     choice = default_router(bench)
     assert choice.router_id == "agent:v2-nullodds" and choice.gain == pytest.approx(0.0)
     assert choice.instead_of == choice.ranking[0] and not choice.instead_of.pays("price")
-    assert choice.instead_of.low("price") <= 0 < choice.instead_of.gain_low + 100  # a real interval
+    assert math.isfinite(choice.instead_of.low("price")) and choice.instead_of.low("price") <= 0
     at = run("cost_explorer", "Pllama")
     assert at.multiselect(key="routers").value == ["agent:v2-nullodds"]
     said = " ".join(c.value for c in at.sidebar.caption)

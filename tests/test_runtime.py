@@ -56,7 +56,7 @@ def test_the_device_and_its_precision_are_known_without_torch_where_there_is_no_
 
     import torch
 
-    from l2d_core.runtime import device_name, half_precision, pick_device, precision_name
+    from l2d_core.runtime import cpu_has_fast_bf16, device_name, half_precision, pick_device, precision_name
 
     monkeypatch.delenv("L2D_DEVICE", raising=False)
     assert device_name("cuda:1") == "cuda:1"
@@ -69,6 +69,10 @@ def test_the_device_and_its_precision_are_known_without_torch_where_there_is_no_
         probe += "print(d(), 'torch' in sys.modules)"
         out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
         assert out.stdout.split() == ["cpu", "False"]
-    words = {torch.float16: "fp16", torch.bfloat16: "bf16", None: "fp32"}
-    for name in ("cpu", "cuda", "cuda:0"):
-        assert precision_name(name) == words[half_precision(torch.device(name))]
+    cpu = (torch.bfloat16, "bf16") if cpu_has_fast_bf16() else (None, "fp32")
+    for name, (dtype, word) in {
+        "cpu": cpu,
+        "cuda": (torch.float16, "fp16"),
+        "cuda:0": (torch.float16, "fp16"),
+    }.items():
+        assert half_precision(torch.device(name)) == dtype and precision_name(name) == word

@@ -109,16 +109,29 @@ def validation_curve(router: Router, rule: str = "price") -> tuple[np.ndarray, n
     """(mean GFLOPs per query, EM %, EM above random mixing %) of a fitted router (``validated``)
     on the training articles, one point per value of ``rule``'s grid (:func:`price_grid`, or
     :data:`LATENCY_GRID`), out of fold."""
+    return _curve(router, rule)[:3]
+
+
+def _curve(router: Router, rule: str):
+    """:func:`validation_curve`, and the EM (0/1) per training question at each point."""
     bench = router.bench_
     train = bench.train
     agent_g = train.gflops.mean(axis=0)
-    cost, em, gain = [], [], []
+    cost, em, gain, outcomes = [], [], [], []
     for lam in rule_grid(bench, rule):
         g, ok = router.oof_outcome(bench.rule_costs(rule, lam))
         cost.append(float(g.mean()))
         em.append(100 * float(ok.mean()))
         gain.append(100 * float(gain_vector(ok, train.em, agent_g, cost[-1]).mean()))
-    return np.array(cost), np.array(em), np.array(gain)
+        outcomes.append(ok)
+    return np.array(cost), np.array(em), np.array(gain), outcomes
+
+
+def _low(router: Router, ok: np.ndarray, spent: float) -> float:
+    """The low end of the 95% bootstrap interval (over the training questions) of the EM above
+    random mixing of out-of-fold outcomes ``ok`` that spent ``spent`` GFLOPs per question."""
+    train = router.bench_.train
+    return gain_over_mixing(ok, train.em, train.gflops.mean(axis=0), spent)[1][0]
 
 
 def validation_score(router: Router) -> tuple[float, float, float, float]:
@@ -128,30 +141,21 @@ def validation_score(router: Router) -> tuple[float, float, float, float]:
     every question)."""
     bench = router.bench_
     g = bench.train.agent_gflops
-    cost, em, gain = validation_curve(router)
+    cost, em, gain, outcomes = _curve(router, "price")
     k = int(np.argmax(gain))
+    low = _low(router, outcomes[k], float(cost[k]))
     least, ok = router.oof_outcome(bench.price_costs(NO_DEFERRAL_PRICE))
     cost, em = np.append(cost, least.mean()), np.append(em, 100 * float(ok.mean()))
     aiq = M.aiq(cost, em, float(g.min()), float(g.max()))
-    lam = float(price_grid(bench)[k])
-    return float(gain[k]), lam, aiq, _low(router, "price", lam)
+    return float(gain[k]), float(price_grid(bench)[k]), aiq, low
 
 
 def latency_score(router: Router) -> tuple[float, float, float]:
     """``(best gain over mixing, its λ_s, the gain's 95% low end)`` on :data:`LATENCY_GRID`:
     where the pool logs latency."""
-    gain = validation_curve(router, "latency")[2]
+    cost, _, gain, outcomes = _curve(router, "latency")
     k = int(np.argmax(gain))
-    lam = float(LATENCY_GRID[k])
-    return float(gain[k]), lam, _low(router, "latency", lam)
-
-
-def _low(router: Router, rule: str, lam: float) -> float:
-    """The low end of the 95% bootstrap interval (over the training questions) of the router's
-    out-of-fold EM above random mixing at ``lam`` of ``rule``."""
-    train = router.bench_.train
-    spent, ok = router.oof_outcome(router.bench_.rule_costs(rule, lam))
-    return gain_over_mixing(ok, train.em, train.gflops.mean(axis=0), float(spent.mean()))[1][0]
+    return float(gain[k]), float(LATENCY_GRID[k]), _low(router, outcomes[k], float(cost[k]))
 
 
 def candidates(bench: Benchmark, ready_only: bool = False) -> list[str]:

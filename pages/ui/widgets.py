@@ -153,9 +153,10 @@ def default_price(choice: DefaultChoice) -> None:
     at = st.session_state.get(key)  # a widget's key is written only to change it (see below)
     if (at is None or (at, choice.rule) == before) and at != choice.price:
         st.session_state[key] = choice.price
-    rule = st.session_state.get("cost_rule")  # written only to change it: a widget's key set by
-    if rule is None or (before is not None and rule == before[1] != choice.rule):  # hand on every
-        st.session_state["cost_rule"] = choice.rule  # run lost the browser's next slider move
+    # written only to change it: a widget's key set by hand on every run lost the next slider move
+    rule = st.session_state.get("cost_rule")
+    if rule is None or (before is not None and rule == before[1] != choice.rule):
+        st.session_state["cost_rule"] = choice.rule
     st.session_state["_price_default"] = (choice.price, choice.rule)
     if choice.rule != "price" and choice.ranking:  # λ's slider starts at that router's best λ
         st.session_state.setdefault("price", choice.ranking[0].price)
