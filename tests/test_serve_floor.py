@@ -21,8 +21,11 @@ import pytest
 from _serving import cascade_artifact
 
 import l2d_core.agents.cache as agent_cache
+from l2d_core.agents.cache import AgentCache
 from l2d_core.data import load_dataset
-from l2d_core.deploy import load_router
+from l2d_core.deploy import deploy, load_router
+from l2d_core.method.costs import CostConfig
+from l2d_core.routers.registry import make_router
 
 SERVE = Path(__file__).resolve().parent.parent / "scripts" / "serve.py"
 CONTEXT = "Moby-Dick is an 1851 novel by American writer Herman Melville about the whale."
@@ -210,6 +213,42 @@ def test_a_prepared_router_opens_no_store_per_request_and_decides_the_same(artif
         a["answer"].pop("latency_ms", None), b["answer"].pop("latency_ms", None)
         assert {k: a[k] for k in keep} == {k: b[k] for k in keep}
     assert any(a["signals"]["main_answer"] for a in after)
+
+
+def test_a_router_of_recorded_answers_reads_its_estimates_from_a_table_made_at_load(live_bench, tmp_path):
+    """A router that routes dataset questions only (it reads an agent known by its prediction
+    file) works out its error estimates of every question its agents answered once, at load: a
+    query by qid then reads its row and computes no feature, and decides what the per-query path
+    decides; a qid sent with text of its own is computed from that text."""
+    router = make_router("l2d-posthoc", helpers=("bert-ens",)).fit(live_bench)
+    folder = deploy(router, CostConfig((1.0,), (0.3,))).save(tmp_path / "posthoc")
+    unprepared = load_router(folder)
+    assert not unprepared.routes_new_text()
+    ds = load_dataset(unprepared.manifest["dataset"])
+    qids = [str(q) for q in [*live_bench.train.qids[:10], *live_bench.test.qids[:10]]]
+    queries = [(ds[q].question, ds[q].context) for q in qids]
+    before = [unprepared.route_batch([t], [q])[0] for t, q in zip(queries, qids)]
+
+    served = load_router(folder).prepare()
+    table = served.router.deployed_.table
+    answered = AgentCache().done_ids("squad11", "tiny-live")
+    assert table is not None and set(table) == answered  # every question both agents answered
+    frozen = served.router
+    computed = []
+    real = type(frozen).error_estimates
+    frozen.error_estimates = lambda signals: computed.append(len(signals.records)) or real(frozen, signals)
+    after = [served.route_batch([t], [q])[0] for t, q in zip(queries, qids)]
+    assert computed == []  # every row read from the table
+
+    def same(a):
+        return {k: v for k, v in a.items() if k != "latency_ms"}
+
+    assert [same(a) for a in after] == [same(b) for b in before]
+    other = (queries[0][0] + " In which year?", queries[0][1])
+    assert same(served.route_batch([other], qids[:1])[0]) == same(
+        unprepared.route_batch([other], qids[:1])[0]
+    )
+    assert computed == [1]  # text of its own: its estimates computed, not read
 
 
 def test_a_router_that_reads_recorded_answers_routes_them_without_torch(artifact, qids):

@@ -186,7 +186,26 @@ class DeployedRouter:
             for a, spec in self.specs.items():
                 cache.get(spec.dataset, a, "")  # opens the agent's store and reads its records in
             self.recorded = cache
+            self.tabulate()
         return self
+
+    def tabulate(self) -> bool:
+        """Let a router that routes dataset questions only, on recorded answers, work out at once
+        what it reads of each question every agent it reads has answered (a query by qid then
+        costs a look-up: :meth:`Router.tabulate`); whether it did."""
+        if self.routes_new_text() or self.needs.embeddings or not self._records:
+            return False
+        done = set(self._records)
+        for a in self.needs.answers:
+            done &= self.recorded.done_ids(self.specs[a].dataset, a)
+        qids = [q for q in self._records if q in done]
+        records = [self._records[q] for q in qids]
+        config = self.router.deployed_.config
+        signals = QuerySignals(self.needs, config, self.specs, records, qids, None, self.recorded, True)
+        try:
+            return bool(qids) and self.router.tabulate(signals)
+        except QueryError:  # a recorded question without an answer: each query says so itself
+            return False
 
     def warm_up(self) -> DeployedRouter:
         """Load what the first query would load (the encoder, the main agent, the recorded answers:
@@ -271,8 +290,20 @@ class DeployedRouter:
         under a budget the queries are decided in order, each moving the budget's follower)."""
         records = [check_query(q, c, i) for i, (q, c) in enumerate(queries)]
         t0 = time.perf_counter()
+        known = self._records or {}
+        as_recorded = qids is not None and all(
+            (r := known.get(qid)) is not None and (r.question, r.context) == text
+            for qid, text in zip(qids, queries)
+        )
         signals = QuerySignals(
-            self.needs, self.router.deployed_.config, self.specs, records, qids, self.encoder, self.recorded
+            self.needs,
+            self.router.deployed_.config,
+            self.specs,
+            records,
+            qids,
+            self.encoder,
+            self.recorded,
+            as_recorded,
         )
         d = self.router.route(signals)
         ms = 1000.0 * (time.perf_counter() - t0)

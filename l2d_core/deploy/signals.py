@@ -120,7 +120,8 @@ def agent_answers(spec: AgentSpec, records: list[QARecord], qids=None, cache=Non
 class QuerySignals:
     """What a frozen router may read about ``records`` (``qids``: the dataset's questions, read
     on the agents' recorded answers — through ``cache``, an agent cache opened once — and the
-    embedding cache, as on the benchmark)."""
+    embedding cache, as on the benchmark; ``as_recorded``: with the dataset's own text, so what
+    the router tabulated of them at load holds)."""
 
     def __init__(
         self,
@@ -131,9 +132,11 @@ class QuerySignals:
         qids=None,
         encoder=None,
         cache=None,
+        as_recorded: bool = False,
     ):
         self.needs, self.config, self.specs = needs, config, specs
         self.records, self.qids, self.encoder, self.cache = records, qids, encoder, cache
+        self.as_recorded = as_recorded and qids is not None
         self._answers: list[dict] | None = None
 
     def embeddings(self):

@@ -91,14 +91,16 @@ class Deployed:
     cost setting, a threshold, a budget's follower state, feature settings; checked by the
     router's ``config_model``), ``needs`` (what the deployment computes per query),
     ``overhead_gflops`` (what every query pays: the encoder, or the agents that answer first),
-    its trained ``heads`` by name (``""`` for a router of one head) and a budget's ``follower``
-    (each process follows the budget on its own stream of queries)."""
+    its trained ``heads`` by name (``""`` for a router of one head), a budget's ``follower``
+    (each process follows the budget on its own stream of queries) and, where made at load
+    (:meth:`Router.tabulate`), a ``table`` of what it reads of each dataset question, by qid."""
 
     config: dict
     needs: Needs = field(default_factory=Needs)
     overhead_gflops: float = 0.0
     heads: dict = field(default_factory=dict)
     follower: Follower | None = None
+    table: dict | None = None
 
 
 class Router:
@@ -209,6 +211,12 @@ class Router:
         (``embeddings()``, ``answers()``, ``ask(agent, rows)``:
         :class:`~l2d_core.deploy.signals.QuerySignals`)."""
         raise NotImplementedError(f"{self.id} does not route new queries")
+
+    def tabulate(self, signals) -> bool:
+        """Work out once, at load, what routing reads of the dataset questions of ``signals``
+        (every one, on recorded answers), so a query by qid reads it in :attr:`Deployed.table`
+        instead; whether this router keeps such a table (none by default)."""
+        return False
 
     def save(self, directory: Path) -> None:
         """Write the frozen router's trained heads into ``directory`` (its config is the
