@@ -26,6 +26,7 @@ __all__ = [
     "cpu_has_fast_bf16",
     "half_precision",
     "one_thread",
+    "on_model_thread",
     "transformers_names",
     "cpu_share",
     "at_load_now",
@@ -80,15 +81,39 @@ def one_thread():
 
 
 def limit_threads(n: int) -> bool:
-    """torch's threads in this process, where torch is imported (a router that never runs a model
-    never imports it: nothing to limit); whether it was. Call it once the models are loaded: torch
-    started with ``OMP_NUM_THREADS`` set answered its first requests slower (``bench_serve.py``)."""
-    import sys
-
+    """torch's threads in this process — in the calling thread and the model thread — where torch
+    is imported (a router that never runs a model never imports it: nothing to limit); whether it
+    was. Call it once the models are loaded: torch started with ``OMP_NUM_THREADS`` set answered its
+    first requests slower (``bench_serve.py``)."""
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(int(n))
+        on_model_thread(torch.set_num_threads, int(n))  # OpenMP's thread count is per calling thread
     return torch is not None
+
+
+MODEL_THREAD = "l2d-model"
+_MODEL_EXECUTOR: list = [None, None]  # [the executor, the process it belongs to]
+
+
+def on_model_thread(fn, /, *args, **kwargs):
+    """``fn(*args, **kwargs)`` run on this process's one model thread (from it: called at once),
+    its result returned and its exception raised here. Every model forward goes through it: torch
+    runs CPU work on an OpenMP team of threads per calling thread, and a second team (the API's
+    request threads beside its start-up thread, the dashboard's session threads) puts more threads
+    than cores in the process, where libgomp puts its threads to sleep between parallel regions
+    instead of letting them wait awake: a served model's forward then took 25% longer than alone
+    (``scripts/bench_serve.py``). Context managers such as ``torch.inference_mode`` hold per
+    thread: ``fn`` sets its own."""
+    if threading.current_thread().name.startswith(MODEL_THREAD):
+        return fn(*args, **kwargs)
+    with _THREADS_LOCK:
+        if _MODEL_EXECUTOR[1] != os.getpid():  # none yet, or a forked child's copy of none
+            from concurrent.futures import ThreadPoolExecutor
+
+            _MODEL_EXECUTOR[:] = [ThreadPoolExecutor(1, thread_name_prefix=MODEL_THREAD), os.getpid()]
+        executor = _MODEL_EXECUTOR[0]
+    return executor.submit(fn, *args, **kwargs).result()
 
 
 def set_seed(seed: int) -> None:

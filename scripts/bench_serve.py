@@ -13,8 +13,11 @@ p50/p95/p99 (ms per request), requests/s, the server's CPU time per request (its
 system time over the run, from /proc) and its resident memory after the run (all its processes).
 
 The floor: for a router that runs its main agent on new text, that agent answering the same
-questions alone, one at a time, in this process (same precision and threads as one server worker);
-the router's p50 at one keep-alive client is shown as a multiple of it.
+questions alone, one at a time, in this process (same precision and threads as one server worker),
+in turns of 20 questions with the server at one keep-alive client — so both see the same questions
+first and the machine in the same minute (a VM's speed drifts by tens of percent over minutes),
+and neither runs while the other's idle threads still spin;
+the router's p50 at one keep-alive client is shown as a multiple of the floor's p50.
 
 ``--precision``: the main agent of each router answers every test-article question in fp32 and in
 bf16 (its ``dtype`` option forced), EM/F1 of both and the time per question at batch 1 and 8;
@@ -50,6 +53,7 @@ from l2d_core.runtime import cpu_has_fast_bf16, pick_device
 
 SERVE = Path(__file__).resolve().parent / "serve.py"
 TICKS = os.sysconf("SC_CLK_TCK")
+FLOOR_BLOCK = 20  # questions the server answers, then the floor answers, in turn
 
 
 def free_port() -> int:
@@ -125,9 +129,11 @@ def rss_mb(pid: int) -> float:
     return kb / 1024
 
 
-def client(port: int, path: str, bodies: list[bytes], keep_alive: bool) -> list[float]:
-    """One client: the latency (ms) of each request, on one kept-open connection or a new one each."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+def client(port: int, path: str, bodies: list[bytes], keep_alive: bool, conn=None) -> list[float]:
+    """One client: the latency (ms) of each request, on one kept-open connection (``conn``: one
+    already open, left open) or a new one each."""
+    given = conn is not None
+    conn = conn if given else http.client.HTTPConnection("127.0.0.1", port, timeout=300)
     out = []
     for body in bodies:
         t0 = time.perf_counter()
@@ -139,20 +145,43 @@ def client(port: int, path: str, bodies: list[bytes], keep_alive: bool) -> list[
         if not keep_alive:
             conn.close()
         out.append(1000.0 * (time.perf_counter() - t0))
-    conn.close()
+    if not given:
+        conn.close()
     return out
 
 
-def load(proc, port: int, path: str, bodies: list[bytes], clients: int, keep_alive: bool) -> dict:
-    """Every body once, shared among ``clients`` concurrent clients."""
+def load(proc, port: int, path: str, bodies: list[bytes], clients: int, keep_alive: bool, floor=None) -> dict:
+    """Every body once, shared among ``clients`` concurrent clients; ``floor`` (one client): called
+    with each body's index after its block of ``FLOOR_BLOCK`` was answered, returns its ms."""
     client(port, path, bodies[:4], keep_alive)  # warm-up: first-call costs paid
     shares = [bodies[c::clients] for c in range(clients)]
     cpu0, t0 = cpu_seconds(proc.pid), time.perf_counter()
-    with ThreadPoolExecutor(clients) as pool:
-        got = pool.map(lambda b: client(port, path, b, keep_alive), shares)
-        lat = np.concatenate([np.asarray(x) for x in got])
-    wall, cpu = time.perf_counter() - t0, cpu_seconds(proc.pid) - cpu0
+    if floor is not None:
+        assert clients == 1, "the floor is measured beside one client"
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+        lat, alone, beside_cpu, floor_wall = [], [], 0.0, 0.0
+        for start in range(0, len(bodies), FLOOR_BLOCK):
+            lat += client(port, path, bodies[start : start + FLOOR_BLOCK], keep_alive, conn)
+            c, f = cpu_seconds(proc.pid), time.perf_counter()
+            alone += [floor(i) for i in range(start, min(start + FLOOR_BLOCK, len(bodies)))]
+            beside_cpu += cpu_seconds(proc.pid) - c  # the server's own while the floor ran (≈ 0)
+            floor_wall += time.perf_counter() - f
+        conn.close()
+        lat = np.asarray(lat)
+        wall = time.perf_counter() - t0 - floor_wall
+        cpu = cpu_seconds(proc.pid) - cpu0 - beside_cpu
+        floor_row = {
+            "floor_p50_ms": float(np.percentile(alone, 50)),
+            "server_cpu_ms_per_floor_question": 1000.0 * beside_cpu / len(bodies),
+        }
+    else:
+        with ThreadPoolExecutor(clients) as pool:
+            got = pool.map(lambda b: client(port, path, b, keep_alive), shares)
+            lat = np.concatenate([np.asarray(x) for x in got])
+        wall, cpu = time.perf_counter() - t0, cpu_seconds(proc.pid) - cpu0
+        floor_row = {}
     return {
+        **floor_row,
         "connection": "keep-alive" if keep_alive else "new",
         "clients": clients,
         "requests": len(bodies),
@@ -170,20 +199,24 @@ def test_records(router):
     return ds, list(ds.by_titles(sorted(BENCHMARK_TEST_ARTICLES)))
 
 
-def floor_ms(router, records, threads: int) -> float | None:
-    """p50 ms of the main agent answering each question alone (None: it does not run here)."""
+def floor_of(router, records, threads: int):
+    """``floor(i)``: ms of the main agent answering ``records[i]`` alone, in this process (None: it
+    does not run here)."""
     main = router.specs[router.pool.main]
     if not router.needs.answers or not runs(main):
         return None
     torch.set_num_threads(threads)
     agent = load_agent(main)
-    agent.predict(records[:4])  # warm-up
-    times = []
-    for r in records:
+    agent.predict(records[:4])  # warm-up, as the server's (DeployedRouter.warm_up)
+    if hasattr(agent, "warm_up"):
+        agent.warm_up()
+
+    def floor(i: int) -> float:
         t0 = time.perf_counter()
-        agent.predict([r])
-        times.append(1000.0 * (time.perf_counter() - t0))
-    return float(np.percentile(times, 50))
+        agent.predict([records[i % len(records)]])
+        return 1000.0 * (time.perf_counter() - t0)
+
+    return floor
 
 
 def precision(router, threads: int) -> list[dict]:
@@ -239,7 +272,11 @@ def queries(router, records, qid: str) -> tuple[list[dict], bool]:
 def line(row: dict) -> str:
     head = f"{row['router']:>12} {row['pool']:>8} w{row['workers']} {row['connection']:>10} x{row['clients']}"
     lat = "  ".join(f"{k} {row[k + '_ms']:7.2f}" for k in ("p50", "p95", "p99"))
-    floor = f"  = {row['p50_over_floor']:.2f}x floor" if row.get("p50_over_floor") else ""
+    floor = (
+        f"  = {row['p50_over_floor']:.2f}x floor ({row['floor_p50_ms']:.2f} ms)"
+        if "floor_p50_ms" in row
+        else ""
+    )
     cpu, rss = row["server_cpu_ms_per_request"], row["server_rss_mb"]
     return (
         f"{head} ({'qid' if row['by_qid'] else 'text'}): {lat} ms  {row['requests_per_s']:7.1f} req/s  "
@@ -266,22 +303,21 @@ def main(argv=None) -> int:
         _, records = test_records(router)
         sent, by_qid = queries(router, records, args.qid)
         bodies = [json.dumps(sent[i % len(sent)]).encode() for i in range(args.requests)]
-        floor = floor_ms(router, records[: args.requests], os.cpu_count() or 1)
-        if floor is not None:
-            said = f"floor: {router.pool.main} alone p50 {floor:.2f} ms"
-            print(f"{router.router_id:>12} {router.pool.name:>8} {said}", flush=True)
+        floor = floor_of(router, records, os.cpu_count() or 1)
         for workers in args.workers:
             port = free_port()
             proc = start(artifact, port, workers)
             try:
                 for connection in args.connection:
                     for clients in args.clients:
-                        row = load(proc, port, args.endpoint, bodies, clients, connection == "keep-alive")
+                        beside = floor if (workers, clients, connection) == (1, 1, "keep-alive") else None
+                        row = load(
+                            proc, port, args.endpoint, bodies, clients, connection == "keep-alive", beside
+                        )
                         row.update(router=router.router_id, pool=router.pool.name, workers=workers)
                         row["by_qid"] = by_qid
-                        if floor is not None and workers == 1:
-                            row["floor_p50_ms"] = floor
-                            row["p50_over_floor"] = row["p50_ms"] / floor
+                        if "floor_p50_ms" in row:
+                            row["p50_over_floor"] = row["p50_ms"] / row["floor_p50_ms"]
                         rows.append(row)
                         print(line(row), flush=True)
             finally:

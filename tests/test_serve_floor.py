@@ -327,3 +327,71 @@ def test_agents_default_to_bf16_where_the_cpu_computes_it_natively(bert_path, mo
         )
         assert agent.model.dtype == want
         assert isinstance(agent.predict([record])[0].answer, str)
+
+
+def test_forwards_run_at_a_dozen_padded_lengths_that_warm_up_builds_and_answer_as_unpadded(bert_path):
+    """A forward batch is padded (masked) to a multiple of ``pad_to`` — 32 in bf16 on a CPU, 8 in
+    fp32 — so a low-precision CPU meets a dozen input shapes instead of one per length; warm-up
+    runs each of them once; the answers and confidences are those of forwards at the exact lengths
+    (fp32: the masked positions change nothing but rounding)."""
+    from l2d_core.agents import AgentSpec, load_agent
+
+    spec = AgentSpec("tiny", "squad11", kind="extractive", path=str(bert_path), options={"dtype": "fp32"})
+    agent = load_agent(spec, "cpu")
+    assert agent.pad_to == 8
+    bf16 = load_agent(
+        AgentSpec("tiny", "squad11", kind="extractive", path=str(bert_path), options={"dtype": "bf16"}), "cpu"
+    )
+    assert bf16.pad_to == 32
+    lengths = []
+    hook = agent.model.register_forward_pre_hook(
+        lambda m, a, kw: lengths.append(kw["input_ids"].shape[1]), with_kwargs=True
+    )
+    agent.warm_up()
+    want = list(range(8, agent.max_length + 1, 8))
+    assert lengths == want
+    records = [r for r in load_dataset("squad11") if r.title == "Super_Bowl_50"][:40]
+    lengths.clear()
+    padded = [agent.predict([r])[0] for r in records]
+    assert set(lengths) <= set(want) and len(set(lengths)) > 1
+    hook.remove()
+    agent.pad_to = 1  # every forward at its windows' exact length
+    exact = [agent.predict([r])[0] for r in records]
+    assert [p.answer for p in padded] == [p.answer for p in exact]
+    for p, e in zip(padded, exact):
+        assert p.extra["confidence"]["span_prob"] == pytest.approx(
+            e.extra["confidence"]["span_prob"], abs=1e-4
+        )
+
+
+def test_every_forward_runs_on_the_one_model_thread_whichever_thread_asks(bert_path):
+    """Forwards asked from the API's request threads, or the start-up thread, all run on one model
+    thread (one OpenMP team per process: two teams put more threads than cores in it, and libgomp
+    then sleeps its threads between parallel regions); its result and its exception come back to
+    the caller; ``limit_threads`` sets the model thread's torch threads too."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    from l2d_core.agents import AgentSpec, load_agent
+    from l2d_core.runtime import MODEL_THREAD, limit_threads, on_model_thread
+
+    agent = load_agent(AgentSpec("tiny", "squad11", kind="extractive", path=str(bert_path)), "cpu")
+    ran = []
+    hook = agent.model.register_forward_pre_hook(lambda m, a: ran.append(threading.current_thread().name))
+    records = [r for r in load_dataset("squad11") if r.title == "Super_Bowl_50"][:6]
+    with ThreadPoolExecutor(3) as pool:
+        answers = list(pool.map(lambda r: agent.predict([r])[0].answer, records))
+    agent.predict(records[:1])
+    hook.remove()
+    assert len(ran) >= 7 and len(set(ran)) == 1 and ran[0].startswith(MODEL_THREAD)  # and its FLOP counts
+    assert answers == [p.answer for p in agent.predict(records)]
+    assert on_model_thread(lambda: on_model_thread(threading.current_thread)).name.startswith(MODEL_THREAD)
+    with pytest.raises(ZeroDivisionError):
+        on_model_thread(lambda: 1 / 0)
+    before = on_model_thread(torch.get_num_threads)
+    try:
+        assert limit_threads(1) and on_model_thread(torch.get_num_threads) == 1 == torch.get_num_threads()
+    finally:
+        limit_threads(before)

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from ..flops import count_gflops
-from ..runtime import cpu_has_fast_bf16, pick_device, transformers_names
+from ..runtime import cpu_has_fast_bf16, on_model_thread, pick_device, transformers_names
 
 __all__ = [
     "Prediction",
@@ -176,10 +176,13 @@ class LengthCost:
 
     def count(self, n: int) -> float:
         """Counted (not interpolated) GFLOPs at length ``n``, memoized."""
-        if n not in self.counted:
-            with eager_attention(self.model):
-                self.counted[n] = count_gflops(self.prepare(n))
+        if n not in self.counted:  # on the model thread: no forward runs while attention is switched
+            self.counted[n] = on_model_thread(self._count, n)
         return self.counted[n]
+
+    def _count(self, n: int) -> float:
+        with eager_attention(self.model):
+            return count_gflops(self.prepare(n))
 
     def _fit(self) -> None:
         points = sorted({max(1, self.upto * k // (self.degree + 2)) for k in range(1, self.degree + 2)})

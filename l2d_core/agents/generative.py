@@ -36,7 +36,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data.records import QARecord
-from ..runtime import transformers_names
+from ..runtime import on_model_thread, transformers_names
 from .base import LengthCost, Prediction, load_pretrained
 
 __all__ = ["GenerativeAgent", "FEW_SHOT", "build_prompt", "parse_output"]
@@ -164,6 +164,15 @@ class GenerativeAgent:
             lo, hi = (lo, mid) if "\n" in self.tokenizer.decode(row[:mid]) else (mid + 1, hi)
         return lo
 
+    def _generate(self, enc, config) -> tuple[list[list[int]], list[list[float]]]:
+        """The new token ids of each prompt of the batch ``enc`` and their log-probabilities."""
+        with torch.inference_mode():
+            out = self.model.generate(**enc, generation_config=config, tokenizer=self.tokenizer)
+        new_ids = out.sequences[:, enc["input_ids"].shape[1] :]  # (B, S)
+        steps = torch.stack(out.scores, dim=1).float().log_softmax(-1)  # (B, S, V)
+        logp = steps.gather(2, new_ids[:, : steps.shape[1], None])[:, :, 0].tolist()  # (B, S)
+        return new_ids.tolist(), logp  # synchronizes
+
     def predict(self, records: Sequence[QARecord], progress: bool = False) -> list[Prediction]:
         """Answer every record (see the module docstring for decoding, cost and latency)."""
         (GenerationConfig,) = transformers_names("GenerationConfig")
@@ -189,12 +198,7 @@ class GenerativeAgent:
             idx = order[i : i + self.batch_size]
             enc = self.tokenizer([prompts[j] for j in idx], return_tensors="pt", padding=True).to(self.device)
             t0 = time.perf_counter()
-            with torch.inference_mode():
-                out = self.model.generate(**enc, generation_config=config, tokenizer=self.tokenizer)
-            new_ids = out.sequences[:, enc["input_ids"].shape[1] :]  # (B, S)
-            steps = torch.stack(out.scores, dim=1).float().log_softmax(-1)  # (B, S, V)
-            logp = steps.gather(2, new_ids[:, : steps.shape[1], None])[:, :, 0].tolist()  # (B, S)
-            new = new_ids.tolist()  # synchronizes
+            new, logp = on_model_thread(self._generate, enc, config)
             ms = 1000.0 * (time.perf_counter() - t0) / len(idx)
             for j, row, lp in zip(idx, new, logp):
                 n = self._generated_length(row)

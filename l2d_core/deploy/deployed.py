@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from safetensors import SafetensorError
 
+from ..agents.answering import runnable_agent
 from ..agents.cache import AgentCache
 from ..agents.catalog import AgentSpec, PoolSpec, get_agent
 from ..agents.kind_words import known_only_by
@@ -210,12 +211,16 @@ class DeployedRouter:
     def warm_up(self) -> DeployedRouter:
         """Load what the first query would load (the encoder, the main agent, the recorded answers:
         :meth:`prepare`) by routing one — new text, or the first question of its dataset for a
-        router that routes those only. An artifact that loads but cannot route (a hand-edited
-        setting) raises :class:`ArtifactError` here, before it serves anyone."""
+        router that routes those only — and let the agents that run warm up at every input shape.
+        An artifact that loads but cannot route (a hand-edited setting) raises
+        :class:`ArtifactError` here, before it serves anyone."""
         try:
             self.prepare()
             if self.routes_new_text():
                 self.route_batch([("Who wrote it?", "It was written by the router's warm-up.")])
+                for a in self.needs.answers:  # kernels for every input shape built now, not per query
+                    if hasattr(agent := runnable_agent(self.specs[a]), "warm_up"):
+                        agent.warm_up()
             else:
                 first = next(iter(load_dataset(self.manifest["dataset"])))
                 self.route_batch([(first.question, first.context)], [first.qid])

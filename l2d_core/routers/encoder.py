@@ -22,7 +22,14 @@ from tqdm.auto import tqdm
 
 from ..flops import forward_gflops
 from ..paths import DEFAULT_ENCODER, cache_dir, resolve_encoder
-from ..runtime import device_name, half_precision, pick_device, precision_name, transformers_names
+from ..runtime import (
+    device_name,
+    half_precision,
+    on_model_thread,
+    pick_device,
+    precision_name,
+    transformers_names,
+)
 from ..stores import model_fingerprint, open_disk_cache
 
 if TYPE_CHECKING:
@@ -164,15 +171,18 @@ class Encoder:
         if step is not None:
             step(0, len(texts), 0.0)
         bar = tqdm(total=len(texts), desc="embedding", unit="text", disable=not progress)
+
+        def vectors(batch: list[str]) -> np.ndarray:
+            with (
+                torch.inference_mode(),
+                torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None),
+            ):
+                return self.forward_pooled(self.tokenize(batch)).float().cpu().numpy()
+
         try:
             for i in range(0, len(texts), batch_size):
                 idx = order[i : i + batch_size]
-                with (
-                    torch.inference_mode(),
-                    torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None),
-                ):
-                    vec = self.forward_pooled(self.tokenize([texts[j] for j in idx]))
-                yield idx, vec.float().cpu().numpy()
+                yield idx, on_model_thread(vectors, [texts[j] for j in idx])
                 bar.update(len(idx))
                 if step is not None:
                     done = i + len(idx)
