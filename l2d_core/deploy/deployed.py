@@ -41,7 +41,7 @@ from .artifact import (
     write_manifest,
 )
 from .schema import check_config, check_head_configs, check_manifest, first_problem
-from .signals import QueryError, QuerySignals, answer_chosen, check_models, check_query, runs
+from .signals import QueryError, QuerySignals, answer_chosen, check_models, check_query, paid_gflops, runs
 
 __all__ = ["DeployedRouter", "deploy", "load_router", "export_problem", "new_text_problem"]
 
@@ -366,26 +366,18 @@ class DeployedRouter:
                     if scored
                     else None,
                     "signals": said,
-                    "gflops": self._gflops(ids[j], ran, "asked" in d.extra, qids is not None),
+                    "gflops": paid_gflops(
+                        self.manifest["overhead_gflops"],
+                        self.specs,
+                        self.needs,
+                        ids[j],
+                        ran,
+                        "asked" in d.extra,
+                        qids is not None,
+                    ),
                     "latency_ms": ms / len(records),
                 }
             )
-        return out
-
-    def _gflops(self, chosen: str, asked: str | None, asks: bool, recorded: bool) -> dict:
-        """GFLOPs of one query, counting only what runs: what the router pays on every query, the
-        expert a two-stage cascade ``asked`` and that answered (routers that ask: ``asks``), and the
-        chosen agent when it has not run yet and can answer (it runs on new text, or the query is a
-        dataset question whose answer it ``recorded``). A chosen agent that cannot answer is not
-        paid: its cost is under ``unpaid``."""
-        paid = float(self.manifest["overhead_gflops"])
-        extra = {"asked": float(self.specs[asked].gflops) if asked else 0.0} if asks else {}
-        ran = chosen in self.needs.answers or chosen == asked
-        can = recorded or runs(self.specs[chosen])
-        again = 0.0 if ran or not can else float(self.specs[chosen].gflops)
-        out = {"router": paid, **extra, "chosen_agent": again, "total": paid + sum(extra.values()) + again}
-        if not ran and not can:
-            out["unpaid"] = {chosen: float(self.specs[chosen].gflops)}
         return out
 
     def answer(self, question: str, context: str, qid: str | None = None) -> dict:

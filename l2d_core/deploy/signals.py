@@ -28,6 +28,7 @@ __all__ = [
     "agent_answers",
     "answer_chosen",
     "check_models",
+    "paid_gflops",
 ]
 
 
@@ -211,3 +212,22 @@ def answer_chosen(
     return {"agent": agent, "status": status, "text": got["answer"], "latency_ms": got["latency_ms"]} | (
         {"message": got["message"]} if got["answer"] is None else {}
     )
+
+
+def paid_gflops(
+    overhead: float, specs: dict, needs: Needs, chosen: str, asked: str | None, asks: bool, recorded: bool
+) -> dict:
+    """GFLOPs of one query, counting only what runs: what the router pays on every query
+    (``overhead``), the expert a two-stage cascade ``asked`` and that answered (routers that ask:
+    ``asks``), and the chosen agent when it has not run yet and can answer (it runs on new text, or
+    the query is a dataset question whose answer it ``recorded``). A chosen agent that cannot
+    answer is not paid: its cost is under ``unpaid``."""
+    paid = float(overhead)
+    extra = {"asked": float(specs[asked].gflops) if asked else 0.0} if asks else {}
+    ran = chosen in needs.answers or chosen == asked
+    can = recorded or runs(specs[chosen])
+    again = 0.0 if ran or not can else float(specs[chosen].gflops)
+    out = {"router": paid, **extra, "chosen_agent": again, "total": paid + sum(extra.values()) + again}
+    if not ran and not can:
+        out["unpaid"] = {chosen: float(specs[chosen].gflops)}
+    return out

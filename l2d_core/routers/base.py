@@ -218,6 +218,13 @@ class Router:
         instead; whether this router keeps such a table (none by default)."""
         return False
 
+    def tabulated(self, signals, compute) -> np.ndarray:
+        """``compute(signals)``, its rows read from :attr:`Deployed.table` where every query is a
+        dataset question sent as recorded and tabulated."""
+        table = self.deployed_.table
+        rows = [table.get(q) for q in signals.qids] if table is not None and signals.as_recorded else [None]
+        return np.stack(rows) if all(r is not None for r in rows) else compute(signals)
+
     def save(self, directory: Path) -> None:
         """Write the frozen router's trained heads into ``directory`` (its config is the
         artifact's): a head named ``""`` in ``directory`` itself, others in subfolders."""

@@ -346,20 +346,13 @@ class ErrorEstimateRouter(Router):
         """The frozen head's error estimates of a batch of new queries, (N, 2, A)."""
         return self.deployed_.heads[""].predict_proba(signals.embeddings())
 
-    def tabulate(self, signals) -> bool:
+    def tabulate(self, signals) -> bool:  # a query's estimates never depend on its batch
         self.deployed_.table = dict(zip(signals.qids, self.error_estimates(signals)))
         return True
 
-    def estimates(self, signals) -> np.ndarray:
-        """:meth:`error_estimates`, read from the load-time table for dataset questions as recorded
-        (the same float64 rows: a query's estimate never depends on its batch)."""
-        table = self.deployed_.table
-        rows = [table.get(q) for q in signals.qids] if table is not None and signals.as_recorded else [None]
-        return np.stack(rows) if all(r is not None for r in rows) else self.error_estimates(signals)
-
     def route(self, signals) -> Decision:
         dep = self.deployed_
-        p = self.estimates(signals)
+        p = self.tabulated(signals, self.error_estimates)
         costs = CostConfig(**dep.config["costs"])
         extra = base = None
         if isinstance(dep.follower, PriceFollower):  # what each agent adds: those that ran add nothing
