@@ -16,7 +16,6 @@ import pytest
 import torch
 from _slices import slice_bench
 from sklearn.base import clone
-from sklearn.exceptions import NotFittedError
 
 from l2d_core import report
 from l2d_core.agents.routing_data import RoutingData
@@ -28,6 +27,7 @@ from l2d_core.method.training import FAST_CONFIG
 from l2d_core.routers import trained
 from l2d_core.routers.base import TARGET_SHARES
 from l2d_core.routers.ensemble import majority_vote, rescore
+from l2d_core.routers.estimator import NotFittedError
 from l2d_core.routers.hybrid import HybridClassifier, hybrid_labels, share_thresholds
 from l2d_core.routers.quality import (
     KNNAccuracy,

@@ -6,13 +6,13 @@ import dataclasses
 
 import numpy as np
 import pytest
-from sklearn.exceptions import NotFittedError
 
 from l2d_core.data.records import QUESTION_TYPES, QARecord
 from l2d_core.evaluation.benchmark import BETA_POINTS
 from l2d_core.method.costs import CostConfig
 from l2d_core.method.policies import plugin_policy
 from l2d_core.routers.calibration import crossfit_splits
+from l2d_core.routers.estimator import NotFittedError
 from l2d_core.routers.features import answer_features, extra_features, question_overlap, reads_answer_context
 from l2d_core.routers.posthoc import PosthocRejector
 from l2d_core.routers.posthoc_inputs import (

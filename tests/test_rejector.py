@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
-from sklearn.exceptions import NotFittedError
 
 from l2d_core.agents.routing_data import RoutingData
 from l2d_core.data.records import QARecord
@@ -30,6 +29,7 @@ from l2d_core.method.costs import CostConfig
 from l2d_core.method.policies import bayes_policy, learned_policy, plugin_policy
 from l2d_core.method.training import PAPER_CONFIG, SDL_FAST_CONFIG, TrainConfig, train_loop
 from l2d_core.routers.encoder import Encoder, embedding_key, load_encoder, pool
+from l2d_core.routers.estimator import NotFittedError
 from l2d_core.routers.features import featurize
 from l2d_core.routers.head import Projection, load_head_state
 from l2d_core.routers.network import MLPHead

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "sklearn", "pandas", "transformers", "scipy")
 
@@ -28,9 +30,9 @@ def test_evaluate_help_loads_no_heavy_package_and_reads_no_data(tmp_path):
     missing = {"L2D_DATA_DIR": str(tmp_path / "no-data-here")}
     first, mods = _imported(["scripts/evaluate.py", "--help"], missing, tmp_path)
     assert "l2d-cascade" in first and "conf-threshold" in first  # the registry's routers are listed
-    # the first run imported the router modules (scikit-learn with them) to write the index; no
-    # router module imports torch before it trains or runs a network
-    assert "sklearn" in mods and "torch" not in mods
+    # the first run imported the router modules to write the index; no router module imports
+    # torch before it trains or runs a network, nor scikit-learn before it fits
+    assert (tmp_path / "cache" / "router_index.json").is_file() and not {"torch", "sklearn"} & mods
     again, mods = _imported(["scripts/evaluate.py", "--help"], missing, tmp_path)
     assert again == first
     assert not set(HEAVY) & mods  # the second read the index
@@ -48,3 +50,37 @@ def test_the_router_index_follows_the_router_modules(tmp_path):
     before, _ = _imported(["-c", code], {"PYTHONPATH": str(ROOT)}, tmp_path)
     after, _ = _imported(["-c", code], {"PYTHONPATH": str(ROOT), "L2D_ROUTERS": str(module)}, tmp_path)
     assert "mine-zero" not in before and "mine-zero" in after
+
+
+def test_routers_keep_scikit_learns_contract_without_importing_it_and_scale_as_it_does():
+    """The routers' estimators keep scikit-learn's contract (``get_params``, ``set_params``,
+    ``clone``) without importing it at start-up; a loaded head's scaler computes exactly what
+    scikit-learn's ``StandardScaler`` computes, for float32, float64 and integer rows."""
+    import numpy as np
+    from sklearn.base import clone
+    from sklearn.preprocessing import StandardScaler
+
+    from l2d_core.routers.estimator import NotFittedError, check_fitted
+    from l2d_core.routers.head import fit_scaler, scaler_from_state, scaler_state
+    from l2d_core.routers.posthoc import PosthocRejector
+
+    est = PosthocRejector(calibration="platt", calibration_folds=4)
+    twin = clone(est)
+    assert twin is not est and twin.get_params() == est.get_params()
+    assert est.set_params(calibration_folds=2).calibration_folds == 2
+    with pytest.raises(ValueError, match="invalid parameter"):
+        est.set_params(nope=1)
+    with pytest.raises(NotFittedError, match="fit"):
+        check_fitted(est, "head_")
+    rng = np.random.default_rng(0)
+    X = rng.normal(3.0, 2.0, size=(200, 7)).astype(np.float32)
+    X[:, 3] = 1.5  # a constant column: scale 1
+    ours, theirs = fit_scaler(X), StandardScaler().fit(X)
+    loaded = scaler_from_state(scaler_state(ours))
+    for rows in (X[:20], X[:20].astype(np.float64), rng.integers(0, 9, size=(5, 7))):
+        want = theirs.transform(rows)
+        for scaler in (ours, loaded):
+            got = scaler.transform(rows)
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+    with pytest.raises(ValueError, match="7 features"):
+        loaded.transform(X[:, :3])

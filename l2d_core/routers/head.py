@@ -2,7 +2,8 @@
 
 - :class:`~l2d_core.routers.network.MLPHead` (torch): the network of every head;
 - :class:`HeadArrays`: a fitted head as NumPy arrays (a served router scores without torch);
-- :func:`fit_scaler`: scikit-learn's per-feature standardisation fitted on the training rows;
+- :func:`fit_scaler`: scikit-learn's per-feature standardisation fitted on the training rows, kept
+  as a :class:`Scaler` (its two arrays: a loaded head needs no scikit-learn);
 - :class:`Projection`: standardisation and the top principal directions of the features (a
   linear head fitted in them costs a fraction of a full one per step: ``TrainConfig.rank``);
 - :class:`HeadEstimator`: the scikit-learn-style base of every head-based router — it scales
@@ -22,14 +23,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 from safetensors.numpy import load_file
 from scipy.special import erf
-from sklearn.base import BaseEstimator
-from sklearn.decomposition import PCA
-from sklearn.preprocessing import StandardScaler
-from sklearn.utils.validation import check_is_fitted
 
 from ..method.training import FAST_CONFIG, TrainConfig, train_loop
 from ..runtime import set_seed
 from ..stores import atomic_save_file
+from .estimator import Estimator, check_fitted
 
 if TYPE_CHECKING:
     import torch
@@ -39,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HeadArrays",
+    "Scaler",
     "fit_scaler",
     "Projection",
     "scaler_state",
@@ -60,7 +59,7 @@ class HeadArrays:
     out_shape: tuple[int, ...]
 
     @classmethod
-    def of(cls, state: dict[str, np.ndarray], scaler: StandardScaler, out_shape) -> HeadArrays:
+    def of(cls, state: dict[str, np.ndarray], scaler: Scaler, out_shape) -> HeadArrays:
         """From a head's state dict (``net.<i>.weight`` / ``net.<i>.bias``) and its scaler."""
         f64 = lambda a: np.array(a, np.float64)  # noqa: E731
         index = sorted({int(k.split(".")[1]) for k in state if k.startswith("net.")})
@@ -90,14 +89,42 @@ class HeadArrays:
 SQRT_HALF = math.sqrt(0.5)
 
 
-def fit_scaler(X: np.ndarray) -> StandardScaler:
+@dataclass(frozen=True)
+class Scaler:
+    """A fitted per-feature standardisation, ``(x - mean_) / scale_``, computed as scikit-learn's
+    ``StandardScaler.transform`` computes it (the same dtype rules and in-place steps)."""
+
+    mean_: np.ndarray
+    scale_: np.ndarray
+
+    @property
+    def n_features_in_(self) -> int:
+        return len(self.mean_)
+
+    def transform(self, X) -> np.ndarray:
+        X = np.array(X, copy=True)
+        if X.dtype not in (np.float64, np.float32, np.float16):
+            X = X.astype(np.float64)
+        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has shape {X.shape}, the scaler was fitted on {self.n_features_in_} features"
+            )
+        X -= self.mean_.astype(X.dtype)
+        X /= self.scale_.astype(X.dtype)
+        return X
+
+
+def fit_scaler(X: np.ndarray) -> Scaler:
     """scikit-learn's standardisation fitted on the training rows (a constant column gets scale 1).
 
     >>> s = fit_scaler(np.array([[0.0, 1.0], [2.0, 1.0]], np.float32))
     >>> s.transform(np.array([[1.0, 1.0]], np.float32)).tolist()
     [[0.0, 0.0]]
     """
-    return StandardScaler().fit(np.asarray(X, np.float32))
+    from sklearn.preprocessing import StandardScaler
+
+    fitted = StandardScaler().fit(np.asarray(X, np.float32))
+    return Scaler(fitted.mean_, fitted.scale_)
 
 
 @dataclass(frozen=True)
@@ -112,7 +139,7 @@ class Projection:
     ((6, 2), True)
     """
 
-    scaler: StandardScaler
+    scaler: Scaler
     basis: np.ndarray
 
     @staticmethod
@@ -124,13 +151,15 @@ class Projection:
     @classmethod
     def fit(cls, X: np.ndarray, rank: int) -> Projection:
         """scikit-learn's PCA on the d × d covariance of the standardized rows (one pass over them)."""
+        from sklearn.decomposition import PCA
+
         scaler = fit_scaler(X)
         x = scaler.transform(np.asarray(X, np.float32))
         pca = PCA(n_components=rank, svd_solver="covariance_eigh", random_state=0).fit(x)
         return cls(scaler, pca.components_.T.astype(np.float32))
 
 
-def scaler_state(scaler: StandardScaler) -> dict[str, np.ndarray]:
+def scaler_state(scaler: Scaler) -> dict[str, np.ndarray]:
     """What a checkpoint stores of a fitted scaler."""
     return {
         "mean": np.ascontiguousarray(scaler.mean_),
@@ -138,18 +167,12 @@ def scaler_state(scaler: StandardScaler) -> dict[str, np.ndarray]:
     }
 
 
-def scaler_from_state(state: dict) -> StandardScaler:
+def scaler_from_state(state: dict) -> Scaler:
     """A fitted scaler rebuilt from :func:`scaler_state` (NumPy arrays or CPU tensors)."""
-    scaler = StandardScaler()
-    scaler.mean_, scaler.scale_ = np.asarray(state["mean"]), np.asarray(state["scale"])
-    scaler.var_ = scaler.scale_**2
-    scaler.n_features_in_ = len(scaler.mean_)
-    return scaler
+    return Scaler(np.asarray(state["mean"]), np.asarray(state["scale"]))
 
 
-def save_head(
-    directory: str | Path, head: nn.Module, config: dict, scaler: StandardScaler | None = None
-) -> Path:
+def save_head(directory: str | Path, head: nn.Module, config: dict, scaler: Scaler | None = None) -> Path:
     """Write ``model.safetensors`` (and ``scaler.safetensors``), then ``config.json`` (never pickle)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -171,7 +194,7 @@ def load_head_state(directory: str | Path) -> tuple[dict[str, torch.Tensor], dic
     )
 
 
-class HeadEstimator(BaseEstimator):
+class HeadEstimator(Estimator):
     """Base of the routers that train an :class:`MLPHead` on standardized features.
 
     scikit-learn's contract: ``__init__`` stores its arguments; ``fit`` returns ``self``;
@@ -285,7 +308,7 @@ class HeadEstimator(BaseEstimator):
         made, head = self.__dict__.get("arrays_cache"), self.__dict__.get("head_")
         if made is not None and made[0] is head:  # the served path: no other check per call
             return made[1]
-        check_is_fitted(self, "scaler_")
+        check_fitted(self, "scaler_")
         if made is None or made[0] is not head:
             if head is None:  # loaded: the saved weights, the network never built
                 state, shape = self.__dict__["loaded_state_"], self.__dict__["loaded_shape_"][1]
@@ -300,7 +323,7 @@ class HeadEstimator(BaseEstimator):
         """The head's outputs (logits or scores), (N, *out_shape), float32."""
         import torch
 
-        check_is_fitted(self, "head_")
+        check_fitted(self, "head_")
         with torch.no_grad():
             return self.head_.eval()(self._x(X)).numpy()
 

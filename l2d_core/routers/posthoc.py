@@ -17,14 +17,13 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file
 from scipy.special import expit
-from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_is_fitted
 
 from ..agents.catalog import get_agent
 from ..method.training import FAST_CONFIG, POSTHOC_CONFIG, TrainConfig
 from ..stores import atomic_save_file, model_fingerprint
 from .base import DENSE_BETAS, Needs, NotExportable, OperatingPoint, Router
 from .calibration import calibration_split, crossfit_splits, fit_platt
+from .estimator import Estimator, check_fitted
 from .features import posthoc_matrix
 from .plugin import ErrorEstimateConfig, ErrorEstimateRouter, PluginRejector
 from .posthoc_inputs import (
@@ -53,7 +52,7 @@ __all__ = [
 ]
 
 
-class PosthocRejector(BaseEstimator):
+class PosthocRejector(Estimator):
     """Post-hoc error estimator: the plug-in head (``rejector.PluginRejector``, one network
     with a p̂_j^i output per endpoint i and agent j, trained with BCE) over post-hoc features.
 
@@ -116,7 +115,7 @@ class PosthocRejector(BaseEstimator):
     def predict_proba(self, F: np.ndarray) -> np.ndarray:
         """p̂_j^i(x) = P[agent j wrong on endpoint i], (N, 2, A): the mean over the heads of
         their calibrated probabilities."""
-        check_is_fitted(self, "head_")
+        check_fitted(self, "head_")
         F = np.asarray(F, dtype=np.float32)
         p = 0.0
         for k, head in enumerate(self.heads_):
@@ -131,7 +130,7 @@ class PosthocRejector(BaseEstimator):
         from the one cross-fitted head that never saw its article, calibrated on that fold (the
         head's own Platt map): (N, 2, A). None where the heads were not cross-fitted (no
         calibration, or K = 1), so some row was seen by every head."""
-        check_is_fitted(self, "head_")
+        check_fitted(self, "head_")
         if self.platt_ is None or len(self.heads_) < 2:
             return None
         F, groups = np.asarray(F, dtype=np.float32), np.asarray(groups)

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.special import expit
-from sklearn.base import BaseEstimator
-from sklearn.neighbors import KNeighborsRegressor
-from sklearn.utils.validation import check_is_fitted
 
 from ..agents.routing_data import RoutingData
 from ..method.costs import CostConfig
@@ -21,6 +18,7 @@ from ..method.training import FAST_CONFIG
 from . import trained
 from .base import OperatingPoint, Router
 from .decision import Decision
+from .estimator import Estimator, check_fitted
 from .head import HeadEstimator
 from .registry import register
 
@@ -119,7 +117,7 @@ class MLPAccuracy(HeadEstimator):
         return expit(self.raw_scores(X).astype(np.float64))
 
 
-class KNNAccuracy(BaseEstimator):
+class KNNAccuracy(Estimator):
     """RouterBench's kNN: an agent's predicted quality is its mean quality over the ``k``
     training queries nearest in cosine similarity of the centred features (scikit-learn's
     ``KNeighborsRegressor``, brute force); ``predict(X)`` (N, A)."""
@@ -133,13 +131,15 @@ class KNNAccuracy(BaseEstimator):
             raise ValueError(f"k must be >= 1, got {self.k}")
         X = np.asarray(X, np.float32)
         self.mu_ = X.mean(axis=0)
+        from sklearn.neighbors import KNeighborsRegressor
+
         self.knn_ = KNeighborsRegressor(n_neighbors=min(self.k, len(X)), metric="cosine", algorithm="brute")
         self.knn_.fit(X - self.mu_, np.asarray(y, np.float32))
         return self
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Mean quality of each agent over the k nearest training queries, (N, A)."""
-        check_is_fitted(self, "knn_")
+        check_fitted(self, "knn_")
         return self.knn_.predict(np.asarray(X, np.float32) - self.mu_).astype(np.float64)
 
 

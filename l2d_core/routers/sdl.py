@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
-from sklearn.base import BaseEstimator
 
 from ..data.records import QARecord
 from ..method.costs import CostConfig, cost_matrix
@@ -32,6 +31,7 @@ from . import trained
 from .base import Needs, NotExportable, Router
 from .decision import Decision, Stage
 from .encoder import encoder_spec, load_encoder
+from .estimator import Estimator
 from .head import AgentHead, Projection, load_head_state, save_head
 from .registry import register
 from .saved import Costs, SavedConfig
@@ -86,7 +86,7 @@ class SDLRejector(AgentHead):
         return {"costs": CostConfig(**config["costs"])} if config.get("costs") else {}
 
 
-class FullSDLRejector(BaseEstimator):
+class FullSDLRejector(Estimator):
     """Full mode: fine-tune the encoder and head end to end with the SDL (CUDA when present).
     ``X`` is a sequence of QARecords (the encoder reads the text)."""
 
