@@ -204,10 +204,13 @@ def select_routers(key: str, default: str, multiple: bool = True, where=None, id
     if default not in ids:
         ids = [default, *ids]
     shown = st.session_state.get(key)
-    if multiple and isinstance(shown, list) and any(r not in ids for r in shown):
+    dropped = (multiple and isinstance(shown, list) and any(r not in ids for r in shown)) or (
+        not multiple and isinstance(shown, str) and shown not in ids
+    )
+    if dropped and multiple:
         # none of the chosen routers runs on this pool (another dataset's): its default instead
         st.session_state[key] = [r for r in shown if r in ids] or [default]
-    elif not multiple and isinstance(shown, str) and shown not in ids:
+    elif dropped:
         st.session_state[key] = default  # set, not deleted: the browser would keep showing the old one
     auto, shown = f"_{key}_default", st.session_state.get(key)
     before = st.session_state.get(auto)
@@ -216,10 +219,10 @@ def select_routers(key: str, default: str, multiple: bool = True, where=None, id
         st.session_state[key] = [default] if multiple else default
     st.session_state[auto] = default
     kw = dict(key=key, format_func=router_label, persist_state="session")
-    # a widget given both a default and a value set here logs a warning: the value wins anyway
+    set_here = moved or dropped  # a widget given a default and a value set here logs a warning
     if multiple:
-        return where.multiselect("Routers", ids, default=None if moved else [default], **kw)
-    return where.selectbox("Router", ids, index=None if moved else ids.index(default), **kw)
+        return where.multiselect("Routers", ids, default=None if set_here else [default], **kw)
+    return where.selectbox("Router", ids, index=None if set_here else ids.index(default), **kw)
 
 
 def cost_from_state(dataset: str, pool: str, default: CostConfig) -> CostConfig:
