@@ -182,7 +182,7 @@ def read_in_early(
 ) -> None:
     """Start reading a pool's prediction-file agents (and ``also``: the default router's helper
     agents) in, in child processes (so on other cores), while this process goes on: a fresh
-    dashboard imports torch and scikit-learn meanwhile, and its first view waits for both.
+    dashboard imports torch and the routers meanwhile, and its first view waits for both.
     :func:`ensure_cached` waits for it. Once per process, cache folder and dataset; the child
     skips what is cached already. Unknown pools or agents raise KeyError here; a child that
     cannot start or fails leaves the work to :func:`ensure_cached`. ``meanwhile()`` runs in a

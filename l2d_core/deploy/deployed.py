@@ -208,6 +208,14 @@ class DeployedRouter:
         except QueryError:  # a recorded question without an answer: each query says so itself
             return False
 
+    def _as_recorded(self, queries, qids) -> bool:
+        """Whether a table was made at load and every query is a dataset question with its text."""
+        if qids is None or self.router.deployed_.table is None:  # a table: prepare() read the records
+            return False
+        return all(
+            (r := self._records.get(q)) and (r.question, r.context) == t for q, t in zip(qids, queries)
+        )
+
     def warm_up(self) -> DeployedRouter:
         """Load what the first query would load (the encoder, the main agent, the recorded answers:
         :meth:`prepare`) by routing one — new text, or the first question of its dataset for a
@@ -295,12 +303,7 @@ class DeployedRouter:
         under a budget the queries are decided in order, each moving the budget's follower)."""
         records = [check_query(q, c, i) for i, (q, c) in enumerate(queries)]
         t0 = time.perf_counter()
-        known = self._records or {}
-        as_recorded = qids is not None and all(
-            (r := known.get(qid)) is not None and (r.question, r.context) == text
-            for qid, text in zip(qids, queries)
-        )
-        signals = QuerySignals(
+        read = (
             self.needs,
             self.router.deployed_.config,
             self.specs,
@@ -308,8 +311,8 @@ class DeployedRouter:
             qids,
             self.encoder,
             self.recorded,
-            as_recorded,
         )
+        signals = QuerySignals(*read, self._as_recorded(queries, qids))
         d = self.router.route(signals)
         ms = 1000.0 * (time.perf_counter() - t0)
         ids = self.agent_ids
