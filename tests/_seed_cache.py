@@ -118,6 +118,7 @@ def give_back(path: Path, session_cache: Path) -> None:
         for entry in (path / name).iterdir():
             target = session_cache / name / entry.name
             if entry.is_dir() and not entry.name.startswith(".") and not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)  # a run without workers has none yet
                 part = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=target.parent))
                 shutil.copytree(entry, part, dirs_exist_ok=True)
                 try:
