@@ -26,6 +26,7 @@ __all__ = [
     "cpu_has_fast_bf16",
     "half_precision",
     "one_thread",
+    "model_executor",
     "on_model_thread",
     "transformers_names",
     "cpu_share",
@@ -107,13 +108,19 @@ def on_model_thread(fn, /, *args, **kwargs):
     thread: ``fn`` sets its own."""
     if threading.current_thread().name.startswith(MODEL_THREAD):
         return fn(*args, **kwargs)
+    return model_executor().submit(fn, *args, **kwargs).result()
+
+
+def model_executor():
+    """This process's one model thread, as a ``concurrent.futures`` executor (made on first use;
+    a forked child makes its own): what :func:`on_model_thread` runs on, for a caller that awaits
+    its futures instead of blocking a thread on them."""
     with _THREADS_LOCK:
         if _MODEL_EXECUTOR[1] != os.getpid():  # none yet, or a forked child's copy of none
             from concurrent.futures import ThreadPoolExecutor
 
             _MODEL_EXECUTOR[:] = [ThreadPoolExecutor(1, thread_name_prefix=MODEL_THREAD), os.getpid()]
-        executor = _MODEL_EXECUTOR[0]
-    return executor.submit(fn, *args, **kwargs).result()
+        return _MODEL_EXECUTOR[0]
 
 
 def set_seed(seed: int) -> None:

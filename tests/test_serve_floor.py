@@ -264,6 +264,9 @@ def test_a_router_that_reads_recorded_answers_routes_them_without_torch(artifact
         "mods = [m for m in ('torch', 'transformers', 'l2d_core.routers.sdl') if m in sys.modules]\n"
         "print(json.dumps([out, mods]))\n"
     )
+    # the router index on disk (a process that imported every router module, as this one, writes none)
+    index = "from l2d_core.routers.registry import router_ids; router_ids()"
+    subprocess.run([sys.executable, "-c", index], check=True, timeout=300)
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     routed, imported = json.loads(run.stdout.strip().splitlines()[-1])

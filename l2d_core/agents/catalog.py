@@ -22,6 +22,7 @@ __all__ = [
     "PoolSpec",
     "AGENT_KINDS",
     "RUNNABLE_KINDS",
+    "ENDPOINT_KINDS",
     "list_agents",
     "get_agent",
     "list_pools",
@@ -41,6 +42,7 @@ BUILTIN = Path(__file__).with_name("builtin.json")
 AGENT_KINDS = ("prediction_file", "extractive", "generative", "openai_chat", "outcome_log", "abstain")
 # kinds that answer new text (agents.runners runs them; openai_chat: a live chat endpoint)
 RUNNABLE_KINDS = ("extractive", "generative", "openai_chat")
+ENDPOINT_KINDS = ("openai_chat",)  # kinds whose answers come from a remote endpoint, waited on
 TEXTLESS_KINDS = ("outcome_log", "abstain")  # no answer text to compare (or always the same)
 # an agent id names folders and cache keys: short, and letters, digits, '.', '_', '+', '-' only
 AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")

@@ -11,9 +11,11 @@ fields, wrong types, empty or over-long text (422), a body over the limit (413),
 arrive whole within ``LIMITS["body_seconds"]`` of its headers (408). An agent behind a remote
 endpoint that fails is its one line (:class:`~l2d_core.agents.endpoint.EndpointError`): 504 past
 its deadline, 502 for an error status or a bad reply. Model work runs one request at a time per
-process (a lock: torch already uses every core it is given), but the lock is let go while a remote
-endpoint is waited on, so a slow endpoint delays only the requests that ask it; more processes come
-from uvicorn's ``--workers``.
+process (a lock: torch already uses every core it is given). Where every agent runs in the process,
+a request runs whole on the process's model thread (:func:`~l2d_core.runtime.model_executor`),
+awaited by the event loop: one thread hand-off, not two. Where an agent is a remote endpoint, a
+request runs on a request thread that lets the lock go while the endpoint is waited on, so a slow
+endpoint delays only the requests that ask it. More processes come from uvicorn's ``--workers``.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import TypeAdapter, ValidationError
 
+from ..agents.catalog import ENDPOINT_KINDS
 from ..agents.endpoint import EndpointError, released_while_waiting
-from ..runtime import limit_threads
+from ..runtime import limit_threads, model_executor
 from .api_models import BODY_TAGS, LIMITS, RESPONSES, Answered, Query, QueryBody, Routed
 from .deployed import DeployedRouter, load_router
 from .signals import QueryError
@@ -200,21 +203,29 @@ def create_app(router: DeployedRouter) -> FastAPI:
         # plain JSON already (``finite``): written as it is, not walked again by FastAPI's encoder
         return JSONResponse(finite(out if batched else out[0]))
 
-    @app.post(
+    def endpoint(answer: bool):
+        if any(spec.kind in ENDPOINT_KINDS for spec in router.specs.values()):
+            # on a request thread, which lets the lock go while a remote endpoint is waited on
+            def asks(body: RequestBody):
+                return run(body, answer)
+
+            return asks
+
+        async def local(body: RequestBody):  # every agent runs here: the request on the model thread
+            return await asyncio.wrap_future(model_executor().submit(run, body, answer))
+
+        return local
+
+    app.post(
         "/v1/route",
         summary="Which agent should answer (the agents are not asked)",
         responses={200: {"model": Routed | list[Routed]}, **RESPONSES},
-    )
-    def route(body: RequestBody):
-        return run(body, answer=False)
-
-    @app.post(
+    )(endpoint(answer=False))
+    app.post(
         "/v1/answer",
         summary="Route, then ask the chosen agent when it can answer new text",
         responses={200: {"model": Answered | list[Answered]}, **RESPONSES},
-    )
-    def answer(body: RequestBody):
-        return run(body, answer=True)
+    )(endpoint(answer=True))
 
     @app.get("/v1/agents", summary="The router, its cost setting and its agents")
     def agents():
