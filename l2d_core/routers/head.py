@@ -115,16 +115,31 @@ class Scaler:
 
 
 def fit_scaler(X: np.ndarray) -> Scaler:
-    """scikit-learn's standardisation fitted on the training rows (a constant column gets scale 1).
+    """scikit-learn's standardisation fitted on the training rows (a constant column gets scale 1),
+    its float32 rows read with scikit-learn's steps (``StandardScaler.fit``: float64 sums, the
+    corrected two-pass variance, its near-constant test), so the same bits without importing it.
 
     >>> s = fit_scaler(np.array([[0.0, 1.0], [2.0, 1.0]], np.float32))
     >>> s.transform(np.array([[1.0, 1.0]], np.float32)).tolist()
     [[0.0, 0.0]]
     """
-    from sklearn.preprocessing import StandardScaler
+    X = np.asarray(X, np.float32)
+    if np.isnan(X).any():  # scikit-learn counts each column's rows apart: its own code
+        from sklearn.preprocessing import StandardScaler
 
-    fitted = StandardScaler().fit(np.asarray(X, np.float32))
-    return Scaler(fitted.mean_, fitted.scale_)
+        fitted = StandardScaler().fit(X)
+        return Scaler(fitted.mean_, fitted.scale_)
+    n = np.full(X.shape[1], float(len(X)))
+    total = np.sum(X, axis=0, dtype=np.float64)
+    mean = (0.0 + total) / n
+    centred = X - total / n
+    correction = np.sum(centred, axis=0)
+    centred **= 2
+    var = (np.sum(centred, axis=0) - correction**2 / n) / n
+    eps = np.finfo(np.float64).eps
+    scale = np.sqrt(var)
+    scale[var <= len(X) * eps * var + (len(X) * mean * eps) ** 2] = 1.0
+    return Scaler(mean, scale)
 
 
 @dataclass(frozen=True)
