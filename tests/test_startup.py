@@ -54,8 +54,8 @@ def test_the_router_index_follows_the_router_modules(tmp_path):
 
 def test_routers_keep_scikit_learns_contract_without_importing_it_and_scale_as_it_does():
     """The routers' estimators keep scikit-learn's contract (``get_params``, ``set_params``,
-    ``clone``) without importing it at start-up; a loaded head's scaler computes exactly what
-    scikit-learn's ``StandardScaler`` computes, for float32, float64 and integer rows."""
+    ``clone``) without importing it at start-up; a head's scaler is fitted to the bits ``StandardScaler`` fits
+    and, loaded, computes exactly what it computes, for float32, float64 and integer rows."""
     import numpy as np
     from sklearn.base import clone
     from sklearn.preprocessing import StandardScaler
@@ -75,6 +75,11 @@ def test_routers_keep_scikit_learns_contract_without_importing_it_and_scale_as_i
     rng = np.random.default_rng(0)
     X = rng.normal(3.0, 2.0, size=(200, 7)).astype(np.float32)
     X[:, 3] = 1.5  # a constant column: scale 1
+    ours, theirs = fit_scaler(X), StandardScaler().fit(X)  # fitted with NumPy: the same bits
+    assert np.array_equal(ours.mean_, theirs.mean_) and np.array_equal(ours.scale_, theirs.scale_)
+    X[0, 0] = np.nan  # NaN rows: scikit-learn's own code
+    assert np.array_equal(fit_scaler(X).scale_, StandardScaler().fit(X).scale_)
+    X[0, 0] = 3.0
     ours, theirs = fit_scaler(X), StandardScaler().fit(X)
     loaded = scaler_from_state(scaler_state(ours))
     for rows in (X[:20], X[:20].astype(np.float64), rng.integers(0, 9, size=(5, 7))):

@@ -123,21 +123,16 @@ def fit_scaler(X: np.ndarray) -> Scaler:
     >>> s.transform(np.array([[1.0, 1.0]], np.float32)).tolist()
     [[0.0, 0.0]]
     """
-    X = np.asarray(X, np.float32)
+    X, eps = np.asarray(X, np.float32), np.finfo(np.float64).eps
     if np.isnan(X).any():  # scikit-learn counts each column's rows apart: its own code
         from sklearn.preprocessing import StandardScaler
 
-        fitted = StandardScaler().fit(X)
-        return Scaler(fitted.mean_, fitted.scale_)
-    n = np.full(X.shape[1], float(len(X)))
-    total = np.sum(X, axis=0, dtype=np.float64)
-    mean = (0.0 + total) / n
+        return Scaler(*(lambda f: (f.mean_, f.scale_))(StandardScaler().fit(X)))
+    n, total = np.full(X.shape[1], float(len(X))), np.sum(X, axis=0, dtype=np.float64)
     centred = X - total / n
     correction = np.sum(centred, axis=0)
-    centred **= 2
-    var = (np.sum(centred, axis=0) - correction**2 / n) / n
-    eps = np.finfo(np.float64).eps
-    scale = np.sqrt(var)
+    var = (np.sum(centred**2, axis=0) - correction**2 / n) / n
+    mean, scale = (0.0 + total) / n, np.sqrt(var)
     scale[var <= len(X) * eps * var + (len(X) * mean * eps) ** 2] = 1.0
     return Scaler(mean, scale)
 
