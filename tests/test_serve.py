@@ -130,3 +130,29 @@ def test_the_command_line_refuses_an_artifact_of_another_version(artifact, tmp_p
     assert serve.main(["--router", str(old)]) == 2
     err = capsys.readouterr().err
     assert "artifact format 0" in err and "export it again" in err and "Traceback" not in err
+
+
+def test_a_request_runs_on_the_model_thread_unless_an_agent_is_a_remote_endpoint(artifact, monkeypatch):
+    """Where every agent runs in the process, a request runs whole on the model thread (one thread
+    hand-off); where one is a remote endpoint, on a request thread that lets the model lock go
+    while the endpoint is waited on."""
+    import dataclasses
+    import threading
+
+    from l2d_core.runtime import MODEL_THREAD
+
+    plain = load_router(artifact)  # what decides (an agent made remote below has no endpoint to ask)
+    for remote in (False, True):
+        router, seen = load_router(artifact), []
+        monkeypatch.setattr(
+            router,
+            "route_batch",
+            lambda *a, s=seen: s.append(threading.current_thread().name) or plain.route_batch(*a),
+        )
+        if remote:
+            first = next(iter(router.specs))
+            router.specs[first] = dataclasses.replace(router.specs[first], kind="openai_chat")
+        with serving(router) as port:
+            code, _ = call(f"http://127.0.0.1:{port}/v1/route", Q)
+        assert code == 200 and len(seen) == 1
+        assert seen[0].startswith(MODEL_THREAD) is not remote, seen

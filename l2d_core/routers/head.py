@@ -115,9 +115,8 @@ class Scaler:
 
 
 def fit_scaler(X: np.ndarray) -> Scaler:
-    """scikit-learn's standardisation fitted on the training rows (a constant column gets scale 1),
-    its float32 rows read with scikit-learn's steps (``StandardScaler.fit``: float64 sums, the
-    corrected two-pass variance, its near-constant test), so the same bits without importing it.
+    """``StandardScaler.fit`` on the rows as float32, its steps without importing scikit-learn (float64
+    sums, the corrected two-pass variance, its near-constant test: scale 1), so the same bits.
 
     >>> s = fit_scaler(np.array([[0.0, 1.0], [2.0, 1.0]], np.float32))
     >>> s.transform(np.array([[1.0, 1.0]], np.float32)).tolist()
@@ -127,7 +126,8 @@ def fit_scaler(X: np.ndarray) -> Scaler:
     if np.isnan(X).any():  # scikit-learn counts each column's rows apart: its own code
         from sklearn.preprocessing import StandardScaler
 
-        return Scaler(*(lambda f: (f.mean_, f.scale_))(StandardScaler().fit(X)))
+        fitted = StandardScaler().fit(X)
+        return Scaler(fitted.mean_, fitted.scale_)
     n, total = np.full(X.shape[1], float(len(X))), np.sum(X, axis=0, dtype=np.float64)
     centred = X - total / n
     correction = np.sum(centred, axis=0)
