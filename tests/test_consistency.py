@@ -171,16 +171,21 @@ def test_a_routed_dataset_question_shows_what_it_decided_and_paid(real_data, poo
             assert query_gflops(r, answers, helpers)["total"] == pytest.approx(q["gflops"][i])
 
 
-def test_the_single_query_page_shows_what_the_decision_paid(real_data):
+def test_the_single_query_page_shows_what_the_decision_paid(real_data, monkeypatch):
     """On the default pool with its default router (the post-hoc router: the main agent and the
     helper agents always run), the page's GFLOPs tile for a test question is what the benchmark
     paid for it, and the chart marks the agent the page names."""
 
     from _charts import chart_rows
 
+    import pages.ui.widgets as widgets
     from l2d_core.app_logic.default_view import default_router
     from l2d_core.app_logic.live import helper_ids
     from pages.ui.defaults import DEFAULT_POOL
+
+    # after drawing, the page ranks the routers that read embeddings where another test's worker
+    # has computed them (CI: minutes beside it); that ranking is tested on its own (test_app_pages)
+    monkeypatch.setattr(widgets, "embeddings_ready", lambda dataset: False)
 
     bench = prepare("squad11", DEFAULT_POOL, features_needed=False)
     choice = default_router(bench)
@@ -196,3 +201,19 @@ def test_the_single_query_page_shows_what_the_decision_paid(real_data):
     (chart,) = at.get("vega_lite_chart")
     marked = [r["agent"] for r in chart_rows(chart) if r["choice"] == "chosen"]
     assert len(marked) == 1 and shown["Routed to"] in marked[0]
+
+
+def test_the_routers_that_read_embeddings_rank_on_validation_articles(real_data):
+    """What a page ranks after its first view once the embeddings are computed (``finish_preparing``,
+    faked in the page tests): every registry router that reads them, scored out of fold on the
+    training articles, each at one of the prices it was scored at."""
+    from l2d_core.app_logic.default_view import needs_embeddings
+    from l2d_core.evaluation.validation import price_grid, rank_by_validation
+    from l2d_core.routers.registry import router_class
+
+    bench = slice_bench("P2", n_train=4, n_test=1)
+    ids = [r for r in needs_embeddings() if router_class(r).unavailable(bench) is None]
+    ranked = rank_by_validation(bench, ids)
+    assert ids and sorted(r.router_id for r in ranked) == sorted(ids)
+    assert all(np.isfinite([r.gain, r.aiq]).all() and r.price in price_grid(bench) for r in ranked)
+    assert [r.gain for r in ranked] == sorted((r.gain for r in ranked), reverse=True)
