@@ -14,11 +14,13 @@ import pytest
 from _pages import open_page
 
 from l2d_core.agents import get_agent, get_pool, list_pools
-from l2d_core.agents.catalog import TEXTLESS_KINDS
+from l2d_core.agents.catalog import TEXTLESS_KINDS, builtin_pool_names
 from l2d_core.app_logic.default_view import DefaultChoice
 
 PAGES = ("overview", "cost_explorer", "decisions", "single_query", "comparison")
-POOLS = tuple(p.name for p in list_pools())
+# the built-in pools (collected before the session's cache is set: a pool registered in the project's
+# own cache, such as P3-quick once trained here, is not the session's)
+POOLS = tuple(p.name for p in list_pools() if p.name in builtin_pool_names())
 # phrases that say how an agent of a kind is known (checked against the pool's kinds)
 KIND_PHRASES = {
     "prediction_file": ("known only by its prediction file", "known only by their prediction file"),

@@ -160,8 +160,8 @@ class ExtractiveAgent:
     def _best_spans(self, batch: list[dict]) -> list[tuple[float, int, int, float, dict]]:
         """(best span score, start, end, null score, confidence) per window of one forward batch."""
         n = [len(w["context"]) for w in batch]
-        B = len(batch)  # windows are at most max_length long: padded up to a multiple of pad_to within it
-        T = max(max(n), min(-(-max(n) // self.pad_to) * self.pad_to, self.max_length))
+        B, longest = len(batch), max(n)  # at most max_length: padded to a multiple of pad_to within it
+        T = max(longest, min(-(-longest // self.pad_to) * self.pad_to, self.max_length))
         left = self.tokenizer.padding_side == "left"
         pad = self.tokenizer.pad_token_id or 0
         inputs = {

@@ -303,7 +303,7 @@ class DeployedRouter:
         under a budget the queries are decided in order, each moving the budget's follower)."""
         records = [check_query(q, c, i) for i, (q, c) in enumerate(queries)]
         t0 = time.perf_counter()
-        read = (
+        signals = QuerySignals(
             self.needs,
             self.router.deployed_.config,
             self.specs,
@@ -311,8 +311,8 @@ class DeployedRouter:
             qids,
             self.encoder,
             self.recorded,
+            self._as_recorded(queries, qids),
         )
-        signals = QuerySignals(*read, self._as_recorded(queries, qids))
         d = self.router.route(signals)
         ms = 1000.0 * (time.perf_counter() - t0)
         ids = self.agent_ids

@@ -132,7 +132,7 @@ def fit_scaler(X: np.ndarray) -> Scaler:
     centred = X - total / n
     correction = np.sum(centred, axis=0)
     var = (np.sum(centred**2, axis=0) - correction**2 / n) / n
-    mean, scale = (0.0 + total) / n, np.sqrt(var)
+    mean, scale = (0.0 + total) / n, np.sqrt(var)  # 0.0 + total: a sum of -0.0 is +0.0, as there
     scale[var <= len(X) * eps * var + (len(X) * mean * eps) ** 2] = 1.0
     return Scaler(mean, scale)
 

@@ -34,8 +34,8 @@ def run_app() -> None:
     st.session_state[IN_APP] = True
     # an emoji favicon is drawn by the browser itself (a :material/…: one is fetched from a font host)
     st.set_page_config(page_title="L2D routing for extractive QA", page_icon="🔀", layout="wide")
-    if "torch" not in sys.modules:  # a fresh server: while the page imports the router modules and the
-        # routers, the default pool and the helper agents its best router reads are read in on
+    if "torch" not in sys.modules:  # a fresh server: while the page imports the router modules,
+        # the default pool and the helper agents its best router reads are read in on
         # another core (once per process; nothing is started where they are read in already), and
         # torch, which fits the routers' heads next, is imported while this waits for them
         helpers = cheap_builtin_agents(DATASET_CHOICES[0], get_pool(DEFAULT_POOL).main)

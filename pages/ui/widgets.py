@@ -204,14 +204,10 @@ def select_routers(key: str, default: str, multiple: bool = True, where=None, id
     if default not in ids:
         ids = [default, *ids]
     shown = st.session_state.get(key)
-    dropped = (multiple and isinstance(shown, list) and any(r not in ids for r in shown)) or (
-        not multiple and isinstance(shown, str) and shown not in ids
-    )
-    if dropped and multiple:
-        # none of the chosen routers runs on this pool (another dataset's): its default instead
-        st.session_state[key] = [r for r in shown if r in ids] or [default]
-    elif dropped:
-        st.session_state[key] = default  # set, not deleted: the browser would keep showing the old one
+    chosen = shown if isinstance(shown, list) else [shown] if isinstance(shown, str) else []
+    dropped = any(r not in ids for r in chosen)  # a choice this pool cannot run (another dataset's)
+    if dropped:  # set, not deleted: the browser would keep showing the old one
+        st.session_state[key] = ([r for r in chosen if r in ids] or [default]) if multiple else default
     auto, shown = f"_{key}_default", st.session_state.get(key)
     before = st.session_state.get(auto)
     moved = before is not None and before != default and shown in ([before], before)
