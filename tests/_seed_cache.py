@@ -7,7 +7,8 @@ file and of the modules that make them (:data:`CODE`) — under ``L2D_TEST_SEED_
 the user's cache folder, never the project's ``cache/``) holds them for every later run:
 
 - ``embeddings/`` is shared live by every session (and every pytest-xdist worker) of that key:
-  computing embeddings takes its file lock, so a second worker waits, then finds them stored;
+  the encoder encodes into a store under its lock, so a second worker (or a background job of
+  one) waits, then finds them stored;
 - ``agents/<dataset>/<agent>`` holds builtin agents' imports: a session starts with a copy
   (its own registrations stay its own) and gives back the builtin agents it imported anew.
 
@@ -142,22 +143,3 @@ def keep(session_cache: Path, folder: Path) -> list[str]:
             os.replace(tmp, target)
             kept.append(f"{store.parent.name}/{store.name}")
     return kept
-
-
-def lock_embedding(folder: Path):
-    """Wrap ``Encoder.embed`` so that embedding into the shared store takes its file lock (one
-    worker computes, the others wait and then read); returns the undo."""
-    from l2d_core.routers import encoder as enc
-
-    shared, plain = (folder / "embeddings").resolve(), enc.Encoder.embed
-    lock = FileLock(str(folder / "embeddings.lock"), timeout=-1)
-
-    def embed(self, texts, *args, **kwargs):
-        own = len(args) >= 3 or kwargs.get("store") is not None  # a store of the caller's
-        if not own and (Path(os.environ["L2D_CACHE_DIR"]) / "embeddings").resolve() == shared:
-            with lock:
-                return plain(self, texts, *args, **kwargs)
-        return plain(self, texts, *args, **kwargs)
-
-    enc.Encoder.embed = embed
-    return lambda: setattr(enc.Encoder, "embed", plain)

@@ -58,19 +58,17 @@ def _session_cache(tmp_path_factory):
     starts from the seed of the data files and code it derives from (``tests/_seed_cache.py``):
     embeddings shared with every run and worker of that key, builtin agents' imports copied, and
     router fits shared by the workers of this run."""
-    from _seed_cache import content_key, keep, lock_embedding, seed, seed_root
+    from _seed_cache import content_key, keep, seed, seed_root
 
     path = tmp_path_factory.mktemp("l2d_cache")
     folder = seed_root() / content_key(data_dir())
     # pytest-xdist workers of one run share the parent of their base folders: router fits go there
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     seed(path, folder, tmp_path_factory.getbasetemp().parent / "shared_fits" if worker else None)
-    undo = lock_embedding(folder)
     set_here = {"L2D_CACHE_DIR": str(path), "L2D_REPORTS_DIR": str(tmp_path_factory.mktemp("reports"))}
     old = {k: os.environ.get(k) for k in set_here}
     os.environ.update(set_here)
     yield path
-    undo()
     keep(path, folder)
     for k, v in old.items():
         if v is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 import uuid
 from pathlib import Path
 
@@ -265,6 +266,41 @@ def test_embed_shape_deterministic_and_cached(encoder, tmp_path, monkeypatch):
     # deterministic: an empty cache computes the same vectors again
     other = encoder.embed(texts, store=diskcache.Cache(str(tmp_path / "b")))
     np.testing.assert_array_equal(other, first)
+
+
+def test_a_second_embedder_of_one_store_waits_then_reads_what_the_first_wrote(encoder, tmp_path, monkeypatch):
+    """Two processes (two dashboards, a job and a script) wanting the same texts: the one that
+    finds the store's lock held waits, its progress following the other's writes, then reads
+    them and encodes nothing."""
+    import threading
+
+    from filelock import FileLock
+
+    texts = ["what is the alpha river ?", "the old king of the city .", "who was the beta queen ?"]
+    store = diskcache.Cache(str(tmp_path / "store"))
+    expected = encoder.embed(texts, store=diskcache.Cache(str(tmp_path / "elsewhere")))
+    other = FileLock(str(tmp_path / "store" / "encoding.lock"))  # the other process's hold
+    other.acquire()
+    encoded, steps, got = [], [], {}
+    monkeypatch.setattr(Encoder, "_encode", lambda self, t, *a, **k: encoded.append(t) or 1 / 0)
+    waiter = threading.Thread(
+        target=lambda: got.update(v=encoder.embed(texts, store=store, step=lambda *s: steps.append(s)))
+    )
+    waiter.start()
+    deadline = time.monotonic() + 30
+    while not steps and time.monotonic() < deadline:  # it found none of them and waits
+        time.sleep(0.05)
+    assert steps[0] == (0, 3, 0.0)
+    for key, vec in zip(encoder.keys(texts[:2]), expected[:2]):  # the other process writes two
+        store.set(key, vec.astype(np.float16).tobytes())
+    while not any(done == 2 for done, _, _ in steps) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert waiter.is_alive() and steps[-1] == (2, 3, 2 / 3)  # still waiting; its bar says 2 of 3
+    store.set(encoder.keys(texts[2:])[0], expected[2].astype(np.float16).tobytes())
+    other.release()
+    waiter.join(30)
+    assert not encoded  # nothing encoded twice
+    np.testing.assert_array_equal(got["v"], expected)
 
 
 def test_embedding_key_separates_settings(encoder, tmp_path, monkeypatch):

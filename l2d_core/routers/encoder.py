@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import diskcache
 import numpy as np
+from filelock import FileLock, Timeout
 from tqdm.auto import tqdm
 
 from ..flops import forward_gflops
@@ -231,16 +233,19 @@ class Encoder:
         not in the cache yet, and it is not called when there are none) each batch is written to
         the cache as it is encoded: a run stopped midway keeps what it did."""
         store = store if store is not None else embedding_store()
-        keys = self.keys(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        todo: dict[str, list[int]] = {}
-        for i, k in enumerate(keys):
-            blob = store.get(k)
-            if blob is None:
-                todo.setdefault(k, []).append(i)
-            else:
-                out[i] = np.frombuffer(blob, dtype=np.float16)
-        if todo:
+        todo = self._read(store, dict(enumerate(self.keys(texts))), out)
+        if not todo:
+            return out
+        # one process at a time encodes into a store: another one that wants the same texts
+        # waits (its bar follows the other's writes), then reads what is there and encodes the rest
+        wanted = todo
+        with _waited(
+            _store_lock(store.directory), lambda: len(wanted) - self._left(store, wanted), len(wanted), step
+        ):
+            todo = self._read(store, {i: k for k, idx in wanted.items() for i in idx}, out)
+            if not todo:
+                return out
             missing = list(todo.items())
 
             def keep(batch, vecs) -> None:
@@ -257,10 +262,50 @@ class Encoder:
                 out[idx] = v.astype(np.float16)
         return out
 
+    @staticmethod
+    def _read(store: diskcache.Cache, keys: dict[int, str], out: np.ndarray) -> dict[str, list[int]]:
+        """Fill ``out``'s rows ``keys`` (row → key) from ``store``; the rows of each key not there."""
+        todo: dict[str, list[int]] = {}
+        for i, k in keys.items():
+            blob = store.get(k)
+            if blob is None:
+                todo.setdefault(k, []).append(i)
+            else:
+                out[i] = np.frombuffer(blob, dtype=np.float16)
+        return todo
+
+    @staticmethod
+    def _left(store: diskcache.Cache, todo: dict) -> int:
+        return sum(k not in store for k in todo)
+
     def gflops(self, length: int | None = None) -> float:
         """Measured GFLOPs of one forward pass at ``length`` tokens (default: max_length)."""
         length = length or self.max_length
         return forward_gflops(self.model, length, self.tokenizer.unk_token_id or 0, self.device)
+
+
+@lru_cache(maxsize=8)
+def _store_lock(directory: str) -> FileLock:
+    """The lock of the store in ``directory`` (inside it: a store reached through a link is one store)."""
+    return FileLock(str(Path(directory) / "encoding.lock"), timeout=-1)
+
+
+@contextmanager
+def _waited(lock: FileLock, done: Callable[[], int], total: int, step=None, poll_s: float = 1.0):
+    """Hold ``lock``; while another process holds it, ``step(done(), total, share)`` every
+    ``poll_s`` seconds (``done``: how many of the wanted texts that process has written)."""
+    while True:
+        try:
+            lock.acquire(timeout=poll_s)
+            break
+        except Timeout:
+            if step is not None:
+                n = done()
+                step(n, total, n / total)
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def embedding_store(directory: str | None = None) -> diskcache.Cache:
