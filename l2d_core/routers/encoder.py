@@ -231,36 +231,43 @@ class Encoder:
         """(N, H) embeddings; texts already in the cache are not encoded again. With ``step``
         (``step(done, total, work)``, see :meth:`_batches`; ``total`` counts the distinct texts
         not in the cache yet, and it is not called when there are none) each batch is written to
-        the cache as it is encoded: a run stopped midway keeps what it did."""
+        the cache as it is encoded: a run stopped midway keeps what it did. More than a batch to
+        encode is encoded by one process at a time per store (a file lock inside it): the others
+        wait for it, then encode only what it has not (``step`` follows its writes meanwhile)."""
         store = store if store is not None else embedding_store()
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         todo = self._read(store, dict(enumerate(self.keys(texts))), out)
-        if not todo:
+        if len(todo) <= batch_size:  # a batch or less (a page's one query): encoded at once
+            self._encode_into(store, texts, todo, out, batch_size, progress, step)
             return out
-        # one process at a time encodes into a store: another one that wants the same texts
-        # waits (its bar follows the other's writes), then reads what is there and encodes the rest
+        # a longer run: one process at a time encodes into a store; another one that wants the
+        # same texts waits (its bar follows the other's writes), then reads them, encodes the rest
         wanted = todo
         with _waited(
             _store_lock(store.directory), lambda: len(wanted) - self._left(store, wanted), len(wanted), step
         ):
             todo = self._read(store, {i: k for k, idx in wanted.items() for i in idx}, out)
-            if not todo:
-                return out
-            missing = list(todo.items())
-
-            def keep(batch, vecs) -> None:
-                with store.transact():
-                    for b, v in zip(batch, vecs):
-                        store.set(missing[b][0], v.astype(np.float16).tobytes())
-
-            # followed (a job): each batch is written as it is encoded; else all at the end
-            hooks = {"step": step, "keep": keep} if step is not None else {}
-            vecs = self._encode([texts[idx[0]] for _, idx in missing], batch_size, progress, **hooks)
-            if step is None:
-                keep(range(len(missing)), vecs)
-            for (_, idx), v in zip(missing, vecs):
-                out[idx] = v.astype(np.float16)
+            self._encode_into(store, texts, todo, out, batch_size, progress, step)
         return out
+
+    def _encode_into(self, store, texts, todo: dict[str, list[int]], out, batch_size, progress, step) -> None:
+        """Encode the text of each key of ``todo`` (key → rows of ``out``) into ``store`` and ``out``."""
+        if not todo:
+            return
+        missing = list(todo.items())
+
+        def keep(batch, vecs) -> None:
+            with store.transact():
+                for b, v in zip(batch, vecs):
+                    store.set(missing[b][0], v.astype(np.float16).tobytes())
+
+        # followed (a job): each batch is written as it is encoded; else all at the end
+        hooks = {"step": step, "keep": keep} if step is not None else {}
+        vecs = self._encode([texts[idx[0]] for _, idx in missing], batch_size, progress, **hooks)
+        if step is None:
+            keep(range(len(missing)), vecs)
+        for (_, idx), v in zip(missing, vecs):
+            out[idx] = v.astype(np.float16)
 
     @staticmethod
     def _read(store: diskcache.Cache, keys: dict[int, str], out: np.ndarray) -> dict[str, list[int]]:
