@@ -245,8 +245,9 @@ class Encoder:
         wanted = todo
         with _waited(
             _store_lock(store.directory), lambda: len(wanted) - self._left(store, wanted), len(wanted), step
-        ):
-            todo = self._read(store, {i: k for k, idx in wanted.items() for i in idx}, out)
+        ) as waited:
+            if waited:  # what the other process wrote meanwhile is read, not encoded again
+                todo = self._read(store, {i: k for k, idx in wanted.items() for i in idx}, out)
             self._encode_into(store, texts, todo, out, batch_size, progress, step)
         return out
 
@@ -299,18 +300,21 @@ def _store_lock(directory: str) -> FileLock:
 
 @contextmanager
 def _waited(lock: FileLock, done: Callable[[], int], total: int, step=None, poll_s: float = 1.0):
-    """Hold ``lock``; while another process holds it, ``step(done(), total, share)`` every
-    ``poll_s`` seconds (``done``: how many of the wanted texts that process has written)."""
+    """Hold ``lock``, yielding whether it had to wait; while another process holds it,
+    ``step(done(), total, share)`` every ``poll_s`` seconds (``done``: how many of the wanted
+    texts that process has written)."""
+    waited = False
     while True:
         try:
-            lock.acquire(timeout=poll_s)
+            lock.acquire(timeout=poll_s if waited else 0)  # a first try that does not wait
             break
         except Timeout:
-            if step is not None:
+            if waited and step is not None:
                 n = done()
                 step(n, total, n / total)
+            waited = True
     try:
-        yield
+        yield waited
     finally:
         lock.release()
 
