@@ -111,6 +111,7 @@ class BodyLimit:
             return await self.refuse(send)
         seen, refused, whole = 0, False, False
         deadline = asyncio.get_running_loop().time() + self.seconds
+        deadline = deadline if math.isfinite(deadline) else None
 
         async def counted():
             nonlocal seen, refused, whole
@@ -118,9 +119,9 @@ class BodyLimit:
                 return {"type": "http.disconnect"}
             if whole:  # after the body the app only listens for a disconnect: no deadline
                 return await receive()
-            try:
-                left = deadline - asyncio.get_running_loop().time()
-                message = await asyncio.wait_for(receive(), max(left, 0.0))
+            try:  # a timeout in place, not a task per message (asyncio.wait_for's)
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
             except TimeoutError:
                 refused = True
                 await self.refuse(send, 408, f"request body not received whole within {self.seconds:g} s")
