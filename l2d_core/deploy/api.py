@@ -26,13 +26,12 @@ import math
 import os
 import threading
 import time
-from typing import Annotated
 
-from fastapi import Body, FastAPI, Request
-from fastapi.exception_handlers import http_exception_handler
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import TypeAdapter, ValidationError
+from starlette.concurrency import run_in_threadpool
 
 from ..agents.catalog import ENDPOINT_KINDS
 from ..agents.endpoint import EndpointError, released_while_waiting
@@ -54,7 +53,24 @@ BODY_DOC = (
     f"a query object, or a list of up to {LIMITS['batch']} of them (answered as one batch); a query is "
     '{"question", "context"} or {"qid"} of a question of the router\'s dataset'
 )
-RequestBody = Annotated[QueryBody, Body(description=BODY_DOC, examples=[EXAMPLE, [EXAMPLE, EXAMPLE]])]
+# The request body as /openapi.json states it: the handlers read the body's bytes and validate
+# them once, in Rust (``BODY.validate_json``), not through FastAPI's JSON decoding and model
+# validation first; the models it refers to go into the document's components.
+_SCHEMA = BODY.json_schema(ref_template="#/components/schemas/{model}")
+BODY_MODELS = _SCHEMA.pop("$defs")
+REQUEST_BODY = {
+    "required": True,
+    "content": {
+        "application/json": {
+            "schema": {
+                **_SCHEMA,
+                "title": "Body",
+                "description": BODY_DOC,
+                "examples": [EXAMPLE, [EXAMPLE] * 2],
+            }
+        }
+    },
+}
 log = logging.getLogger("uvicorn.error")
 
 
@@ -68,17 +84,13 @@ def problem_loc(loc) -> tuple:
 
 
 def parse_queries(body) -> tuple[list[Query], bool]:
-    """``(queries, batched)`` from a request body (raw JSON data, or what FastAPI validated
-    through :data:`~l2d_core.deploy.api_models.QueryBody`); a 422 naming the field otherwise."""
+    """``(queries, batched)`` from a request body — its bytes (JSON), or JSON data already
+    decoded — validated through :data:`~l2d_core.deploy.api_models.QueryBody`; a 422 naming the
+    field otherwise."""
     try:
-        body = BODY.validate_python(body)
+        body = BODY.validate_json(body) if isinstance(body, bytes | bytearray) else BODY.validate_python(body)
     except ValidationError as exc:
-        raise RequestValidationError(
-            [
-                {"loc": problem_loc(("body", *e["loc"])), "msg": e["msg"], "type": e["type"]}
-                for e in exc.errors()
-            ]
-        ) from None
+        raise RequestValidationError([problem(body, e) for e in exc.errors()]) from None
     queries, batched = (body, True) if isinstance(body, list) else ([body], False)
     if len({q.qid is None for q in queries}) > 1:
         raise RequestValidationError(
@@ -91,6 +103,24 @@ def parse_queries(body) -> tuple[list[Query], bool]:
             ]
         )
     return queries, batched
+
+
+def problem(body, error) -> dict:
+    """A validation error of ``body`` as the API states it: ``loc`` from ``body`` on, without
+    the union's tags; a body that is not JSON because it is not UTF-8 text says so."""
+    if not body and isinstance(body, bytes):
+        return {"loc": ("body",), "msg": "Field required", "type": "missing"}
+    if error["type"] == "json_invalid" and isinstance(body, bytes) and not utf8(body):
+        return {"loc": ("body",), "msg": "the body is not UTF-8 text", "type": "json_invalid"}
+    return {"loc": problem_loc(("body", *error["loc"])), "msg": error["msg"], "type": error["type"]}
+
+
+def utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 class BodyLimit:
@@ -168,13 +198,6 @@ def create_app(router: DeployedRouter) -> FastAPI:
         ]
         return JSONResponse({"detail": errors}, status_code=422)
 
-    @app.exception_handler(400)  # FastAPI's own 400: a body it could not decode
-    async def _undecodable(request: Request, exc):
-        if isinstance(exc.__cause__, UnicodeDecodeError):
-            problem = {"loc": ["body"], "msg": "the body is not UTF-8 text", "type": "json_invalid"}
-            return JSONResponse({"detail": [problem]}, status_code=422)
-        return await http_exception_handler(request, exc)
-
     @app.exception_handler(QueryError)
     async def _bad_query(request: Request, exc: QueryError):
         problem = {"loc": ["body", exc.field], "msg": str(exc), "type": "value_error"}
@@ -207,12 +230,13 @@ def create_app(router: DeployedRouter) -> FastAPI:
     def endpoint(answer: bool):
         if any(spec.kind in ENDPOINT_KINDS for spec in router.specs.values()):
             # on a request thread, which lets the lock go while a remote endpoint is waited on
-            def asks(body: RequestBody):
-                return run(body, answer)
+            async def asks(request: Request):
+                return await run_in_threadpool(run, await request.body(), answer)
 
             return asks
 
-        async def local(body: RequestBody):  # every agent runs here: the request on the model thread
+        async def local(request: Request):  # every agent runs here: the request on the model thread
+            body = await request.body()
             return await asyncio.wrap_future(model_executor().submit(run, body, answer))
 
         return local
@@ -221,12 +245,21 @@ def create_app(router: DeployedRouter) -> FastAPI:
         "/v1/route",
         summary="Which agent should answer (the agents are not asked)",
         responses={200: {"model": Routed | list[Routed]}, **RESPONSES},
+        openapi_extra={"requestBody": REQUEST_BODY},
     )(endpoint(answer=False))
     app.post(
         "/v1/answer",
         summary="Route, then ask the chosen agent when it can answer new text",
         responses={200: {"model": Answered | list[Answered]}, **RESPONSES},
+        openapi_extra={"requestBody": REQUEST_BODY},
     )(endpoint(answer=True))
+
+    def openapi() -> dict:  # FastAPI's document, with the models the request body refers to
+        if app.openapi_schema is None:
+            FastAPI.openapi(app).setdefault("components", {}).setdefault("schemas", {}).update(BODY_MODELS)
+        return app.openapi_schema
+
+    app.openapi = openapi
 
     @app.get("/v1/agents", summary="The router, its cost setting and its agents")
     def agents():
