@@ -212,6 +212,25 @@ def test_a_body_that_is_not_utf8_gets_422_not_400(client):
     assert "UTF-8" in got.json()["detail"][0]["msg"]
 
 
+@pytest.mark.parametrize(
+    "body, kind, words",
+    [
+        (b"", "missing", "Field required"),
+        (b'{"question": "Who?", ', "json_invalid", "Invalid JSON"),
+        (b"[]", "too_short", "at least 1 item"),
+        (b'{"question": "Who?", "context": "Me.", "extra": 1}', "extra_forbidden", "not permitted"),
+    ],
+)
+def test_a_body_that_is_not_a_query_gets_one_422_at_the_body(client, body, kind, words):
+    """The handlers read a body's bytes and validate them once (not decoded by FastAPI first):
+    what is wrong is still one problem, at the field it concerns."""
+    got = client.post("/v1/route", content=body, headers={"content-type": "application/json"})
+    assert got.status_code == 422
+    (problem,) = got.json()["detail"]
+    assert problem["type"] == kind and words in problem["msg"], problem
+    assert problem["loc"][0] == "body" and "one" not in problem["loc"] and "many" not in problem["loc"]
+
+
 def test_invisible_text_is_refused_by_the_library_too(artifact):
     router = load_router(artifact)
     with pytest.raises(QueryError, match="visible") as err:
