@@ -27,6 +27,7 @@ UNIT_FILES = frozenset(
         "test_requirements.py",
         "test_squad_eval_positions.py",
         "test_tiers.py",
+        "test_training.py",
     }
 )
 BROWSER_FILES = frozenset({"test_browser.py"})

@@ -15,12 +15,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..runtime import linear_schedule, one_thread, set_seed
+from ..runtime import one_thread, set_seed
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["TrainConfig", "PAPER_CONFIG", "FAST_CONFIG", "SDL_FAST_CONFIG", "POSTHOC_CONFIG", "train_loop"]
+__all__ = [
+    "TrainConfig",
+    "PAPER_CONFIG",
+    "FAST_CONFIG",
+    "SDL_FAST_CONFIG",
+    "POSTHOC_CONFIG",
+    "AdamW",
+    "train_loop",
+]
 
 
 @dataclass(frozen=True)
@@ -103,12 +111,13 @@ def _train(model, n_train, batch_loss, config: TrainConfig, val_loss, progress, 
     gen = torch.Generator().manual_seed(config.seed)
     decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim > 1]
     no_decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim <= 1]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=config.lr,
-    )
     steps_per_epoch = math.ceil(n_train / config.batch_size)
-    sched = linear_schedule(opt, steps_per_epoch * config.epochs, config.warmup_ratio)
+    opt = AdamW(
+        [(decay, config.weight_decay), (no_decay, 0.0)],
+        config.lr,
+        steps_per_epoch * config.epochs,
+        config.warmup_ratio,
+    )
     history: dict[str, list[float]] = {"train": [], "val": []}
     best = (math.inf, None)
     bar = tqdm(total=config.epochs, desc="training", unit="epoch", disable=not progress)
@@ -119,11 +128,10 @@ def _train(model, n_train, batch_loss, config: TrainConfig, val_loss, progress, 
         for i in range(0, n_train, config.batch_size):
             idx = perm[i : i + config.batch_size]
             loss = batch_loss(idx)
-            opt.zero_grad(set_to_none=True)
+            opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
             opt.step()
-            sched.step()
             total += float(loss.detach()) * len(idx)
         history["train"].append(total / n_train)
         if val_loss is not None:
@@ -143,6 +151,62 @@ def _train(model, n_train, batch_loss, config: TrainConfig, val_loss, progress, 
         history["best_epoch"] = [float(int(np.argmin(history["val"])))]
     model.eval()
     return history
+
+
+class AdamW:
+    """AdamW (decoupled weight decay; β 0.9, 0.999; ε 1e-8) whose learning rate rises linearly
+    over the first ``warmup_ratio`` of ``total_steps``, then falls linearly to 0: the update of
+    ``torch.optim.AdamW`` (its single-tensor form, the one it takes on a CPU) and the schedule of
+    transformers' ``get_linear_schedule_with_warmup``, written out. A first ``torch.optim``
+    optimizer imports torch's compiler and that schedule imports transformers: about 2.7 s of
+    CPU before a router's first head could train. ``groups``: ``(parameters, weight decay)``."""
+
+    betas = (0.9, 0.999)
+    eps = 1e-8
+
+    def __init__(self, groups, lr: float, total_steps: int, warmup_ratio: float):
+        import torch
+
+        self.groups = [(list(params), float(decay)) for params, decay in groups]
+        self.base_lr, self.total = lr, total_steps
+        self.warm = max(1, math.ceil(total_steps * warmup_ratio))
+        self.steps = 0
+        every = [p for params, _ in self.groups for p in params]
+        self.moments = {id(p): (torch.zeros_like(p), torch.zeros_like(p)) for p in every}
+
+    def lr(self) -> float:
+        """The learning rate of the next step (the schedule at the steps taken so far)."""
+        t = self.steps
+        if t < self.warm:
+            scale = float(t) / float(max(1, self.warm))
+        else:
+            scale = max(0.0, float(self.total - t) / float(max(1, self.total - self.warm)))
+        return self.base_lr * scale
+
+    def zero_grad(self) -> None:
+        for params, _ in self.groups:
+            for p in params:
+                p.grad = None
+
+    def step(self) -> None:
+        import torch
+
+        lr, (beta1, beta2) = self.lr(), self.betas
+        self.steps += 1
+        bias_correction1 = 1 - beta1 ** float(self.steps)
+        bias_correction2_sqrt = (1 - beta2 ** float(self.steps)) ** 0.5
+        step_size = lr / bias_correction1
+        with torch.no_grad():
+            for params, decay in self.groups:
+                for p in params:
+                    if p.grad is None:
+                        continue
+                    m, v = self.moments[id(p)]
+                    if decay != 0:
+                        p.mul_(1 - lr * decay)
+                    m.lerp_(p.grad, 1 - beta1)
+                    v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+                    p.addcdiv_(m, (v.sqrt() / bias_correction2_sqrt).add_(self.eps), value=-step_size)
 
 
 def _full_batch(model, n_train: int, batch_loss, config: TrainConfig, val_loss=None) -> dict:
