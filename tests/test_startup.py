@@ -89,3 +89,19 @@ def test_routers_keep_scikit_learns_contract_without_importing_it_and_scale_as_i
             assert got.dtype == want.dtype and np.array_equal(got, want)
     with pytest.raises(ValueError, match="7 features"):
         loaded.transform(X[:, :3])
+
+
+def test_a_first_head_trains_without_importing_torchs_compiler_or_transformers():
+    code = (
+        "import sys, torch\n"
+        "from l2d_core.method.training import TrainConfig, train_loop\n"
+        "from l2d_core.routers.network import MLPHead\n"
+        "m = MLPHead(4, (2, 2), hidden=4, dropout=0.1)\n"
+        "x = torch.randn(32, 4)\n"
+        "h = train_loop(m, 32, lambda i: m(x[i]).pow(2).mean(), TrainConfig(epochs=2, batch_size=8))\n"
+        "assert len(h['train']) == 2\n"
+        "print(sorted(k for k in ('torch._dynamo', 'transformers') if k in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", out.stdout

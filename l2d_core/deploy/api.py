@@ -28,10 +28,10 @@ import threading
 import time
 
 from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import TypeAdapter, ValidationError
-from starlette.concurrency import run_in_threadpool
 
 from ..agents.catalog import ENDPOINT_KINDS
 from ..agents.endpoint import EndpointError, released_while_waiting
