@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 
 from l2d_core.method.training import AdamW, TrainConfig, train_loop
@@ -12,10 +13,15 @@ from l2d_core.routers.network import MLPHead
 from l2d_core.runtime import linear_schedule
 
 
-def test_adamw_takes_torchs_steps_bit_for_bit():
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_adamw_takes_torchs_steps_bit_for_bit(device):
+    """On a CPU its own single-tensor steps; on a GPU torch's optimizer's (multi-tensor) steps at
+    its schedule's rate."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
     torch.manual_seed(0)
-    x, y = torch.randn(64, 12), torch.randn(64, 2, 3)
-    ours = MLPHead(12, (2, 3), hidden=8, dropout=0.0)
+    x, y = torch.randn(64, 12, device=device), torch.randn(64, 2, 3, device=device)
+    ours = MLPHead(12, (2, 3), hidden=8, dropout=0.0).to(device)
     theirs, start = copy.deepcopy(ours), copy.deepcopy(ours)
     split = lambda m: (  # noqa: E731 - weights decay, biases do not (as train_loop groups them)
         [p for p in m.parameters() if p.ndim > 1],

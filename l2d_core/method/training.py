@@ -157,9 +157,12 @@ class AdamW:
     """AdamW (decoupled weight decay; β 0.9, 0.999; ε 1e-8) whose learning rate rises linearly
     over the first ``warmup_ratio`` of ``total_steps``, then falls linearly to 0: the update of
     ``torch.optim.AdamW`` (its single-tensor form, the one it takes on a CPU) and the schedule of
-    transformers' ``get_linear_schedule_with_warmup``, written out. A first ``torch.optim``
-    optimizer imports torch's compiler and that schedule imports transformers: about 2.7 s of
-    CPU before a router's first head could train. ``groups``: ``(parameters, weight decay)``."""
+    transformers' ``get_linear_schedule_with_warmup``, written out: a first ``torch.optim``
+    optimizer imports torch's compiler, and that schedule imports transformers, before a router's
+    first head could train (``scripts/bench_fit.py`` times fits). Parameters on a GPU take
+    ``torch.optim.AdamW``'s own step (its multi-tensor form there) at this schedule's rate: what
+    the import costs is nothing beside a GPU's training. ``groups``: ``(parameters, weight
+    decay)``."""
 
     betas = (0.9, 0.999)
     eps = 1e-8
@@ -172,7 +175,12 @@ class AdamW:
         self.warm = max(1, math.ceil(total_steps * warmup_ratio))
         self.steps = 0
         every = [p for params, _ in self.groups for p in params]
-        self.moments = {id(p): (torch.zeros_like(p), torch.zeros_like(p)) for p in every}
+        self.on_device, self.moments = None, {}  # torch's optimizer where they are on a GPU
+        if any(p.device.type != "cpu" for p in every):
+            groups = [{"params": params, "weight_decay": decay} for params, decay in self.groups]
+            self.on_device = torch.optim.AdamW(groups, lr=lr)
+        else:
+            self.moments = {id(p): (torch.zeros_like(p), torch.zeros_like(p)) for p in every}
 
     def lr(self) -> float:
         """The learning rate of the next step (the schedule at the steps taken so far)."""
@@ -193,6 +201,11 @@ class AdamW:
 
         lr, (beta1, beta2) = self.lr(), self.betas
         self.steps += 1
+        if self.on_device is not None:
+            for group in self.on_device.param_groups:
+                group["lr"] = lr
+            self.on_device.step()
+            return
         bias_correction1 = 1 - beta1 ** float(self.steps)
         bias_correction2_sqrt = (1 - beta2 ** float(self.steps)) ** 0.5
         step_size = lr / bias_correction1
