@@ -214,7 +214,9 @@ def test_a_budget_lands_on_its_target_and_says_so(real_data):
 
 @slow
 def test_routers_from_the_registry(real_data):
-    at = ran(page("cost_explorer", pool="P3"))
+    # on P2, whose every router the comparison tests fit too: a fit is made once per run and read
+    # by the other (P3's routers are drawn by the tests above and checked in test_consistency)
+    at = ran(page("cost_explorer", pool="P2"))
     ran(at.multiselect(key="routers").set_value(["l2d-sdl"]))
     assert [s.value for s in at.subheader][0] == router_label("l2d-sdl")
     assert REQUIRED_TILES <= {m.label for m in at.metric}
