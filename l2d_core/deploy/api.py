@@ -83,12 +83,11 @@ def problem_loc(loc) -> tuple:
     return loc
 
 
-def parse_queries(body) -> tuple[list[Query], bool]:
-    """``(queries, batched)`` from a request body — its bytes (JSON), or JSON data already
-    decoded — validated through :data:`~l2d_core.deploy.api_models.QueryBody`; a 422 naming the
-    field otherwise."""
+def parse_queries(body: bytes) -> tuple[list[Query], bool]:
+    """``(queries, batched)`` from a request body's bytes (JSON), validated once through
+    :data:`~l2d_core.deploy.api_models.QueryBody`; a 422 naming the field otherwise."""
     try:
-        body = BODY.validate_json(body) if isinstance(body, bytes | bytearray) else BODY.validate_python(body)
+        body = BODY.validate_json(body)
     except ValidationError as exc:
         raise RequestValidationError([problem(body, e) for e in exc.errors()]) from None
     queries, batched = (body, True) if isinstance(body, list) else ([body], False)
@@ -105,12 +104,12 @@ def parse_queries(body) -> tuple[list[Query], bool]:
     return queries, batched
 
 
-def problem(body, error) -> dict:
+def problem(body: bytes, error) -> dict:
     """A validation error of ``body`` as the API states it: ``loc`` from ``body`` on, without
     the union's tags; a body that is not JSON because it is not UTF-8 text says so."""
-    if not body and isinstance(body, bytes):
+    if not body:
         return {"loc": ("body",), "msg": "Field required", "type": "missing"}
-    if error["type"] == "json_invalid" and isinstance(body, bytes) and not utf8(body):
+    if error["type"] == "json_invalid" and not utf8(body):
         return {"loc": ("body",), "msg": "the body is not UTF-8 text", "type": "json_invalid"}
     return {"loc": problem_loc(("body", *error["loc"])), "msg": error["msg"], "type": error["type"]}
 
