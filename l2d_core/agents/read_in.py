@@ -199,8 +199,10 @@ def read_in_early(
 
 
 def _read_in_missing(dataset_name: str, ids: list[str], meanwhile: Callable[[], object] | None) -> None:
-    """Those of ``ids`` not read in yet, read in by two child processes (none started when all
-    are: a warm cache's first view does not wait for a process that finds nothing to do)."""
+    """Those of ``ids`` not read in yet, read in by one child process (none started when all are:
+    a warm cache's first view does not wait for a process that finds nothing to do). One, not
+    two: each child builds the dataset's gold index again, and this process imports on the
+    other core meanwhile."""
     from ..data import load_dataset
 
     dataset, cache = load_dataset(dataset_name), AgentCache()
@@ -208,4 +210,4 @@ def _read_in_missing(dataset_name: str, ids: list[str], meanwhile: Callable[[], 
     if todo:
         if meanwhile is not None:
             threading.Thread(target=meanwhile, name="l2d work beside the read-in", daemon=True).start()
-        _in_children(dataset_name, [todo[0::2], todo[1::2]] if len(todo) > 1 else [todo], lambda _: None)
+        _in_children(dataset_name, [todo], lambda _: None)

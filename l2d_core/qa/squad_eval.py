@@ -63,10 +63,9 @@ def normalize_all(answers, missing=None):
     [['cat', '-']]
     """
     arr = np.asarray(answers, dtype=object)
-    out = np.empty(arr.shape, dtype=object)
-    for idx, a in np.ndenumerate(arr):
-        out[idx] = normalize_answer(a) if isinstance(a, str) else missing
-    return out
+    out = np.empty(arr.size, dtype=object)
+    out[:] = [normalize_answer(a) if isinstance(a, str) else missing for a in arr.ravel().tolist()]
+    return out.reshape(arr.shape)
 
 
 def token_f1(pred_tokens: Sequence[str], gold_tokens: Sequence[str]) -> float:

@@ -92,7 +92,7 @@ def answer_features(
     helpers = normalize_all(np.asarray(helper_answers, dtype=object).reshape(n, -1), NONE)
     agree = (helpers == main[:, None]).astype(np.float32)  # (N, H)
     all_ans = np.concatenate([main[:, None], helpers], axis=1)
-    majority = np.array([max((row == x).sum() for x in row) / len(row) for row in all_ans], np.float32)
+    majority = np.array([max(Counter(row).values()) / len(row) for row in all_ans.tolist()], np.float32)
     words = np.array([len(m.split()) if m != NONE else 0 for m in main], np.float32)
     occ, pos = np.zeros(n, np.float32), np.ones(n, np.float32)
     for i, (r, a) in enumerate(zip(records, main_answers)):
@@ -139,6 +139,7 @@ def extra_features(
     helpers = normalize_all(np.asarray(helper_answers, dtype=object).reshape(n, -1), NONE)
     h = helpers.shape[1]
     made: dict[str, tuple[int, Counter]] = {}
+    pairs: dict[tuple[str, str], float] = {}
 
     def counted(answer: str) -> tuple[int, Counter]:  # once per distinct answer (read only)
         if answer not in made:
@@ -146,31 +147,36 @@ def extra_features(
             made[answer] = (len(words), Counter(words))
         return made[answer]
 
+    def pair_f1(m: str, x: str) -> float:  # once per distinct pair of answers
+        if (m, x) not in pairs:
+            pairs[m, x] = counts_f1(*counted(m), *counted(x))
+        return pairs[m, x]
+
     rows = []
+    helper_rows, main = helpers.tolist(), main.tolist()
     for k, r in enumerate(records):  # plain Python per row: numpy calls on a few numbers cost more
-        m = main[k]
+        m, others = main[k], helper_rows[k]
         mw = m.split() if m != NONE else []
-        mine = counted(m)
-        f1s = [counts_f1(*mine, *counted(x)) for x in helpers[k]]
-        everyone = [m, *helpers[k]]
+        f1s = [pair_f1(m, x) for x in others]
+        everyone = [m, *others]
         row = [*f1s, sum(f1s) / h if h else 0.0, len(set(everyone)) / len(everyone)]
         if h:
-            top, cnt = Counter(helpers[k]).most_common(1)[0]
+            top, cnt = Counter(others).most_common(1)[0]
             inside = bool(mw) and counted(top)[0] > 0 and m != top
-            row += [counts_f1(*mine, *counted(top)), cnt / h]
+            row += [pair_f1(m, top), cnt / h]
             row += [float(inside and m in top), float(inside and top in m)]
         else:
             row += [0.0] * 4
         raw = main_answers[k] if isinstance(main_answers[k], str) else ""
-        qw = _question_words(r.question)
         toks = raw.split()
+        numeric, question_length = _question_signals(r.question)
         row += [
             float(any(c.isdigit() for c in raw)),
-            float(bool(_NUMERIC_Q.search(r.question.lower()))),
-            sum(w in qw for w in mw) / len(mw) if mw else 0.0,
+            numeric,
+            _share_in_question(mw, r.question) if mw else 0.0,
             sum(t[:1].isupper() for t in toks) / len(toks) if toks else 0.0,
-            math.log1p(len(r.question.split())),
-            math.log1p(len(r.context.split())),
+            question_length,
+            _context_length(r.context),
             *question_overlap(raw, r.question, r.context),
         ]
         rows.append(row)
@@ -180,6 +186,23 @@ def extra_features(
 @lru_cache(maxsize=65536)
 def _question_words(question: str) -> frozenset[str]:
     return frozenset(normalize_answer(question).split())
+
+
+@lru_cache(maxsize=65536)
+def _question_signals(question: str) -> tuple[float, float]:
+    """Whether ``question`` asks for a number or date, and its log length in words."""
+    return float(bool(_NUMERIC_Q.search(question.lower()))), math.log1p(len(question.split()))
+
+
+def _share_in_question(words: list[str], question: str) -> float:
+    """The share of ``words`` (not empty) that are words of ``question``."""
+    qw = _question_words(question)
+    return sum(w in qw for w in words) / len(words)
+
+
+@lru_cache(maxsize=4096)
+def _context_length(context: str) -> float:
+    return math.log1p(len(context.split()))
 
 
 _WORD = re.compile(r"\w+")
@@ -197,8 +220,8 @@ OVERLAP_OCCURRENCES = 5  # occurrences of the answer in the context looked at, f
 @lru_cache(maxsize=4096)
 def _context_words(context: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """A context's words and where each starts (a context serves several questions)."""
-    found = list(_WORD.finditer(context))
-    return tuple(m.group() for m in found), tuple(m.start() for m in found)
+    spans = [m.span() for m in _WORD.finditer(context)]
+    return tuple(context[a:b] for a, b in spans), tuple(a for a, _ in spans)
 
 
 @lru_cache(maxsize=65536)  # the post-hoc, cascade and two-stage routers read the same main answers

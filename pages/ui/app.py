@@ -29,6 +29,14 @@ PAGES = (  # file in pages/ (= its address), title, icon; the first is the home 
 IN_APP = "_l2d_in_app"  # session key: the frame ran in this session (tests set it to run a page alone)
 
 
+SOLVERS = ("torch", "scipy.optimize")  # what a router head's first fit imports
+
+
+def _import(modules) -> None:
+    for name in modules:
+        import_module(name)
+
+
 def run_app() -> None:
     """Page config, the early read-in on a fresh server, and the navigation; runs the asked page."""
     st.session_state[IN_APP] = True
@@ -37,9 +45,10 @@ def run_app() -> None:
     if "torch" not in sys.modules:  # a fresh server: while the page imports the router modules,
         # the default pool and the helper agents its best router reads are read in on
         # another core (once per process; nothing is started where they are read in already), and
-        # torch, which fits the routers' heads next, is imported while this waits for them
+        # torch and scipy's solver, which fit the routers' heads next, are imported while this
+        # waits for them
         helpers = cheap_builtin_agents(DATASET_CHOICES[0], get_pool(DEFAULT_POOL).main)
-        read_in_early(DATASET_CHOICES[0], DEFAULT_POOL, helpers, meanwhile=partial(import_module, "torch"))
+        read_in_early(DATASET_CHOICES[0], DEFAULT_POOL, helpers, meanwhile=partial(_import, SOLVERS))
     pages = [
         st.Page(
             PAGES_DIR / f"{name}.py", title=title, icon=f":material/{icon}:", url_path=name, default=k == 0
