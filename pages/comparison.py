@@ -1,5 +1,11 @@
 """Router comparison: cost–EM curves, AIQ / APGR and TDL of every router on a pool."""
 
+from pages.ui.app import within_app
+
+# first, before this page's own imports: on a fresh server a visit straight to this page runs the
+# frame (and starts its early read-in) here
+within_app(__file__)
+
 from pathlib import Path
 
 import streamlit as st
@@ -9,12 +15,9 @@ from l2d_core.app_logic.comparison_jobs import comparison_status, start_comparis
 from l2d_core.app_logic.job_words import duration
 from l2d_core.evaluation.results import list_results
 from l2d_core.routers.registry import router_label, routers
-from pages.ui.app import within_app
 from pages.ui.cache import comparison_results
 from pages.ui.progress import job_bar
 from pages.ui.widgets import select_pool, shown_errors
-
-within_app(__file__)
 
 
 @st.fragment(run_every=2.0)

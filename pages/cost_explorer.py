@@ -1,6 +1,12 @@
 """Cost explorer: set what an expert's call costs (or a budget), watch the routers' decisions,
 their metrics and the cost–EM plane."""
 
+from pages.ui.app import within_app
+
+# first, before this page's own imports: on a fresh server a visit straight to this page runs the
+# frame (and starts its early read-in) here
+within_app(__file__)
+
 import pandas as pd
 import streamlit as st
 
@@ -16,7 +22,6 @@ from l2d_core.app_logic.explorer import (
 from l2d_core.method.costs import PRICE_STEP, PRICE_TOP, CostConfig, InvalidCostError
 from l2d_core.report import charts
 from l2d_core.routers.registry import supports_budget
-from pages.ui.app import within_app
 from pages.ui.cache import benchmark, fitted_router, sweep, sweep_charts
 from pages.ui.deploy_panel import deploy_panel
 from pages.ui.ranking_panel import ranking_panel
@@ -34,7 +39,6 @@ from pages.ui.widgets import (
     training_time,
 )
 
-within_app(__file__)
 SUB = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 ALPHA_MAX = 2.0
 RULES = {

@@ -1,6 +1,12 @@
 """Routing decisions: where every test question went under the cost explorer's cost setting or
 budget, and why."""
 
+from pages.ui.app import within_app
+
+# first, before this page's own imports: on a fresh server a visit straight to this page runs the
+# frame (and starts its early read-in) here
+within_app(__file__)
+
 import streamlit as st
 
 from l2d_core.app_logic.answers import context_note, f1_note, textless_agents
@@ -18,7 +24,6 @@ from l2d_core.app_logic.decisions import (
 from l2d_core.app_logic.explorer import budget_words, router_view
 from l2d_core.app_logic.highlight import context_html, label_colors, legend_html, md_plain
 from l2d_core.report.charts import compared_chart
-from pages.ui.app import within_app
 from pages.ui.cache import benchmark, fitted_router
 from pages.ui.widgets import (
     budget_from_state,
@@ -31,7 +36,6 @@ from pages.ui.widgets import (
     train_for,
 )
 
-within_app(__file__)
 st.title("Routing decisions")
 dataset, pool = select_pool()
 preparing = st.empty()  # filled at the end while the routers that read embeddings are ranked

@@ -1,5 +1,11 @@
 """Overview: what the tool does, the pool's agents, your own pools and agents, and the data."""
 
+from pages.ui.app import within_app
+
+# first, before this page's own imports: on a fresh server a visit straight to this page runs the
+# frame (and starts its early read-in) here
+within_app(__file__)
+
 import streamlit as st
 
 from l2d_core.agents import PoolSpec, get_pool, list_agents, register_pool
@@ -7,11 +13,9 @@ from l2d_core.agents.uploads import UPLOAD_TYPES, add_upload
 from l2d_core.app_logic.overview import textless_note
 from l2d_core.data import load_dataset
 from l2d_core.paths import data_dir
-from pages.ui.app import within_app
 from pages.ui.cache import agent_summary
 from pages.ui.widgets import select_pool, shown_errors
 
-within_app(__file__)
 DIAGRAM = """
 digraph {
   rankdir=LR; node [shape=box, style=rounded, fontname=Helvetica];

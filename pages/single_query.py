@@ -1,5 +1,11 @@
 """Single query: route one question (from the test articles, or your own text) and answer it."""
 
+from pages.ui.app import within_app
+
+# first, before this page's own imports: on a fresh server a visit straight to this page runs the
+# frame (and starts its early read-in) here
+within_app(__file__)
+
 import pandas as pd
 import streamlit as st
 
@@ -17,7 +23,6 @@ from l2d_core.app_logic.live import (
 from l2d_core.deploy import deploy
 from l2d_core.report.charts import compared_chart
 from l2d_core.routers.registry import exportable, router_class, router_ids, router_label, routers
-from pages.ui.app import within_app
 from pages.ui.cache import benchmark, embeddings_ready, fitted_router, pool_answers
 from pages.ui.live_agent import offer_quick_agent, switch_pool_button
 from pages.ui.widgets import (
@@ -29,7 +34,6 @@ from pages.ui.widgets import (
     shown_errors,
 )
 
-within_app(__file__)
 # the routers that route one query on their own (each has ``freeze``)
 ROUTABLE = tuple(r for r, cls in routers().items() if exportable(cls))
 
