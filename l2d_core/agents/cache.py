@@ -106,11 +106,10 @@ class AgentCache:
         """Write ``{qid: record}`` (and optional agent metadata) as one packed segment, in one
         transaction; a question written again is answered by its latest write."""
         c = self._cache(dataset, agent)
-        rows = {qid: {k: rec.get(k) for k in RECORD_FIELDS} for qid, rec in records.items()}
         with c.transact():
             gen = int(c.get(_GEN, default=0)) + 1  # JSONDisk: incr() cannot add to JSON
-            if rows:
-                c.set(f"{_SEG}{gen:010d}", _packed(rows))
+            if records:
+                c.set(f"{_SEG}{gen:010d}", _packed(records))
             if meta is not None:
                 c.set(_META, {**(c.get(_META) or {}), **meta})
             c.set(_GEN, gen)
