@@ -10,7 +10,7 @@ import re
 import sys
 import threading
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import lru_cache, wraps
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "set_seed",
+    "SEEDED",
+    "seeded",
     "pick_device",
     "linear_schedule",
     "cpu_has_fast_bf16",
@@ -130,6 +132,22 @@ def set_seed(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+SEEDED = threading.RLock()  # held by a fit from its set_seed to its last draw: see seeded
+
+
+def seeded(fit):
+    """``fit`` holding :data:`SEEDED` throughout: it seeds the global generators and draws from
+    them, so fits in threads of one process (a dashboard's background fits) run one at a time
+    and each draws what it would alone."""
+
+    @wraps(fit)
+    def run(*args, **kwargs):
+        with SEEDED:
+            return fit(*args, **kwargs)
+
+    return run
 
 
 @lru_cache(maxsize=1)

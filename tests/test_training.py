@@ -63,3 +63,25 @@ def test_train_loop_is_deterministic_per_seed():
         return torch.cat([p.detach().reshape(-1) for p in m.parameters()])
 
     assert torch.equal(fit(0), fit(0)) and not torch.equal(fit(0), fit(1))
+
+
+def test_head_fits_in_threads_draw_what_each_draws_alone():
+    """A dashboard fits routers in threads of one process; each fit seeds torch's global generator
+    and draws its head's first weights and dropout masks from it, so concurrent fits would draw
+    from each other's streams. They run one at a time (runtime.seeded) and give the heads of
+    fits made one after the other."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    from l2d_core.routers.plugin import PluginRejector
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(300, 10)).astype(np.float32), rng.random((300, 2, 2)) < 0.3
+    configs = [TrainConfig(epochs=3, hidden=8, dropout=0.2, seed=s) for s in range(6)]
+    fit = lambda c: PluginRejector(config=c).fit(X, y).arrays().layers  # noqa: E731
+    alone = [fit(c) for c in configs]
+    with ThreadPoolExecutor(3) as pool:
+        together = list(pool.map(fit, configs))
+    for a, b in zip(alone, together):
+        assert all(np.array_equal(wa, wb) and np.array_equal(ba, bb) for (wa, ba), (wb, bb) in zip(a, b))

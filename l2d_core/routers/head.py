@@ -25,7 +25,7 @@ from safetensors.numpy import load_file
 from scipy.special import erf
 
 from ..method.training import FAST_CONFIG, TrainConfig, train_loop
-from ..runtime import set_seed
+from ..runtime import seeded, set_seed
 from ..stores import atomic_save_file
 from .estimator import Estimator, check_fitted
 
@@ -240,6 +240,7 @@ class HeadEstimator(Estimator):
 
         return torch.from_numpy(self.scaler_.transform(np.asarray(X, np.float32)).astype(np.float32))
 
+    @seeded
     def _fit_head(
         self,
         X: np.ndarray,
