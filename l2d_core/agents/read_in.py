@@ -181,7 +181,7 @@ def read_in_early(
     dataset_name: str, pool_name: str, also: Sequence[str] = (), meanwhile: Callable[[], object] | None = None
 ) -> None:
     """Start reading a pool's prediction-file agents (and ``also``: the default router's helper
-    agents) in, in child processes (so on other cores), while this process goes on: a fresh
+    agents) in, in a child process (so on the other core), while this process goes on: a fresh
     dashboard imports torch and the routers meanwhile, and its first view waits for both.
     :func:`ensure_cached` waits for it. Once per process, cache folder and dataset; the child
     skips what is cached already. Unknown pools or agents raise KeyError here; a child that
