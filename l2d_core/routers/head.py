@@ -6,10 +6,9 @@
   as a :class:`Scaler` (its two arrays: a loaded head needs no scikit-learn);
 - :class:`Projection`: standardisation and the top principal directions of the features (a
   linear head fitted in them costs a fraction of a full one per step: ``TrainConfig.rank``);
-- :class:`HeadEstimator`: the scikit-learn-style base of every head-based router — it scales
-  the features, builds the head, trains it with Algorithm 1's loop (:func:`train_loop`) on a
-  loss the subclass defines, and saves / loads a checkpoint (safetensors + ``config.json``,
-  never pickle).
+- :class:`HeadEstimator`: the scikit-learn-style base of every head-based router — it scales the
+  features, builds the head, trains it with Algorithm 1's loop (:func:`train_loop`) on a loss
+  the subclass defines, and saves / loads a checkpoint (safetensors + ``config.json``, no pickle).
 """
 
 from __future__ import annotations
