@@ -201,8 +201,10 @@ def _agent_cache_at(directory: str) -> AgentCache:
     return AgentCache(Path(directory) / "agents")
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner="Reading the pool's answers in (once per agent: they are kept on disk)…")
 def agent_summary(dataset: str, agent_ids: tuple[str, ...]):
+    """The pool's agents as :func:`~l2d_core.app_logic.overview.agent_table` tells them; on a fresh
+    cache it waits seconds for their answers to be read in, under a spinner."""
     return agent_table(dataset, agent_ids, agent_cache())
 
 
