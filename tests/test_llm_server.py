@@ -29,21 +29,18 @@ CONTEXT = (
 
 def test_a_real_llm_answers_through_the_openai_chat_agent_with_a_confidence_and_a_latency():
     try:
-        server = LocalLLMServer("smollm2-135m", threads=2).start()
-    except LLMServerUnsupported as err:  # the packaged build needs CPU features this machine lacks
+        with LocalLLMServer("smollm2-135m", threads=2) as server:
+            agent = OpenAIChatAgent("smollm2-135m", base_url=server.base_url, max_tokens=16, timeout=120)
+            record = QARecord("q1", "Normans", CONTEXT, "In what country is Normandy located?", ("France",))
+            (pred,) = agent.predict([record])
+            port, proc = server.port, server.process
+    except LLMServerUnsupported as err:  # raised by its start: a build for CPU features this one lacks
         pytest.skip(str(err))
-    try:
-        agent = OpenAIChatAgent("smollm2-135m", base_url=server.base_url, max_tokens=16, timeout=120)
-        record = QARecord("q1", "Normans", CONTEXT, "In what country is Normandy located?", ("France",))
-        (pred,) = agent.predict([record])
-        port, proc = server.port, server.process
-    finally:
-        server.stop()
     assert isinstance(pred.answer, str) and pred.answer
     score = pred.extra["confidence"]["score"]
     assert 0.0 < score <= 1.0 and math.isfinite(pred.extra["confidence"]["mean_logprob"])
     assert pred.latency_ms > 0 and pred.extra["generated_tokens"] >= 1
-    assert proc.poll() is not None  # stopped
+    assert proc.poll() is not None  # stopped with its context
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0
 
