@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "set_seed",
-    "SEEDED",
     "seeded",
     "pick_device",
     "linear_schedule",
@@ -134,17 +133,17 @@ def set_seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-SEEDED = threading.RLock()  # held by a fit from its set_seed to its last draw: see seeded
+_SEEDED = threading.RLock()  # held by a fit from its set_seed to its last draw: see seeded
 
 
 def seeded(fit):
-    """``fit`` holding :data:`SEEDED` throughout: it seeds the global generators and draws from
+    """``fit`` holding one process-wide lock throughout: it seeds the global generators and draws from
     them, so fits in threads of one process (a dashboard's background fits) run one at a time
     and each draws what it would alone."""
 
     @wraps(fit)
     def run(*args, **kwargs):
-        with SEEDED:
+        with _SEEDED:
             return fit(*args, **kwargs)
 
     return run

@@ -2,9 +2,7 @@
 
 from pages.ui.app import within_app
 
-# first, before this page's own imports: on a fresh server a visit straight to this page runs the
-# frame (and starts its early read-in) here
-within_app(__file__)
+within_app(__file__)  # before this page's own imports (pages/ui/app.py says why)
 
 import streamlit as st
 

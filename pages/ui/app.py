@@ -5,7 +5,8 @@ Streamlit treats a ``pages/`` folder beside the entry script as a legacy multipa
 first ``st.navigation`` call: on a fresh server, a visit straight to ``/cost_explorer`` runs
 ``pages/cost_explorer.py`` itself. Each page therefore starts with ``within_app(__file__)``: when
 the frame has not run in this session it runs it (this navigation, whose address for the page is
-its file name, finds the page) and stops; otherwise it does nothing."""
+its file name, finds the page) and stops; otherwise it does nothing. It comes before the page's
+own imports, so that such a visit starts the early read-in without waiting for them."""
 
 import sys
 from functools import partial
