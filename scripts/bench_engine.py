@@ -28,10 +28,10 @@ from l2d_core.evaluation.budget_results import budget_decision
 from l2d_core.evaluation.points import evaluate_choice
 from l2d_core.method.policies import learned_policy, plugin_policy
 from l2d_core.method.training import FAST_CONFIG, POSTHOC_CONFIG, SDL_FAST_CONFIG
-from l2d_core.routers.head import Projection
 from l2d_core.routers.posthoc import PosthocRejector
 from l2d_core.routers.posthoc_inputs import posthoc_features
 from l2d_core.routers.registry import make_router
+from l2d_core.routers.scaling import Projection
 from l2d_core.routers.sdl import SDLRejector
 
 

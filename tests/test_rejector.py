@@ -32,9 +32,10 @@ from l2d_core.method.training import PAPER_CONFIG, SDL_FAST_CONFIG, TrainConfig,
 from l2d_core.routers.encoder import Encoder, embedding_key, load_encoder, pool
 from l2d_core.routers.estimator import NotFittedError
 from l2d_core.routers.features import featurize
-from l2d_core.routers.head import Projection, load_head_state
+from l2d_core.routers.head import load_head_state
 from l2d_core.routers.network import MLPHead
 from l2d_core.routers.plugin import PluginRejector
+from l2d_core.routers.scaling import Projection
 from l2d_core.routers.sdl import FullSDLRejector, SDLRejector
 from l2d_core.runtime import pick_device
 
@@ -463,6 +464,22 @@ def test_sdl_rejector_follows_costs(sdl_est, features, problem):
     )
     assert (everything == 0).all()
     assert (base == 0).mean() < 0.5
+
+
+def test_projection_is_scikit_learns_pca_bit_for_bit_and_fitted_once(features):
+    """The principal directions are scikit-learn's (``covariance_eigh``, its sign rule) to the bit,
+    computed without importing it; a second fit on the same rows is the first, not a refit."""
+    from sklearn.decomposition import PCA
+
+    proj = Projection.fit(features, 32)
+    scaled = proj.scaler.transform(np.asarray(features, np.float32))
+    pca = PCA(n_components=32, svd_solver="covariance_eigh", random_state=0).fit(scaled)
+    assert np.array_equal(proj.basis, pca.components_.T.astype(np.float32))
+    assert Projection.fit(features.copy(), 32) is proj
+    assert Projection.fit(features, 16) is not proj and Projection.fit(features, 16).basis.shape[1] == 16
+    moved = features.copy()
+    moved[0, 0] += 1.0  # other rows: fitted anew
+    assert not np.array_equal(Projection.fit(moved, 32).scaler.mean_, proj.scaler.mean_)
 
 
 def test_reduced_rank_sdl_head(features, problem, tmp_path):

@@ -61,8 +61,8 @@ def test_routers_keep_scikit_learns_contract_without_importing_it_and_scale_as_i
     from sklearn.preprocessing import StandardScaler
 
     from l2d_core.routers.estimator import NotFittedError, check_fitted
-    from l2d_core.routers.head import fit_scaler, scaler_from_state, scaler_state
     from l2d_core.routers.posthoc import PosthocRejector
+    from l2d_core.routers.scaling import fit_scaler, scaler_from_state, scaler_state
 
     est = PosthocRejector(calibration="platt", calibration_folds=4)
     twin = clone(est)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from l2d_core.method.training import AdamW, TrainConfig, train_loop
-from l2d_core.routers.network import MLPHead
+from l2d_core.routers.network import Dropout, MLPHead
 from l2d_core.runtime import linear_schedule
 
 
@@ -85,3 +85,23 @@ def test_head_fits_in_threads_draw_what_each_draws_alone():
         together = list(pool.map(fit, configs))
     for a, b in zip(alone, together):
         assert all(np.array_equal(wa, wb) and np.array_equal(ba, bb) for (wa, ba), (wb, bb) in zip(a, b))
+
+
+def test_dropout_keeps_torchs_contract_with_numpys_bits():
+    """Each input zeroed with chance p in training, the others scaled by 1/(1 − p); the identity in
+    eval mode and at p = 0; the gradient passes through the kept inputs only; one torch seed, one
+    mask."""
+    x = torch.ones(200_000, requires_grad=True)
+    torch.manual_seed(0)
+    d = Dropout(0.1).train()
+    y = d(x)
+    assert sorted(set(y.tolist())) == [0.0, pytest.approx(1 / 0.9)]
+    assert abs(float((y == 0).float().mean()) - 0.1) < 0.003  # 200k draws: sd 0.0007
+    y.sum().backward()
+    assert torch.equal(x.grad, y.detach())  # d y / d x: the mask, scaled
+    torch.manual_seed(0)
+    assert torch.equal(Dropout(0.1).train()(x), y)
+    assert not torch.equal(d(x), y)  # the next batch: another mask
+    assert d.eval()(x) is x and Dropout(0.0).train()(x) is x
+    with pytest.raises(ValueError, match="dropout"):
+        Dropout(1.0)

@@ -28,6 +28,7 @@ __all__ = [
     "POSTHOC_CONFIG",
     "AdamW",
     "train_loop",
+    "batch_rows",
 ]
 
 
@@ -78,6 +79,12 @@ POSTHOC_CONFIG = TrainConfig(epochs=80, dropout=0.0, hidden=32, weight_decay=1e-
 SMALL_MODEL_PARAMS = 2_000_000  # a router head on fixed features, not a fine-tuned encoder
 
 
+def batch_rows(t: torch.Tensor, idx) -> torch.Tensor:
+    """The rows of ``t`` that ``train_loop`` hands a ``batch_loss``: a mini-batch's indices
+    (``index_select``, 5× faster than ``t[idx]`` on a CPU) or ``slice(None)``, every row (a view)."""
+    return t[idx] if isinstance(idx, slice) else t.index_select(0, idx)
+
+
 def train_loop(
     model: torch.nn.Module,
     n_train: int,
@@ -87,7 +94,8 @@ def train_loop(
     progress: bool = False,
     on_epoch: Callable[[int, float], None] | None = None,
 ) -> dict:
-    """Train ``model`` in place; ``batch_loss(idx)`` returns the mean loss of a batch.
+    """Train ``model`` in place; ``batch_loss(idx)`` returns the mean loss of a batch (``idx``: its
+    row indices, or ``slice(None)`` for a full-batch solver: :func:`batch_rows` reads either).
 
     With ``val_loss`` the weights of the best validation epoch are restored at the end.
     Returns the history: per-epoch train (and validation) loss.

@@ -2,10 +2,7 @@
 
 - :class:`~l2d_core.routers.network.MLPHead` (torch): the network of every head;
 - :class:`HeadArrays`: a fitted head as NumPy arrays (a served router scores without torch);
-- :func:`fit_scaler`: scikit-learn's per-feature standardisation fitted on the training rows, kept
-  as a :class:`Scaler` (its two arrays: a loaded head needs no scikit-learn);
-- :class:`Projection`: standardisation and the top principal directions of the features (a
-  linear head fitted in them costs a fraction of a full one per step: ``TrainConfig.rank``);
+- the features' standardisation and projection: :mod:`~l2d_core.routers.scaling`;
 - :class:`HeadEstimator`: the scikit-learn-style base of every head-based router — it scales the
   features, builds the head, trains it with Algorithm 1's loop (:func:`train_loop`) on a loss
   the subclass defines, and saves / loads a checkpoint (safetensors + ``config.json``, no pickle).
@@ -23,10 +20,11 @@ import numpy as np
 from safetensors.numpy import load_file
 from scipy.special import erf
 
-from ..method.training import FAST_CONFIG, TrainConfig, train_loop
+from ..method.training import FAST_CONFIG, TrainConfig, batch_rows, train_loop
 from ..runtime import seeded, set_seed
 from ..stores import atomic_save_file
 from .estimator import Estimator, check_fitted
+from .scaling import Projection, Scaler, fit_scaler, scaler_from_state, scaler_state
 
 if TYPE_CHECKING:
     import torch
@@ -36,11 +34,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HeadArrays",
-    "Scaler",
-    "fit_scaler",
-    "Projection",
-    "scaler_state",
-    "scaler_from_state",
     "HeadEstimator",
     "save_head",
     "load_head_state",
@@ -86,99 +79,6 @@ class HeadArrays:
 
 
 SQRT_HALF = math.sqrt(0.5)
-
-
-@dataclass(frozen=True)
-class Scaler:
-    """A fitted per-feature standardisation, ``(x - mean_) / scale_``, computed as scikit-learn's
-    ``StandardScaler.transform`` computes it (the same dtype rules and in-place steps)."""
-
-    mean_: np.ndarray
-    scale_: np.ndarray
-
-    @property
-    def n_features_in_(self) -> int:
-        return len(self.mean_)
-
-    def transform(self, X) -> np.ndarray:
-        X = np.array(X, copy=True)
-        if X.dtype not in (np.float64, np.float32, np.float16):
-            X = X.astype(np.float64)
-        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has shape {X.shape}, the scaler was fitted on {self.n_features_in_} features"
-            )
-        X -= self.mean_.astype(X.dtype)
-        X /= self.scale_.astype(X.dtype)
-        return X
-
-
-def fit_scaler(X: np.ndarray) -> Scaler:
-    """``StandardScaler.fit`` on the rows as float32, its steps without importing scikit-learn (float64
-    sums, the corrected two-pass variance, its near-constant test: scale 1), so the same bits.
-
-    >>> s = fit_scaler(np.array([[0.0, 1.0], [2.0, 1.0]], np.float32))
-    >>> s.transform(np.array([[1.0, 1.0]], np.float32)).tolist()
-    [[0.0, 0.0]]
-    """
-    X, eps = np.asarray(X, np.float32), np.finfo(np.float64).eps
-    if np.isnan(X).any():  # scikit-learn counts each column's rows apart: its own code
-        from sklearn.preprocessing import StandardScaler
-
-        fitted = StandardScaler().fit(X)
-        return Scaler(fitted.mean_, fitted.scale_)
-    n, total = np.full(X.shape[1], float(len(X))), np.sum(X, axis=0, dtype=np.float64)
-    centred = X - total / n
-    correction = np.sum(centred, axis=0)
-    var = (np.sum(centred**2, axis=0) - correction**2 / n) / n
-    mean, scale = (0.0 + total) / n, np.sqrt(var)  # 0.0 + total: a sum of -0.0 is +0.0, as there
-    scale[var <= len(X) * eps * var + (len(X) * mean * eps) ** 2] = 1.0
-    return Scaler(mean, scale)
-
-
-@dataclass(frozen=True)
-class Projection:
-    """What a rank-k linear head reads: features standardized by ``scaler`` (:func:`fit_scaler`),
-    then projected on ``basis``, their top k principal directions ((d, k), orthonormal columns).
-    Fitted once per feature matrix, it serves every cost setting's fit (``TrainConfig.rank``).
-
-    >>> rng = np.random.default_rng(0)
-    >>> P = Projection.fit(rng.normal(size=(50, 6)), 2).basis
-    >>> P.shape, bool(np.allclose(P.T @ P, np.eye(2), atol=1e-5))
-    ((6, 2), True)
-    """
-
-    scaler: Scaler
-    basis: np.ndarray
-
-    @staticmethod
-    def applies(rank: int, X: np.ndarray) -> bool:
-        """Whether a rank-``rank`` head on ``X`` is fitted in a projection: 0 < rank < min(N, d)
-        (fewer rows or features than that: the head reads every feature)."""
-        return 0 < rank < min(np.shape(X))
-
-    @classmethod
-    def fit(cls, X: np.ndarray, rank: int) -> Projection:
-        """scikit-learn's PCA on the d × d covariance of the standardized rows (one pass over them)."""
-        from sklearn.decomposition import PCA
-
-        scaler = fit_scaler(X)
-        x = scaler.transform(np.asarray(X, np.float32))
-        pca = PCA(n_components=rank, svd_solver="covariance_eigh", random_state=0).fit(x)
-        return cls(scaler, pca.components_.T.astype(np.float32))
-
-
-def scaler_state(scaler: Scaler) -> dict[str, np.ndarray]:
-    """What a checkpoint stores of a fitted scaler."""
-    return {
-        "mean": np.ascontiguousarray(scaler.mean_),
-        "scale": np.ascontiguousarray(scaler.scale_),
-    }
-
-
-def scaler_from_state(state: dict) -> Scaler:
-    """A fitted scaler rebuilt from :func:`scaler_state` (NumPy arrays or CPU tensors)."""
-    return Scaler(np.asarray(state["mean"]), np.asarray(state["scale"]))
 
 
 def save_head(directory: str | Path, head: nn.Module, config: dict, scaler: Scaler | None = None) -> Path:
@@ -276,7 +176,7 @@ class HeadEstimator(Estimator):
         self.history_ = train_loop(
             model,
             len(x),
-            lambda idx: self._loss(model(x[idx]), y[idx]),
+            lambda idx: self._loss(model(batch_rows(x, idx)), batch_rows(y, idx)),
             cfg,
             val_loss=val,
             progress=self.progress,

@@ -32,10 +32,11 @@ from .base import Needs, NotExportable, Router
 from .decision import Decision, Stage
 from .encoder import encoder_spec, load_encoder
 from .estimator import Estimator
-from .head import AgentHead, Projection, load_head_state, save_head
+from .head import AgentHead, load_head_state, save_head
 from .registry import register
 from .saved import Costs, SavedConfig
 from .saved import Encoder as EncoderSpec
+from .scaling import Projection
 
 __all__ = [
     "SDL_STAGES",
