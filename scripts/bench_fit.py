@@ -30,7 +30,11 @@ def load_now() -> float:
 
 
 def cold(cache: Path) -> None:
-    """Forget every fitted router (the embeddings and the agents' answers stay)."""
+    """Forget every fitted router and the features' projections (the embeddings and the agents'
+    answers stay)."""
+    from l2d_core.routers.scaling import forget_projections
+
+    forget_projections()
     for kind in ("routers", "router_scores"):
         shutil.rmtree(cache / kind, ignore_errors=True)
 

@@ -161,17 +161,16 @@ class HeadEstimator(Estimator):
         projection = self._projection(X, projection)
         P = None if projection is None else torch.from_numpy(projection.basis)
         self.scaler_ = fit_scaler(X) if projection is None else projection.scaler
-        x, y = self._x(X), torch.from_numpy(np.asarray(Y, np.float32))
+        rows = self._x if projection is None else projection.project  # (the projected rows are kept)
+        x, y = rows(X), torch.from_numpy(np.asarray(Y, np.float32))
         set_seed(cfg.seed)
-        self.head_ = MLPHead(x.shape[1], tuple(y.shape[1:]), cfg.hidden, cfg.dropout)
+        self.head_ = MLPHead(X.shape[1], tuple(y.shape[1:]), cfg.hidden, cfg.dropout)
         if init is not None:  # a warm start (the same shapes)
             self.head_.load_state_dict(init)
         model = self.head_ if P is None else self._reduced(P)
-        x = x if P is None else x @ P
         val = None
         if X_val is not None and Y_val is not None and len(Y_val):
-            xv, yv = self._x(X_val), torch.from_numpy(np.asarray(Y_val, np.float32))
-            xv = xv if P is None else xv @ P
+            xv, yv = rows(X_val), torch.from_numpy(np.asarray(Y_val, np.float32))
             val = lambda: self._loss(model(xv), yv)
         self.history_ = train_loop(
             model,
