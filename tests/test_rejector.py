@@ -477,6 +477,9 @@ def test_projection_is_scikit_learns_pca_bit_for_bit_and_fitted_once(features):
     assert np.array_equal(proj.basis, pca.components_.T.astype(np.float32))
     assert Projection.fit(features.copy(), 32) is proj
     assert Projection.fit(features, 16) is not proj and Projection.fit(features, 16).basis.shape[1] == 16
+    rows = proj.project(features)  # standardized, on the basis; kept for the same array
+    np.testing.assert_allclose(rows.numpy(), scaled @ proj.basis, rtol=1e-4, atol=1e-4)
+    assert proj.project(features) is rows and proj.project(features.copy()) is not rows
     moved = features.copy()
     moved[0, 0] += 1.0  # other rows: fitted anew
     assert not np.array_equal(Projection.fit(moved, 32).scaler.mean_, proj.scaler.mean_)

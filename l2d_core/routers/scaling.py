@@ -64,7 +64,8 @@ def fit_scaler(X: np.ndarray) -> Scaler:
     n, total = np.full(X.shape[1], float(len(X))), np.sum(X, axis=0, dtype=np.float64)
     centred = X - total / n
     correction = np.sum(centred, axis=0)
-    var = (np.sum(centred**2, axis=0) - correction**2 / n) / n
+    np.square(centred, out=centred)  # in place: no second N × d array
+    var = (np.sum(centred, axis=0) - correction**2 / n) / n
     mean, scale = (0.0 + total) / n, np.sqrt(var)  # 0.0 + total: a sum of -0.0 is +0.0, as there
     scale[var <= len(X) * eps * var + (len(X) * mean * eps) ** 2] = 1.0
     return Scaler(mean, scale)
@@ -84,22 +85,23 @@ class Projection:
 
     scaler: Scaler
     basis: np.ndarray
-    projected: dict = field(default_factory=dict, compare=False, repr=False)  # digest of rows → rows
+    projected: dict = field(default_factory=dict, compare=False, repr=False)  # id → (rows, projected)
 
     def project(self, X: np.ndarray) -> torch.Tensor:
         """The standardized rows of ``X`` on the basis, (N, k) float32: torch's product, which the
-        head is fitted on. The last two ``X`` projected are kept: a sweep of cost settings fits on
-        the same training and validation rows again and again."""
+        head is fitted on. Those of the last two arrays given are kept, by identity: a sweep of
+        cost settings fits on one benchmark's training and validation rows again and again (rows
+        changed in place would need a new array)."""
         import torch
 
-        X = np.asarray(X, np.float32)
-        key = (_digest(X), X.shape)
         with _PROJECTIONS_LOCK:
-            if key in self.projected:
-                return self.projected[key]
-        x = torch.from_numpy(self.scaler.transform(X).astype(np.float32)) @ torch.from_numpy(self.basis)
+            kept = self.projected.get(id(X))
+            if kept is not None and kept[0] is X:
+                return kept[1]
+        rows = np.asarray(X, np.float32)
+        x = torch.from_numpy(self.scaler.transform(rows).astype(np.float32)) @ torch.from_numpy(self.basis)
         with _PROJECTIONS_LOCK:
-            self.projected[key] = x
+            self.projected[id(X)] = (X, x)  # X held: its id is not reused while kept
             while len(self.projected) > 2:
                 del self.projected[next(iter(self.projected))]
         return x
