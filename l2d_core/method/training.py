@@ -81,7 +81,7 @@ SMALL_MODEL_PARAMS = 2_000_000  # a router head on fixed features, not a fine-tu
 
 def batch_rows(t: torch.Tensor, idx) -> torch.Tensor:
     """The rows of ``t`` that ``train_loop`` hands a ``batch_loss``: a mini-batch's indices
-    (``index_select``, 5× faster than ``t[idx]`` on a CPU) or ``slice(None)``, every row (a view)."""
+    (``index_select``: on a CPU it copies rows faster than ``t[idx]``) or ``slice(None)``, every row."""
     return t[idx] if isinstance(idx, slice) else t.index_select(0, idx)
 
 

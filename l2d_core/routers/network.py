@@ -23,9 +23,9 @@ __all__ = ["Dropout", "MLPHead", "PairModel"]
 class Dropout(nn.Module):
     """``nn.Dropout`` (each input zeroed with chance ``p`` in training, the rest scaled by 1/(1 − p))
     whose mask on a CPU comes from NumPy's PCG64: 32 random bits an input, kept where they are at
-    least p·2³². Torch's CPU ``bernoulli_`` drew those masks 3× slower, and took 45% of an
-    embedding head's training (``scripts/bench_fit.py``). The bits are seeded from torch's global
-    generator at the first draw, so ``set_seed`` fixes them; on a GPU torch draws the mask.
+    least p·2³². Torch's CPU ``bernoulli_`` was the slowest step of an embedding head's training
+    (``scripts/bench_fit.py`` times it). The bits are seeded from torch's global generator at the
+    first draw, so ``set_seed`` fixes them; on a GPU torch draws the mask.
 
     >>> d = Dropout(0.5).train()
     >>> _ = torch.manual_seed(0)
