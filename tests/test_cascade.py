@@ -75,6 +75,11 @@ def test_the_cascade_reads_the_main_agents_confidence(slices):
         right = b.test.correct[:, 0]
         if name == "informative":
             assert p_err[~right].mean() > p_err[right].mean() + 0.3
+            # scored on validation articles unless the plan says not to (a fit's own timing)
+            plan = ComparisonPlan((0,), ["l2d-cascade"], n_boot=0, prices=(0.1,), validate=False)
+            alone = run_comparison(b, plan)["routers"]["l2d-cascade"]
+            assert "validation" in res["routers"]["l2d-cascade"] and "validation" not in alone
+            assert alone["apgr"] == apgr[name]
     assert apgr["informative"] > 0.8 and apgr["informative"] > apgr["uninformative"] + 0.15, apgr
 
 
