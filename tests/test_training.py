@@ -103,5 +103,6 @@ def test_dropout_keeps_torchs_contract_with_numpys_bits():
     assert torch.equal(Dropout(0.1).train()(x), y)
     assert not torch.equal(d(x), y)  # the next batch: another mask
     assert d.eval()(x) is x and Dropout(0.0).train()(x) is x
+    assert Dropout(0.1).train()(torch.ones(8, dtype=torch.bfloat16)).dtype == torch.bfloat16  # dtype kept
     with pytest.raises(ValueError, match="dropout"):
         Dropout(1.0)

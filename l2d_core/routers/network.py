@@ -52,7 +52,7 @@ class Dropout(nn.Module):
         draws = self.bits.random_raw((n + 1) // 2).view(np.uint32)[:n]
         scale = (draws >= np.uint32(round(self.p * 2**32))).astype(np.float32)
         scale *= np.float32(1.0 / (1.0 - self.p))
-        return x * torch.from_numpy(scale.reshape(x.shape))
+        return x * torch.from_numpy(scale.reshape(x.shape)).to(x.dtype)  # (x's dtype kept, as torch's)
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
