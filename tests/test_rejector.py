@@ -16,6 +16,7 @@ import dataclasses
 import json
 import time
 import uuid
+import weakref
 from pathlib import Path
 
 import diskcache
@@ -480,6 +481,11 @@ def test_projection_is_scikit_learns_pca_bit_for_bit_and_fitted_once(features):
     rows = proj.project(features)  # standardized, on the basis; kept for the same array
     np.testing.assert_allclose(rows.numpy(), scaled @ proj.basis, rtol=1e-4, atol=1e-4)
     assert proj.project(features) is rows and proj.project(features.copy()) is not rows
+    other = features.copy()
+    gone = weakref.ref(other)
+    proj.project(other)
+    del other
+    assert gone() is None  # the rows projected are not kept alive by it
     moved = features.copy()
     moved[0, 0] += 1.0  # other rows: fitted anew
     assert not np.array_equal(Projection.fit(moved, 32).scaler.mean_, proj.scaler.mean_)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -85,23 +86,24 @@ class Projection:
 
     scaler: Scaler
     basis: np.ndarray
-    projected: dict = field(default_factory=dict, compare=False, repr=False)  # id → (rows, projected)
+    projected: dict = field(default_factory=dict, compare=False, repr=False)  # id → (weak rows, projected)
 
     def project(self, X: np.ndarray) -> torch.Tensor:
         """The standardized rows of ``X`` on the basis, (N, k) float32: torch's product, which the
         head is fitted on. Those of the last two arrays given are kept, by identity: a sweep of
         cost settings fits on one benchmark's training and validation rows again and again (rows
-        changed in place would need a new array)."""
+        changed in place would need a new array). The arrays are not kept alive by this."""
         import torch
 
+        X = X if isinstance(X, np.ndarray) else np.asarray(X, np.float32)
         with _PROJECTIONS_LOCK:
             kept = self.projected.get(id(X))
-            if kept is not None and kept[0] is X:
+            if kept is not None and kept[0]() is X:  # (an id reused by a new array: its ref is dead)
                 return kept[1]
         rows = np.asarray(X, np.float32)
         x = torch.from_numpy(self.scaler.transform(rows).astype(np.float32)) @ torch.from_numpy(self.basis)
         with _PROJECTIONS_LOCK:
-            self.projected[id(X)] = (X, x)  # X held: its id is not reused while kept
+            self.projected[id(X)] = (weakref.ref(X), x)
             while len(self.projected) > 2:
                 del self.projected[next(iter(self.projected))]
         return x
