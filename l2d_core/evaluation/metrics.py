@@ -273,7 +273,7 @@ def bootstrap_weights(n: int, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
         raise ValueError("bootstrap needs at least one question and one resample")
     idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
     counts = np.empty((n_boot, n))
-    for b, row in enumerate(idx):  # row by row: one bincount over every row's offset ids is ~8x slower
+    for b, row in enumerate(idx):  # row by row: no (n_boot × n) array of offset ids to count
         counts[b] = np.bincount(row, minlength=n)
     return counts / n
 

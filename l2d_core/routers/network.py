@@ -39,6 +39,7 @@ class Dropout(nn.Module):
         if not 0.0 <= p < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {p!r}")
         self.p = float(p)
+        self.kept_from = np.uint32(round(self.p * 2**32))  # draws at or above it keep their input
         self.bits: np.random.PCG64 | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -50,7 +51,7 @@ class Dropout(nn.Module):
             self.bits = np.random.PCG64(int(torch.randint(0, 2**62, ())))
         n = x.numel()
         draws = self.bits.random_raw((n + 1) // 2).view(np.uint32)[:n]
-        scale = (draws >= np.uint32(round(self.p * 2**32))).astype(np.float32)
+        scale = (draws >= self.kept_from).astype(np.float32)
         scale *= np.float32(1.0 / (1.0 - self.p))
         return x * torch.from_numpy(scale.reshape(x.shape)).to(x.dtype)  # (x's dtype kept, as torch's)
 
