@@ -32,6 +32,21 @@ UNIT_FILES = frozenset(
 )
 BROWSER_FILES = frozenset({"test_browser.py"})
 TIERS = ("unit", "integration", "browser")
+# The files that run longest, handed to the pytest-xdist workers first (``--dist loadfile``) so
+# that the workers end together; every other file follows in collection order. test_app_pages
+# embeds SQuAD v1.1, which the next ones on its worker read: first.
+FIRST = (
+    "test_app_pages.py",
+    "test_readme.py",
+    "test_single_query_comparison.py",
+    "test_browser.py",
+    "test_serve_floor.py",
+    "test_consistency.py",
+    "test_page_words.py",
+    "test_llm_pools_pages.py",
+    "test_train_agent.py",
+    "test_squad_differential.py",
+)
 INTEGRATION_FIXTURES = frozenset({"real_data", "bert_path", "llama_path", "live_bench"})
 
 
@@ -43,6 +58,18 @@ def tier_of(path: str | Path) -> str:
     """
     name = Path(path).name
     return "unit" if name in UNIT_FILES else "browser" if name in BROWSER_FILES else "integration"
+
+
+def start_rank(path: str | Path) -> int:
+    """Where a test file starts in a run: its place in :data:`FIRST`, else after them (pure).
+
+    >>> start_rank("tests/test_app_pages.py"), start_rank("test_readme.py")
+    (0, 1)
+    >>> start_rank("test_written_tomorrow.py") == len(FIRST)
+    True
+    """
+    name = Path(path).name
+    return FIRST.index(name) if name in FIRST else len(FIRST)
 
 
 def misplaced(tier: str, fixtures) -> list[str]:

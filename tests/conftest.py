@@ -19,8 +19,16 @@ SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
 
+# The suite starts a few hundred Python processes (pytest-xdist workers, the pages' servers, the
+# scripts, background jobs): with PYTHONDONTWRITEBYTECODE set, each compiled the project's modules
+# again. Python's default, a __pycache__ beside each module (git-ignored), is kept for them.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
 
 def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: files go out in the items' order
+        config.option.loadscopereorder = False
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -37,8 +45,11 @@ def pytest_ignore_collect(collection_path, config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Every test gets its file's tier; a unit test asking for the real data or a model is refused."""
-    from _tiers import misplaced, tier_of
+    """Every test gets its file's tier; a unit test asking for the real data or a model is refused.
+    The longest files come first (``_tiers.FIRST``), so that the workers end together."""
+    from _tiers import misplaced, start_rank, tier_of
+
+    items.sort(key=lambda item: start_rank(item.path))  # stable: the rest keep their order
 
     bad = []
     for item in items:

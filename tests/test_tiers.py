@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from _seed_cache import builtin_agents, content_key, keep, seed
-from _tiers import BROWSER_FILES, INTEGRATION_FIXTURES, TIERS, UNIT_FILES, misplaced, tier_of
+from _tiers import BROWSER_FILES, FIRST, INTEGRATION_FIXTURES, TIERS, UNIT_FILES, misplaced, tier_of
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
@@ -19,6 +19,8 @@ TESTS = ROOT / "tests"
 def test_the_tier_table_names_files_that_exist_and_new_files_are_integration():
     files = {p.name for p in TESTS.glob("test_*.py")}
     assert UNIT_FILES <= files and BROWSER_FILES <= files, (UNIT_FILES | BROWSER_FILES) - files
+    assert set(FIRST) <= files and len(set(FIRST)) == len(FIRST), set(FIRST) - files
+    assert not set(FIRST) & UNIT_FILES  # the order is for the workers of the integration run
     assert not UNIT_FILES & BROWSER_FILES
     assert {tier_of(f) for f in files} == set(TIERS)
     assert tier_of("test_written_tomorrow.py") == "integration"
