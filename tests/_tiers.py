@@ -33,8 +33,8 @@ UNIT_FILES = frozenset(
 BROWSER_FILES = frozenset({"test_browser.py"})
 TIERS = ("unit", "integration", "browser")
 # The files that run longest, handed to the pytest-xdist workers first (``--dist loadfile``) so
-# that the workers end together; every other file follows in collection order. test_app_pages
-# embeds SQuAD v1.1, which the next ones on its worker read: first.
+# that the workers end together; every other file follows in collection order. test_app_pages,
+# which embeds SQuAD v1.1 for the files that read its embeddings later, goes first.
 FIRST = (
     "test_app_pages.py",
     "test_readme.py",

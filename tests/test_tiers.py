@@ -27,6 +27,31 @@ def test_the_tier_table_names_files_that_exist_and_new_files_are_integration():
     assert misplaced("unit", ["tmp_path", "live_bench"]) == ["live_bench"]
 
 
+def test_the_longest_files_go_out_first_in_that_order_and_the_rest_keep_theirs():
+    from types import SimpleNamespace
+
+    import conftest
+
+    class Item(SimpleNamespace):
+        def add_marker(self, mark):
+            self.marks.append(mark.name)
+
+    names = ["test_zeta.py", "test_readme.py", "test_alpha.py", "test_app_pages.py", "test_zeta.py"]
+    items = [Item(path=TESTS / n, fixturenames=(), marks=[], k=k) for k, n in enumerate(names)]
+    conftest.pytest_collection_modifyitems(None, items)
+    assert [(i.path.name, i.k) for i in items] == [
+        ("test_app_pages.py", 3),
+        ("test_readme.py", 1),
+        ("test_zeta.py", 0),
+        ("test_alpha.py", 2),
+        ("test_zeta.py", 4),
+    ]
+    assert all(i.marks == ["integration"] for i in items)
+    config = SimpleNamespace(option=SimpleNamespace(loadscopereorder=True))
+    conftest.pytest_configure(config)  # pytest-xdist hands files out in that order, not by size
+    assert config.option.loadscopereorder is False
+
+
 @pytest.mark.parametrize("name", sorted(UNIT_FILES))
 def test_unit_files_read_no_real_data_and_start_no_process(name):
     """What collection checks for the fixtures they ask for, checked here in their source too:
