@@ -34,19 +34,19 @@ BROWSER_FILES = frozenset({"test_browser.py"})
 TIERS = ("unit", "integration", "browser")
 # The files that run longest, handed to the pytest-xdist workers first (``--dist loadfile``) so
 # that the workers end together; every other file follows in collection order. test_app_pages
-# embeds SQuAD v1.1 (minutes on 2 cores): the other worker meanwhile runs files that do not wait
-# for those embeddings, and test_single_query_comparison, which does, comes after them.
+# embeds SQuAD v1.1 and test_single_query_comparison waits for those embeddings: run beside each
+# other, the embedding has both cores to itself (files that train models meanwhile slowed both).
 FIRST = (
     "test_app_pages.py",
     "test_readme.py",
-    "test_serve_floor.py",
-    "test_train_agent.py",
-    "test_squad_differential.py",
     "test_single_query_comparison.py",
-    "test_consistency.py",
     "test_browser.py",
+    "test_serve_floor.py",
+    "test_consistency.py",
     "test_page_words.py",
     "test_llm_pools_pages.py",
+    "test_train_agent.py",
+    "test_squad_differential.py",
 )
 INTEGRATION_FIXTURES = frozenset({"real_data", "bert_path", "llama_path", "live_bench"})
 
