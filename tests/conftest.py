@@ -24,9 +24,6 @@ if str(SCRIPTS) not in sys.path:
 # again. Python's default, a __pycache__ beside each module (git-ignored), is kept for them.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
-# Two workers and the processes they start share the cores: an OpenMP thread that waits for work
-# sleeps rather than spins, so it does not take a core from a busy process beside it.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def pytest_configure(config):
