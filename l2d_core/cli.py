@@ -16,6 +16,7 @@ __all__ = [
     "checked_budget",
     "costs_from_arguments",
     "cost_rule",
+    "rule_value",
     "budget_share",
     "budget_gflops",
 ]
@@ -73,6 +74,12 @@ def add_cost_arguments(p, beta1_default: float | None = 0.05) -> None:
         help="β by the latency price rule: λs errors per second of an expert's extra mean latency "
         "(pools whose agents log latency: PLLM, PLLM-abstain)",
     )
+    p.add_argument(
+        "--money-price",
+        type=float,
+        help="β by the money rule: λ$ errors per dollar of an expert's extra mean price per question "
+        "(pools whose every answer has a price: a log's cost column, or token counts and prices)",
+    )
     p.add_argument("--beta", type=float, nargs="+", help="every β_j by hand (overrides --beta1)")
     p.add_argument("--alpha", type=float, nargs="+", default=[1.0], help="α (one, or one per expert)")
     budget = p.add_mutually_exclusive_group()
@@ -92,10 +99,16 @@ def checked_budget(args) -> tuple[str, float] | None:
         *args.alpha,
         *([args.price] if args.price is not None else []),
         *([args.latency_price] if args.latency_price is not None else []),
+        *([args.money_price] if args.money_price is not None else []),
     ]
     if any(not np.isfinite(b) or b < 0 for b in numbers):
-        raise InvalidCostError("α, β, λ and λs must be finite numbers >= 0")
-    ways = (("--beta", args.beta), ("--price", args.price), ("--latency-price", args.latency_price))
+        raise InvalidCostError("α, β, λ, λs and λ$ must be finite numbers >= 0")
+    ways = (
+        ("--beta", args.beta),
+        ("--price", args.price),
+        ("--latency-price", args.latency_price),
+        ("--money-price", args.money_price),
+    )
     given = [flag for flag, value in ways if value is not None]
     if len(given) > 1:
         raise ValueError(f"give β one way: {' or '.join(given)}, not both")
@@ -106,20 +119,33 @@ def checked_budget(args) -> tuple[str, float] | None:
 
 def costs_from_arguments(args, bench, setting: float | None = None, by_hand: bool = True) -> CostConfig:
     """The cost setting of the flags on ``bench``'s pool: β by hand, else the price rule at λ
-    (``--price``), else the latency price rule at λs (``--latency-price``), else the GFLOPs rule
-    at β₁; ``setting`` replaces λ, λs or β₁ (a sweep's point)."""
+    (``--price``), else the latency price rule at λs (``--latency-price``), else the money rule at
+    λ$ (``--money-price``), else the GFLOPs rule at β₁; ``setting`` replaces λ, λs, λ$ or β₁ (a
+    sweep's point)."""
     n = len(bench.pool.experts)
     alpha = tuple(args.alpha * n if len(args.alpha) == 1 else args.alpha)
     if args.beta and by_hand:
         return CostConfig(alpha, tuple(args.beta))
     rule = cost_rule(args)
-    value = {"price": args.price, "latency": args.latency_price, "gflops": args.beta1}[rule]
+    value = rule_value(args, rule)
     return bench.rule_costs(rule, value if setting is None else setting, alpha)
 
 
 def cost_rule(args) -> str:
     """The rule the flags set β by: ``price`` (``--price``), ``latency`` (``--latency-price``),
-    else ``gflops`` (``--beta1``)."""
+    ``money`` (``--money-price``), else ``gflops`` (``--beta1``)."""
     if args.price is not None:
         return "price"
-    return "latency" if args.latency_price is not None else "gflops"
+    if args.latency_price is not None:
+        return "latency"
+    return "money" if args.money_price is not None else "gflops"
+
+
+def rule_value(args, rule: str) -> float | None:
+    """The flags' value of ``rule``: λ, λs, λ$ or β₁."""
+    return {
+        "price": args.price,
+        "latency": args.latency_price,
+        "money": args.money_price,
+        "gflops": args.beta1,
+    }[rule]

@@ -5,24 +5,27 @@ from pages.ui.app import within_app
 
 within_app(__file__)  # before this page's own imports (pages/ui/app.py says why)
 
-import pandas as pd
 import streamlit as st
 
-from l2d_core.app_logic.cost_settings import beta_limits, cost_from_upload, on_price_scale, rule_beta1
+from l2d_core.app_logic.cost_settings import (
+    beta_limits,
+    cost_from_upload,
+    money_words,
+    on_price_scale,
+    rule_beta1,
+)
 from l2d_core.app_logic.explorer import (
-    SWEEPS,
-    TILE_WORDS,
     budget_words,
     explore,
-    sweep_points,
-    untrained_settings,
 )
+from l2d_core.app_logic.tiles import TILE_WORDS
 from l2d_core.method.costs import PRICE_STEP, PRICE_TOP, CostConfig, InvalidCostError
 from l2d_core.report import charts
 from l2d_core.routers.registry import supports_budget
-from pages.ui.cache import benchmark, fitted_router, sweep, sweep_charts
+from pages.ui.cache import benchmark, fitted_router
 from pages.ui.deploy_panel import deploy_panel
 from pages.ui.ranking_panel import ranking_panel
+from pages.ui.sweep_panel import BETA1_MAX, PRICE_MAX, sweep_panel
 from pages.ui.widgets import (
     default_caption,
     default_choice,
@@ -34,7 +37,6 @@ from pages.ui.widgets import (
     select_routers,
     shown_errors,
     train_for,
-    training_time,
 )
 
 SUB = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
@@ -43,12 +45,10 @@ RULES = {
     "price": "a price per TFLOP of compute",
     "gflops": "the paper's GFLOPs rule",
     "latency": "a price per second of latency",  # offered where every agent's log has its latency
+    "money": "a price per dollar",  # offered where every answer's price in dollars is known
     "hand": "hand, per expert",
 }
-PRICE_MAX = 2.0  # the latency price slider's top (errors per second)
-BETA1_MAX = 1.0  # the β₁ slider's top
 DECIDE_BY = {"costs": "the cost setting", "share": "a share of expert calls", "gflops": "a GFLOPs budget"}
-X_TITLES = {"gflops": "β₁", "price": "λ (errors per TFLOP)", "latency": "λₛ (errors per second)"}
 
 st.title("Cost explorer")
 st.caption(
@@ -68,6 +68,7 @@ experts, gflops = bench.pool.experts, bench.expert_gflops
 main_gflops = float(bench.train.agent_gflops[0])
 beta_max = beta_limits(gflops)
 log_prices = bench.log_prices  # a remote LLM's prices change decisions over decades: a log slider
+money_prices = bench.money_prices  # errors per dollar, on a log slider (None: no money rule here)
 # the default price on the slider (a latency default is on the latency slider, 0 to PRICE_MAX)
 price_end = max(log_prices[-1] if log_prices else PRICE_TOP, choice.price if choice.rule == "price" else 0.0)
 
@@ -100,7 +101,12 @@ default_price(choice)
 on_scale = on_price_scale(st.session_state.get("price", 0.0), log_prices, price_end)
 if st.session_state.get("price") != on_scale:  # written only to change it, as every widget key here
     st.session_state["price"] = on_scale
-rules = [r for r in RULES if r != "latency" or bench.has_latency]  # the latency price needs logged latency
+# the latency price needs logged latency; the money price, every answer's price
+rules = [r for r in RULES if (r != "latency" or bench.has_latency) and (r != "money" or money_prices)]
+if money_prices:  # the middle of the pool's money prices, or the nearest to the one left from another pool
+    money = st.session_state.get("money_price", money_prices[len(money_prices) // 2])
+    if st.session_state.get("money_price") != (on := on_price_scale(money, money_prices, money_prices[-1])):
+        st.session_state["money_price"] = on
 for key, default in (("cost_rule", "price"), ("beta1", 0.05), ("decide_by", "costs"), ("latency_price", 0.1)):
     st.session_state.setdefault(key, default)
 if st.session_state["cost_rule"] not in rules:  # left over from a pool that logs latency
@@ -235,6 +241,18 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
                 "articles, in seconds per query (as the agents' logs record them)",
             )
             costs = bench.latency_costs(lam_s, alpha)
+        elif rule == "money":
+            lam_usd = beta_col.select_slider(
+                "λ$ · errors per dollar",
+                options=money_prices,
+                format_func=lambda v: f"{v:g}",
+                key="money_price",
+                persist_state="session",
+                disabled=off,
+                help=f"each expert costs λ$ × its extra mean price per question over {bench.pool.main} on "
+                f"the training articles, in dollars ({money_words(bench)}; the prices step evenly in log)",
+            )
+            costs = bench.money_costs(lam_usd, alpha)
         else:
             hand = tuple(
                 beta_col.slider(
@@ -302,45 +320,8 @@ def results() -> None:
         )
     shown = {"Allocation ratios": chart_alloc, "Cost–EM plane": chart_plane}
 
-    sweep_rule = rule if rule in SWEEPS else "price"
-    st.subheader(f"Sweep over {X_TITLES[sweep_rule]}")
-    slider_end = {"price": price_end, "gflops": BETA1_MAX, "latency": PRICE_MAX}[sweep_rule]
-    points = sweep_points(sweep_rule, log_prices, end=slider_end)  # up to the slider's end
-    symlog = None
-    if sweep_rule != "price" or not log_prices:
-        st.caption("The benchmark's points of the rule up to the slider's end, α as set above.")
-    else:
-        symlog = points[1]
-        st.caption(
-            f"0 and {len(points) - 1} of the slider's prices from {points[1]:g} to {points[-1]:g}, on a log "
-            "axis: the decisions change over decades of price. α as set above."
-        )
-    frames = []
-    for rid, r in routers.items():
-        needs = untrained_settings(bench, r, sweep_rule, alpha, points)
-        done = st.session_state.setdefault("_trained_sweeps", set())
-        if needs and (dataset, pool, rid, sweep_rule, alpha) not in done:
-            if not st.button(f"Train the sweep of {r.label} ({len(needs)} settings)", key=f"sweep_{rid}"):
-                st.info(f"{r.label} trains one head per setting ({training_time()}; kept on disk).")
-                continue
-            bar = st.progress(0.0)
-            with shown_errors():
-                for k, b in enumerate(needs):
-                    step = f"{r.label} at {X_TITLES[sweep_rule]} = {b} ({k + 1}/{len(needs)})…"
-                    bar.progress(k / len(needs), text=step)
-                    train_for([r], bench.rule_costs(sweep_rule, b, alpha))
-            bar.empty()
-            done.add((dataset, pool, rid, sweep_rule, alpha))
-        frames.append(sweep(dataset, pool, rid, sweep_rule, alpha, points))
-    if frames:
-        column = SWEEPS[sweep_rule][0]
-        sweep_set = sweep_charts(pd.concat(frames, ignore_index=True), column, X_TITLES[sweep_rule], symlog)
-        current = st.session_state[SWEEPS[sweep_rule][0]]
-        if rule != "hand" and not follows_budget(st.session_state["decide_by"]):  # mark the setting
-            sweep_set = charts.mark_setting(sweep_set, current)
-        for col, chart in zip(st.columns(2) * 2, sweep_set.values()):
-            col.altair_chart(charts.fit_width(chart), width="stretch")
-        shown |= sweep_set
+    marked = rule != "hand" and not follows_budget(st.session_state["decide_by"])  # the setting is marked
+    shown |= sweep_panel(dataset, pool, bench, routers, rule, alpha, price_end, marked)
 
     st.subheader("Export and import")
     c1, c2, c3 = st.columns(3)

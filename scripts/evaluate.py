@@ -22,7 +22,7 @@ import sys
 import _bootstrap  # noqa: F401
 
 from l2d_core.agents.catalog import builtin_pool_names
-from l2d_core.cli import add_cost_arguments, checked_budget, cost_rule, costs_from_arguments
+from l2d_core.cli import add_cost_arguments, checked_budget, cost_rule, costs_from_arguments, rule_value
 from l2d_core.data import DATASETS
 from l2d_core.routers.registry import make_router, router_ids
 
@@ -99,6 +99,7 @@ def table(rows: list[dict], agents, setting: str = "β₁") -> str:
         "FPR",
         "TDL",
         "TDL rand",
+        *(["$/1k q"] if "usd_per_1k" in rows[0] else []),
         *[f"→{a}" for a in agents],
     ]
     lines = ["  ".join(f"{h:>10}" for h in head)]
@@ -113,6 +114,7 @@ def table(rows: list[dict], agents, setting: str = "β₁") -> str:
             r["fpr"],
             r["tdl"],
             r["tdl_random"],
+            *([r["usd_per_1k"]] if "usd_per_1k" in r else []),
             *r["allocation"].values(),
         ]
         lines.append("  ".join(f"{fmt(v):>10}" for v in vals))
@@ -145,8 +147,10 @@ def main(argv=None) -> int:
         )
         router.fit(bench, args.seed)
         rule = cost_rule(args)
-        one = {"price": args.price, "latency": args.latency_price, "gflops": args.beta1}[rule]
-        points = {"price": PRICE_POINTS, "latency": LATENCY_GRID, "gflops": BETA_POINTS}[rule]
+        one = rule_value(args, rule)
+        points = {"price": PRICE_POINTS, "latency": LATENCY_GRID, "gflops": BETA_POINTS}.get(rule)
+        if rule == "money":  # the pool's own log scale of prices (a pool without prices: one clear line)
+            points = bench.money_costs(0.0) and (bench.money_prices or (0.0,))
         settings = points if args.sweep else [one]
         rows = []
         for b in settings:
@@ -156,7 +160,7 @@ def main(argv=None) -> int:
         print(f"error: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}", file=sys.stderr)
         return 2
     if args.json:
-        keep = ("beta", "alpha", "budget")
+        keep = ("beta", "alpha", "budget", "latency_s", "usd_per_1k")
         out = [{k: r[k] for k in JSON_KEYS} | {k: r[k] for k in keep if k in r} for r in rows]
         print(json.dumps(out if args.sweep else out[0], indent=1))
     else:
@@ -164,7 +168,13 @@ def main(argv=None) -> int:
             f"{router.id} on {args.dataset} pool {args.pool} ({len(bench.test)} test questions; "
             f"paid on every query besides the chosen agent: {rows[0]['overhead_gflops']:.2f} GFLOPs)"
         )
-        print(table(rows, bench.pool.agent_ids, {"price": "λ", "latency": "λs", "gflops": "β₁"}[rule]))
+        print(
+            table(
+                rows,
+                bench.pool.agent_ids,
+                {"price": "λ", "latency": "λs", "money": "λ$", "gflops": "β₁"}[rule],
+            )
+        )
         if "budget" in rows[0]:
             print(budget_line(rows[0]["budget"]))
     return 0

@@ -4,7 +4,9 @@
         [--ids row_to_id.csv] [--no-answer "NO ANSWER"] [--pool MyPool --main bert-tiny]
 
 A row says whether the agent was right on one question (or gives its answer text), optionally
-with its confidence and its latency in seconds; columns are found by name (see
+with its confidence, its latency in seconds and its price in dollars (``cost_usd``, or token
+counts ``tokens_in``/``tokens_out`` priced by ``--usd-per-1m-input``/``--usd-per-1m-output``;
+``--usd-per-question`` prices every answer alike); columns are found by name (see
 ``l2d_core.agents.outcome_log.COLUMNS``). Without answer text, F1 and both endpoints follow EM.
 The agent is registered in the user registry (<cache>/registry.json) with its declared GFLOPs per
 query once the log has been checked and read into the agent cache.
@@ -22,6 +24,7 @@ from l2d_core.agents import AgentSpec, PoolSpec, register_agent, register_pool
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.catalog import agent_lock, check_new_agent, check_new_pool
 from l2d_core.agents.outcome_log import import_log
+from l2d_core.agents.prices import TokenPrices, flat_usd
 from l2d_core.data import DATASETS, DataFormatError, load_dataset
 
 
@@ -33,6 +36,11 @@ def main(argv=None) -> int:
     p.add_argument("--gflops", required=True, type=float, help="declared GFLOPs per query")
     p.add_argument("--ids", type=Path, help="CSV mapping the log's row key (first column) to 'id'")
     p.add_argument("--no-answer", default="", help="the answer text that means 'no answer'")
+    p.add_argument(
+        "--usd-per-1m-input", type=float, help="dollars per million tokens read (with a token column)"
+    )
+    p.add_argument("--usd-per-1m-output", type=float, help="dollars per million tokens written")
+    p.add_argument("--usd-per-question", type=float, help="one price in dollars for every answer (0: free)")
     p.add_argument("--name", default="", help="display name")
     p.add_argument("--pool", help="also register a pool of this name")
     p.add_argument("--main", help="main agent of that pool (default: this agent)")
@@ -43,6 +51,13 @@ def main(argv=None) -> int:
         options = {"ids": str(args.ids.resolve())} if args.ids else {}
         if args.no_answer:
             options["no_answer"] = args.no_answer
+        for key in ("usd_per_1m_input", "usd_per_1m_output", "usd_per_question"):  # the money rule's prices
+            if getattr(args, key) is not None:
+                options[key] = getattr(args, key)
+        (
+            TokenPrices.of(options, f"agent {args.agent}"),
+            flat_usd(options, f"agent {args.agent}"),
+        )  # checked now
         spec = AgentSpec(
             id=args.agent,
             dataset=args.dataset,

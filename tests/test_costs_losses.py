@@ -404,6 +404,7 @@ def test_the_cost_flags_set_beta_by_one_rule_each():
         ((), "gflops", 0.05),
         (("--price", "0"), "price", 0.0),
         (("--latency-price", "0.03"), "latency", 0.03),
+        (("--money-price", "20"), "money", 20.0),
     ):
         args = _cost_flags(*argv)
         assert checked_budget(args) is None and cost_rule(args) == rule
@@ -411,8 +412,11 @@ def test_the_cost_flags_set_beta_by_one_rule_each():
         assert costs_from_arguments(args, bench, setting=0.7) == (rule, 0.7, (1.0,))  # a sweep's point
     with pytest.raises(ValueError, match="give β one way: --price or --latency-price"):
         checked_budget(_cost_flags("--price", "0.1", "--latency-price", "0.1"))
-    with pytest.raises(InvalidCostError, match="λs must be finite"):
-        checked_budget(_cost_flags("--latency-price", "-1"))
+    with pytest.raises(ValueError, match="give β one way: --latency-price or --money-price"):
+        checked_budget(_cost_flags("--latency-price", "0.1", "--money-price", "3"))
+    for flag in ("--latency-price", "--money-price"):
+        with pytest.raises(InvalidCostError, match="λs and λ\\$ must be finite"):
+            checked_budget(_cost_flags(flag, "-1"))
 
 
 def test_the_default_cost_setting_is_of_the_pools_rule_and_the_ranking_is_read_by_it():

@@ -38,6 +38,7 @@ RECORD_FIELDS = (
     "latency_ms",
     "source",
     "confidence",  # the agent's own confidence signals (model agents; None for prediction files)
+    "usd",  # the answer's price in dollars, where its log or its token prices give one (else None)
 )
 _META = "\x00meta"
 _GEN = "\x00generation"

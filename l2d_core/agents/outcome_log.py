@@ -2,7 +2,9 @@
 the agent that always abstains (kind ``abstain``).
 
 An outcome log is a CSV or JSONL file with one row per question: its id, whether the agent was
-right (or its answer text), optionally its confidence and its latency in seconds — what a routing
+right (or its answer text), optionally its confidence, its latency in seconds and its price in
+dollars (a price column, or token counts priced by ``options["usd_per_1m_input"]`` and
+``options["usd_per_1m_output"]``: :mod:`.prices`) — what a routing
 study logs (``llm_routing/bisupervised/squadv2_local.csv``: ``index, is_possible, exact_match,
 sm_confidence, pred_time``). Columns are found by name (:data:`COLUMNS`) or named in
 ``options["columns"]``. Rows whose id is a row number map to question ids through
@@ -36,6 +38,7 @@ from .catalog import AgentSpec
 from .confidence import oriented
 from .log_table import MAX_LOG_BYTES, read_table
 from .measured import agent_gflops
+from .prices import MAX_USD, TokenPrices
 
 __all__ = [
     "LOG_KINDS",
@@ -53,7 +56,7 @@ __all__ = [
 ]
 
 LOG_KINDS = ("outcome_log", "abstain")  # agents read in from a log, or made from nothing
-LOG_FORMAT = 1  # stored in the cache metadata: bump when a log's records change meaning
+LOG_FORMAT = 2  # stored in the cache metadata: bump when a log's records change meaning
 LOGGED = "logged"  # status of a question known by its logged outcome only (no answer text)
 MAX_LATENCY_S = 86_400.0  # a day: a logged latency beyond it is a unit or parsing mistake
 # column → names it is found under (first present wins); ``options["columns"]`` overrides
@@ -63,6 +66,9 @@ COLUMNS = {
     "answer": ("answer", "prediction", "final_answer", "answer_text"),
     "confidence": ("confidence", "score", "sm_confidence", "gpt3_confidence", "margin"),
     "latency": ("latency_s", "seconds", "pred_time", "latency"),
+    "usd": ("cost_usd", "usd", "total_cost", "cost"),  # dollars for that answer
+    "tokens_in": ("tokens_in", "prompt_tokens", "input_tokens"),
+    "tokens_out": ("tokens_out", "completion_tokens", "output_tokens"),
     "possible": ("is_possible",),
     "impossible": ("is_impossible",),
 }
@@ -81,13 +87,15 @@ class LogReport:
     has_text: bool
     has_confidence: bool
     has_latency: bool
+    has_usd: bool = False
     sha256: str = ""
     unknown_examples: list[str] = field(default_factory=list)
     disagree_rows: list[int] = field(default_factory=list)  # `correct` says otherwise than the text
 
     def lines(self) -> list[str]:
-        carries = [n for n, h in (("answer text", self.has_text), ("confidence", self.has_confidence),
-                                  ("latency", self.has_latency)) if h]  # fmt: skip
+        carried = (("answer text", self.has_text), ("confidence", self.has_confidence),
+                   ("latency", self.has_latency), ("price in dollars", self.has_usd))  # fmt: skip
+        carries = [n for n, h in carried if h]
         examples = f" e.g. {', '.join(self.unknown_examples)}" if self.unknown_examples else ""
         return [
             f"{self.agent} on {self.dataset}: EM {self.em:.2f}  F1 {self.f1:.2f}  "
@@ -157,14 +165,16 @@ def _bool(v, name: str, row: int, col: str) -> bool:
     )
 
 
-def _number(v, name: str, row: int, col: str, least: float | None = None, most: float | None = None) -> float:
+def _number(
+    v, name: str, row: int, col: str, least: float | None = None, most: float | None = None, unit: str = ""
+) -> float:
     try:
         f = float(v) if not isinstance(v, bool) else math.nan
     except (TypeError, ValueError, OverflowError):
         f = math.nan
     if not math.isfinite(f) or (least is not None and f < least) or (most is not None and f > most):
         need = f"a finite number >= {least:g}" if least is not None else "a finite number"
-        need += f" and <= {most:g} (a day, in seconds)" if most is not None else ""
+        need += f" and <= {most:g} ({unit})" if most is not None else ""
         raise DataFormatError(
             f"outcome log {name}: row {row}, column {col} must be {need}, got {str(v)[:40]!r}"
         )
@@ -203,6 +213,7 @@ def read_outcome_log(
     rows: dict[str, dict] = {}
     unknown: list[str] = []
     no_answer = str(opts.get("no_answer", "")).strip().lower()
+    prices = TokenPrices.of(opts, f"outcome log {name}")
     for n, (qid, rec) in enumerate(zip(keys, table.to_dict("records")), start=1):
         if qid in first:
             raise DataFormatError(
@@ -222,7 +233,19 @@ def read_outcome_log(
         if "confidence" in cols:
             row["confidence"] = _number(rec[cols["confidence"]], name, n, cols["confidence"])
         if "latency" in cols:
-            row["latency"] = _number(rec[cols["latency"]], name, n, cols["latency"], 0.0, MAX_LATENCY_S)
+            row["latency"] = _number(
+                rec[cols["latency"]], name, n, cols["latency"], 0.0, MAX_LATENCY_S, "a day, in seconds"
+            )
+        if "usd" in cols:
+            row["usd"] = _number(
+                rec[cols["usd"]], name, n, cols["usd"], 0.0, MAX_USD, "dollars for one answer"
+            )
+        elif prices is not None and "tokens_in" in cols:
+            counts = [
+                _number(rec[cols[k]], name, n, cols[k], 0.0) if k in cols else 0.0
+                for k in ("tokens_in", "tokens_out")
+            ]
+            row["usd"] = prices.usd(*counts)
         impossible = dataset[qid].is_impossible or (dataset.v2 and not dataset[qid].answers)
         for key, says_impossible in (("possible", False), ("impossible", True)):
             if key in cols and _bool(rec[cols[key]], name, n, cols[key]) != (impossible == says_impossible):
@@ -269,20 +292,21 @@ def log_records(spec: AgentSpec, dataset: QADataset, rows: dict[str, dict], gflo
             if signal:
                 conf[signal] = row["confidence"]
         latency = row.get("latency")
+        source = f"log:{spec.resolved_path().name}"
         rec.update(gflops=gflops, latency_ms=None if latency is None else 1000.0 * latency,
-                   source=f"log:{spec.resolved_path().name}", confidence=conf)  # fmt: skip
+                   usd=row.get("usd"), source=source, confidence=conf)  # fmt: skip
         out[qid] = rec
     return out
 
 
 def abstain_records(dataset: QADataset) -> dict[str, dict]:
-    """The abstaining agent's records: "no answer" to every question at no cost and no latency —
+    """The abstaining agent's records: "no answer" to every question at no cost, no latency and no price —
     right exactly on the unanswerable questions of a SQuAD v2.0 set."""
     gold = gold_index(dataset)
     out = {}
     for qid in dataset.qids:
         rec = score_answer(gold, qid, "")
-        rec.update(gflops=0.0, latency_ms=0.0, source="abstain", confidence=None)
+        rec.update(gflops=0.0, latency_ms=0.0, usd=0.0, source="abstain", confidence=None)
         out[qid] = rec
     return out
 
@@ -350,6 +374,7 @@ def import_log(
         has_text=first["status"] != LOGGED,
         has_confidence=bool(first["confidence"]),
         has_latency=first["latency_ms"] is not None,
+        has_usd=first.get("usd") is not None,
         sha256=_digest(spec, path),
         unknown_examples=summary["unknown"][:3],
         disagree_rows=disagree,

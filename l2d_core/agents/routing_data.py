@@ -17,6 +17,7 @@ from .cache import AgentCache
 from .catalog import PoolSpec, get_agent
 from .confidence import confidence_score, file_confidences
 from .measured import agent_gflops, per_query_gflops
+from .prices import flat_usd
 from .read_in import answers_a_subset, ensure_cached
 
 __all__ = ["RoutingData", "load_routing_data", "textless_agents"]
@@ -39,6 +40,7 @@ class RoutingData:
     confidence: np.ndarray | None = None  # (N, A) object: each answer's confidence dict (None = none)
     score: np.ndarray | None = None  # (N, A) float: each agent's confidence in its answer (NaN = none)
     latency: np.ndarray | None = None  # (N, A) float: each answer's latency in seconds (NaN = none)
+    usd: np.ndarray | None = None  # (N, A) float: each answer's price in dollars (NaN = none)
 
     @property
     def n_agents(self) -> int:
@@ -67,6 +69,11 @@ class RoutingData:
         return self.latency is not None and len(self) > 0 and bool(np.isfinite(self.latency).all())
 
     @property
+    def has_money(self) -> bool:
+        """Whether every agent's price in dollars is known on every question (the money rule needs it)."""
+        return self.usd is not None and len(self) > 0 and bool(np.isfinite(self.usd).all())
+
+    @property
     def agent_gflops(self) -> np.ndarray:
         """(A,) mean GFLOPs per query of each agent."""
         return self.gflops.mean(axis=0)
@@ -86,6 +93,7 @@ class RoutingData:
             "confidence",
             "score",
             "latency",
+            "usd",
         )
         return replace(
             self,
@@ -128,7 +136,7 @@ def load_routing_data(
     ensure_cached(dataset, specs, cache)
     qids = list(dataset.qids)
     cols: dict[str, list[np.ndarray]] = {
-        k: [] for k in ("start_ok", "end_ok", "em", "f1", "gflops", "answer", "confidence", "latency")
+        k: [] for k in ("start_ok", "end_ok", "em", "f1", "gflops", "answer", "confidence", "latency", "usd")
     }
     for s in specs:
         t = cache.table(dataset.name, s.id).reindex(qids)
@@ -150,6 +158,9 @@ def load_routing_data(
             conf = file_confidences(s, qids, t["answer"].tolist())
         cols["confidence"].append(np.array(conf, dtype=object))
         cols["latency"].append(pd.to_numeric(t["latency_ms"], errors="coerce").to_numpy(float) / 1000.0)
+        usd = pd.to_numeric(t["usd"] if "usd" in t else pd.Series(np.nan, index=t.index), errors="coerce")
+        flat = flat_usd(s.options, f"agent {s.id}")  # one price for every answer, where none is recorded
+        cols["usd"].append(usd.fillna(np.nan if flat is None else flat).to_numpy(float))
     stack = {k: np.stack(v, axis=1) for k, v in cols.items()}
     data = RoutingData(
         dataset=dataset.name,
@@ -165,6 +176,7 @@ def load_routing_data(
         confidence=stack["confidence"],
         score=np.vectorize(confidence_score, otypes=[float])(stack["confidence"]),
         latency=stack["latency"],
+        usd=stack["usd"],
     )
     keep = np.ones(len(qids), bool)
     for s in specs:

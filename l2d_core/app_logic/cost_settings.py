@@ -7,13 +7,15 @@ import math
 
 import numpy as np
 
+from ..agents.prices import usd_per_1000
 from ..data.safe_json import JSONNestingError, check_nesting
-from ..method.costs import CostConfig, InvalidCostError
+from ..method.costs import CostConfig, InvalidCostError, mean_usd
 
 __all__ = [
     "beta_limits",
     "rule_beta1",
     "on_price_scale",
+    "money_words",
     "cost_from_upload",
     "MAX_COST_FILE_BYTES",
 ]
@@ -51,6 +53,22 @@ def on_price_scale(price: float, log_prices, end: float) -> float:
     if price <= 0:
         return 0.0
     return min((p for p in log_prices if p > 0), key=lambda p: abs(math.log(p / price)))
+
+
+def money_words(bench) -> str:
+    """Each agent of ``bench``'s pool at its mean price on the training articles, in words.
+
+    >>> from types import SimpleNamespace as NS
+    >>> data = NS(agent_ids=("small", "gpt-4"), usd=np.array([[0.0, 0.003], [0.0001, 0.0042]]))
+    >>> money_words(NS(train=data))
+    'small $0.05, gpt-4 $3.60 per 1,000 questions'
+    """
+    usd = mean_usd(bench.train.usd)
+    said = [
+        f"{a} {usd_per_1000(u).removesuffix(' per 1,000 questions')}"
+        for a, u in zip(bench.train.agent_ids, usd)
+    ]
+    return ", ".join(said) + " per 1,000 questions"
 
 
 def rule_beta1(costs: CostConfig, expert_gflops) -> float | None:

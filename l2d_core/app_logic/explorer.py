@@ -21,6 +21,7 @@ from ..method.policies import oracle_policy, random_policy
 from ..routers.base import Router, supports_budget
 from ..routers.decision import Decision
 from ..routers.registry import router_label
+from .tiles import metric_tiles
 
 __all__ = [
     "RouterView",
@@ -36,107 +37,6 @@ __all__ = [
     "SWEEPS",
     "budget_words",
 ]
-
-# Metric tiles: label, metric key, value and delta formats, which way is better (None: neither), help.
-_TILES = (
-    ("EM", "em", "{:.2f}", "{:+.2f}", "higher", "exact match of the answer kept, % of test questions"),
-    (
-        "EM vs random mixing",
-        "gain",
-        "{:+.2f}",
-        "{:+.2f}",
-        "higher",
-        "EM minus what sending each question to a single agent at random, in the proportions that "
-        "spend the same mean compute, reaches (points; above 0: the router pays for itself)",
-    ),
-    ("F1", "f1", "{:.2f}", "{:+.2f}", "higher", "word overlap (F1) of the answer kept with gold answers, %"),
-    ("GFLOPs/query", "gflops_per_query", "{:.1f}", "{:+.1f}", "lower", "compute paid per question, mean"),
-    (
-        "Latency/query",
-        "latency_s",
-        "{:.3f} s",
-        "{:+.3f} s",
-        "lower",
-        "mean seconds per question as the agents' logs record them: the main agent's on every question, "
-        "plus the chosen expert's where one was called",
-    ),
-    ("GFLOPs/EM", "gflops_per_em", "{:.2f}", "{:+.2f}", "lower", "mean GFLOPs per question ÷ EM (%)"),
-    (
-        "Answered by an expert",
-        "answered_by_expert",
-        "{:.1%}",
-        "{:+.1%}",
-        None,
-        "share of questions whose kept answer is an expert's (not the main model's, not an abstention)",
-    ),
-    (
-        "Abstained",
-        "abstained",
-        "{:.1%}",
-        "{:+.1%}",
-        None,
-        'share of questions answered "no answer" by the agent that abstains (at no cost: no expert ran)',
-    ),
-    (
-        "Expert consulted",
-        "consulted",
-        "{:.1%}",
-        "{:+.1%}",
-        None,
-        "share of questions on which at least one expert ran and was paid, whichever answer was kept",
-    ),
-    (
-        "TPR",
-        "tpr",
-        "{:.3f}",
-        "{:+.3f}",
-        "higher",
-        "of the questions the main model gets wrong: share sent to an expert that gets them right",
-    ),
-    (
-        "FPR",
-        "fpr",
-        "{:.3f}",
-        "{:+.3f}",
-        "lower",
-        "of the questions the main model gets right: share sent to an expert that gets them wrong",
-    ),
-    (
-        "TDL",
-        "tdl",
-        "{:.4f}",
-        "{:+.4f}",
-        "lower",
-        "true deferral loss: mistakes (per answer end) plus the "
-        "price β of each expert call, mean per question",
-    ),
-    (
-        "TDL random",
-        "tdl_random",
-        "{:.4f}",
-        "{:+.4f}",
-        None,
-        "the same loss when each question goes to an agent drawn uniformly at random (mean of 5 draws)",
-    ),
-    (
-        "TDL random (matched)",
-        "tdl_random_matched",
-        "{:.4f}",
-        "{:+.4f}",
-        None,
-        "the same loss when questions go to agents at random in this router's proportions (mean of 5 draws)",
-    ),
-)
-# what the tiles mean, in a line under them (the tiles' help holds the same, one each)
-TILE_WORDS = (
-    "**EM vs random mixing**: EM points above sending each question to a single agent at random in "
-    "proportions that cost the same compute. **Answered by an expert**: the kept answer is an expert's "
-    "(an abstention has its own tile where the pool has an agent that abstains); "
-    "**expert consulted**: an expert ran and was paid. **TPR**: of the main model's wrong answers, the "
-    "share an expert fixed; **FPR**: of its right answers, the share sent to an expert that got them "
-    "wrong. **TDL**: mistakes per answer end plus each expert call's price β, per question — lower "
-    "is better; *random* rows: the same for random routing."
-)
 
 
 @dataclass(frozen=True, eq=False)
@@ -205,48 +105,6 @@ def explore(
     )
 
 
-def _fmt(fmt: str, x: float | None) -> str | None:
-    if x is None:
-        return None
-    if not np.isfinite(x):
-        return "∞" if x > 0 else ("−∞" if x < 0 else "n/a")
-    return fmt.format(x)
-
-
-def metric_tiles(current: dict, previous: dict | None) -> list[dict]:
-    """The metric tiles of one router: label, formatted value, formatted change since the
-    previous setting (None without one), which way is better, and help. A tile whose metric the
-    view lacks is left out.
-
-    >>> m = {"em": 80.0, "gain": 1.5, "f1": 88.0, "gflops_per_query": 900.0, "gflops_per_em": 11.25,
-    ...      "answered_by_expert": 0.5, "consulted": 1.0, "tpr": 0.4, "fpr": float("nan"), "tdl": 0.4,
-    ...      "tdl_random": 0.43, "tdl_random_matched": 0.41}
-    >>> tiles = metric_tiles(m, dict(m, em=79.5, answered_by_expert=0.25))
-    >>> shown = ("EM", "FPR", "Answered by an expert")
-    >>> [(t["label"], t["value"], t["delta"]) for t in tiles if t["label"] in shown]
-    [('EM', '80.00', '+0.50'), ('Answered by an expert', '50.0%', '+25.0%'), ('FPR', 'n/a', None)]
-    >>> metric_tiles(m, None)[0]["delta"] is None
-    True
-    """
-    tiles = []
-    for label, key, vfmt, dfmt, better, help_ in _TILES:
-        if key not in current:
-            continue
-        delta = None if previous is None or key not in previous else current[key] - previous[key]
-        if delta is not None and not np.isfinite(delta):
-            delta = None
-        tiles.append(
-            {
-                "label": label,
-                "value": _fmt(vfmt, current[key]),
-                "delta": _fmt(dfmt, delta),
-                "better": better,
-                "help": help_,
-            }
-        )
-    return tiles
-
-
 def cost_em_points(bench: Benchmark, costs: CostConfig, views=()) -> pd.DataFrame:
     """Points of the cost–EM plane: single agents, the zero-router hull, oracle, random, views."""
     test = bench.test
@@ -299,13 +157,15 @@ SWEEPS = {  # rule → column, points
     "gflops": ("beta1", BETA_POINTS),
     "price": ("price", PRICE_POINTS),
     "latency": ("latency_price", LATENCY_POINTS),
+    "money": ("money_price", ()),  # on the pool's own log scale of prices (Benchmark.money_prices)
 }
 
 
 def sweep_points(rule: str, log_prices: tuple[float, ...] | None = None, end: float | None = None):
     """The settings a sweep shows: the rule's BENCHMARK.md points, or on a log price slider
-    (``log_prices``: a remote LLM's) 0, its stops at 1, 2 and 5 per decade and its end, for a
-    symlog axis; ``end``: the slider's top, added where the points stop short of it.
+    (``log_prices``: a remote LLM's per-TFLOP prices, or the money rule's prices) 0, its stops at
+    1, 2 and 5 per decade and its end, for a symlog axis; ``end``: the slider's top, added where
+    the points stop short of it.
 
     >>> sweep_points("price") == SWEEPS["price"][1]
     True
@@ -314,7 +174,7 @@ def sweep_points(rule: str, log_prices: tuple[float, ...] | None = None, end: fl
     >>> sweep_points("price", (0.0, 0.0015, 0.002, 0.003, 0.005, 0.007, 0.01, 0.015))
     (0.0, 0.002, 0.005, 0.01, 0.015)
     """
-    if rule != "price" or not log_prices:
+    if rule not in ("price", "money") or not log_prices:
         points = SWEEPS[rule][1]
     else:
         keep = [p for p in log_prices[1:] if f"{p:.1e}"[:3] in ("1.0", "2.0", "5.0")]
@@ -325,12 +185,13 @@ def sweep_points(rule: str, log_prices: tuple[float, ...] | None = None, end: fl
 def sweep_frame(
     bench: Benchmark, router: Router, rule: str = "gflops", alpha=1.0, points: tuple[float, ...] | None = None
 ) -> pd.DataFrame:
-    """One row per setting of a cost rule (β₁ of the GFLOPs rule, the per-TFLOP price λ, or the
-    latency price λ_s; at fixed α; ``points``, by default BENCHMARK.md's): EM, GFLOPs/EM, TDL,
-    random TDL and allocation shares of a fitted router; the setting is in column ``beta1``,
-    ``price`` or ``latency_price``."""
+    """One row per setting of a cost rule (β₁ of the GFLOPs rule, the per-TFLOP price λ, the
+    latency price λ_s or the money price λ_$; at fixed α; ``points``, by default BENCHMARK.md's or
+    the pool's money prices): EM, GFLOPs/EM, TDL, random TDL and allocation shares of a fitted
+    router; the setting is in column ``beta1``, ``price``, ``latency_price`` or ``money_price``."""
     column = SWEEPS[rule][0]
-    points = sweep_points(rule) if points is None else points
+    if points is None:
+        points = sweep_points(rule, bench.money_prices if rule == "money" else None)
     rows = []
     for b in points:
         m = router_view(bench, router, bench.rule_costs(rule, b, alpha)).metrics

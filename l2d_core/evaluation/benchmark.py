@@ -18,7 +18,16 @@ from ..agents.catalog import PoolSpec, get_pool
 from ..agents.routing_data import RoutingData, load_routing_data
 from ..data import BENCHMARK_TEST_ARTICLES, load_dataset, validation_split
 from ..data.records import QADataset, QARecord
-from ..method.costs import BETA_POINTS, COST_RULES, PRICE_POINTS, CostConfig, log_price_scale, mean_latency
+from ..method.costs import (
+    BETA_POINTS,
+    COST_RULES,
+    PRICE_POINTS,
+    CostConfig,
+    log_price_scale,
+    mean_latency,
+    mean_usd,
+    money_scale,
+)
 from ..paths import DEFAULT_ENCODER, cache_dir
 from ..routers.encoder import Encoder, load_encoder
 from ..routers.features import feature_texts, featurize
@@ -113,17 +122,53 @@ class Benchmark:
         return CostConfig.from_latency(lam_s, float(t[0]), t[1:], alpha)
 
     def _without_latency(self) -> list[str]:
-        lat = self.train.latency
+        return self._without(self.train.latency)
+
+    def _without(self, values: np.ndarray | None) -> list[str]:
+        """The agents whose measure (``values``, (N, A)) is unknown on some training question."""
         return [
-            a for j, a in enumerate(self.train.agent_ids) if lat is None or not np.isfinite(lat[:, j]).all()
+            a
+            for j, a in enumerate(self.train.agent_ids)
+            if values is None or not np.isfinite(values[:, j]).all()
         ]
 
+    @property
+    def has_money(self) -> bool:
+        """Whether every agent's price in dollars is known on every training question (the money
+        rule needs it: a log's price column, or token counts and the agent's token prices)."""
+        return self.train.has_money
+
+    def money_costs(self, lam: float, alpha: float = 1.0) -> CostConfig:
+        """The cost setting at the money price λ_$ (errors per dollar): β_j from each expert's mean
+        price per question over the main agent's on the training articles."""
+        if not self.has_money:
+            raise ValueError(
+                f"pool {self.pool.name}: the money rule needs every agent's price per answer, and "
+                f"{', '.join(self._without(self.train.usd))} has none; give the agent its prices "
+                "per 1M tokens, or use another rule"
+            )
+        usd = mean_usd(self.train.usd)
+        return CostConfig.from_money(lam, float(usd[0]), usd[1:], alpha)
+
+    @property
+    def money_prices(self) -> tuple[float, ...] | None:
+        """The money prices λ_$ (errors per dollar) of the pool's slider and sweeps
+        (:func:`~l2d_core.method.costs.money_scale`); None where the money rule does not apply or
+        no expert costs more than the main agent."""
+        if not self.has_money:
+            return None
+        usd = mean_usd(self.train.usd)
+        return money_scale(usd[1:] - usd[0])
+
     def rule_costs(self, rule: str, value: float, alpha: float = 1.0) -> CostConfig:
-        """The cost setting of ``rule`` (``gflops``: β₁; ``price``: λ; ``latency``: λ_s) at ``value``."""
+        """The cost setting of ``rule`` (``gflops``: β₁; ``price``: λ; ``latency``: λ_s; ``money``:
+        λ_$) at ``value``."""
         if rule not in COST_RULES:
             raise ValueError(f"unknown cost rule {rule!r}; known: {COST_RULES}")
         if rule == "latency":
             return self.latency_costs(value, alpha)
+        if rule == "money":
+            return self.money_costs(value, alpha)
         return self.costs(value, alpha) if rule == "gflops" else self.price_costs(value, alpha)
 
     def split(self, name: str) -> RoutingData:

@@ -87,6 +87,8 @@ def decision_metrics(bench: Benchmark, decision: Decision, costs: CostConfig) ->
         m["abstained"] = float(kept_abstention.mean())
     if data.has_latency:  # BENCHMARK.md: the main agent's latency always paid, the chosen expert's on top
         m["latency_s"] = float(realised_latency(data.latency, choice).mean())
+    if data.has_money:  # the money rule likewise: the main agent's price always, the chosen expert's on top
+        m["usd_per_1k"] = 1000.0 * float(realised_latency(data.usd, choice).mean())
     return m, q
 
 

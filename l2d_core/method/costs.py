@@ -16,6 +16,8 @@ array([0.05   , 0.04325])
 array([0.0095, 0.1725])
 >>> beta_from_latency(0.5, 0.02, [0.72, 0.0]).round(4)      # λ_s = 0.5 errors per second
 array([0.35, 0.  ])
+>>> beta_from_money(50.0, 0.0001, [0.0036, 0.0]).round(4)   # λ_$ = 50 errors per dollar
+array([0.175, 0.   ])
 """
 
 from __future__ import annotations
@@ -39,7 +41,10 @@ __all__ = [
     "beta_from_price",
     "LATENCY_POINTS",
     "beta_from_latency",
+    "beta_from_money",
+    "money_scale",
     "mean_latency",
+    "mean_usd",
     "realised_latency",
     "cost_matrix",
     "log_price_scale",
@@ -51,8 +56,9 @@ __all__ = [
 
 # How β follows from one number: the paper's GFLOPs rule (β₁, later experts relative to the
 # first) or the per-TFLOP price (λ errors per TFLOP of extra compute over the main agent).
-# A third, where the agents' logs carry latency: λ_s errors per second of extra mean latency.
-COST_RULES = ("gflops", "price", "latency")
+# A third, where the agents' logs carry latency: λ_s errors per second of extra mean latency; a
+# fourth, where every answer's price in dollars is known: λ_$ errors per dollar of extra mean price.
+COST_RULES = ("gflops", "price", "latency", "money")
 # BENCHMARK.md sweep points for β₁ (β_j from the GFLOPs rule, α_j = 1) and for the per-TFLOP
 # price λ (errors per TFLOP, α_j = 1).
 BETA_POINTS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
@@ -81,6 +87,27 @@ def log_price_scale(extra_tflops: Sequence[float]) -> tuple[float, ...] | None:
     extra = [float(t) for t in extra_tflops if t > 0]
     if not extra or max(extra) * PRICE_STEP <= 0.05:
         return None
+    return _log_scale(extra)
+
+
+def money_scale(extra_usd: Sequence[float]) -> tuple[float, ...] | None:
+    """The prices λ_$ (errors per dollar) that change decisions among experts whose mean price per
+    question over the main agent's is ``extra_usd`` dollars each: 0, then evenly in log from the
+    end / 10⁴ to the end, the first price at which the cheapest such expert's β reaches 2. None
+    where no expert costs more than the main agent (every price decides alike).
+
+    >>> s = money_scale([0.0036, 0.0002]); s[:3], s[-2:], len(s)
+    ((0.0, 1.0, 1.5), (7000.0, 10000.0), 26)
+    >>> money_scale([0.0, -0.001]) is None
+    True
+    """
+    extra = [float(t) for t in extra_usd if t > 0]
+    return _log_scale(extra) if extra else None
+
+
+def _log_scale(extra: list[float]) -> tuple[float, ...]:
+    """0, then the prices spaced evenly in log (:data:`_LOG_STEPS` per decade) from the end / 10⁴
+    to the end: the first at which the cheapest of ``extra`` (> 0) reaches a β of 2."""
     need = 2.0 / min(extra)  # the price at which the cheapest expert's β reaches 2
     decade = 10.0 ** math.floor(math.log10(need))
     end = next(m * decade for m in (*_LOG_STEPS, 10.0) if m * decade >= need * (1 - 1e-9))
@@ -171,6 +198,13 @@ class CostConfig:
         """β from the latency price rule (BENCHMARK.md) and one α for every expert (or one each)."""
         return cls.with_alpha(alpha, beta_from_latency(lam_s, main_latency, expert_latency))
 
+    @classmethod
+    def from_money(
+        cls, lam: float, main_usd: float, expert_usd: Sequence[float], alpha: float | Sequence[float] = 1.0
+    ) -> CostConfig:
+        """β from the money rule (λ_$ errors per dollar) and one α for every expert (or one each)."""
+        return cls.with_alpha(alpha, beta_from_money(lam, main_usd, expert_usd))
+
     def to_json(self) -> str:
         return json.dumps({"alpha": list(self.alpha), "beta": list(self.beta)})
 
@@ -221,13 +255,28 @@ def beta_from_latency(lam_s: float, main_latency: float, expert_latency: Sequenc
     """β_j = λ_s · (mean latency of M_j − mean latency of g) (BENCHMARK.md latency price; λ_s in
     errors per second, latencies in seconds, means over the training articles). An expert faster
     than the main agent costs nothing extra (β_j = 0)."""
-    (lam_s,) = _check("lambda_s", [lam_s])
-    t = np.asarray(expert_latency, dtype=float)
-    if t.size == 0 or not np.all(np.isfinite(t)) or not math.isfinite(main_latency) or main_latency < 0:
+    return _beta_over_main("lambda_s", "latency", lam_s, main_latency, expert_latency)
+
+
+def beta_from_money(lam: float, main_usd: float, expert_usd: Sequence[float]) -> np.ndarray:
+    """β_j = λ_$ · (mean price of M_j − mean price of g) per question (the money rule; λ_$ in
+    errors per dollar, prices in dollars per question, means over the training articles). An
+    expert cheaper than the main agent costs nothing extra (β_j = 0)."""
+    return _beta_over_main("lambda_usd", "money", lam, main_usd, expert_usd)
+
+
+def _beta_over_main(name: str, rule: str, lam: float, main: float, experts: Sequence[float]) -> np.ndarray:
+    """λ · (each expert's mean − the main agent's mean), 0 where the expert's is lower."""
+    (lam,) = _check(name, [lam])
+    t = np.asarray(experts, dtype=float)
+    if t.size == 0 or not np.all(np.isfinite(t)) or not math.isfinite(main) or main < 0:
         raise InvalidCostError(
-            f"the latency rule needs every agent's mean latency, got {main_latency} and {list(t)}"
+            f"the {rule} rule needs every agent's mean {_MEASURE[rule]}, got {main} and {list(t)}"
         )
-    return lam_s * np.maximum(t - float(main_latency), 0.0)
+    return lam * np.maximum(t - float(main), 0.0)
+
+
+_MEASURE = {"latency": "latency", "money": "price per question"}
 
 
 def mean_latency(latency: np.ndarray) -> np.ndarray:
@@ -236,16 +285,25 @@ def mean_latency(latency: np.ndarray) -> np.ndarray:
     >>> mean_latency(np.array([[0.1, 1.0], [0.3, 0.5]])).tolist()
     [0.2, 0.75]
     """
-    t = np.asarray(latency, dtype=float)
+    return _means(latency, "the latency rule needs every agent's logged latency on every question")
+
+
+def mean_usd(usd: np.ndarray) -> np.ndarray:
+    """(A,) mean price per question per agent from (N, A) dollars; InvalidCostError when one is unknown."""
+    return _means(usd, "the money rule needs every agent's price on every question")
+
+
+def _means(values: np.ndarray, missing: str) -> np.ndarray:
+    t = np.asarray(values, dtype=float)
     if t.ndim != 2 or len(t) == 0 or not np.isfinite(t).all():
-        raise InvalidCostError("the latency rule needs every agent's logged latency on every question")
+        raise InvalidCostError(missing)
     return t.mean(axis=0)
 
 
 def realised_latency(latency: np.ndarray, choice: np.ndarray, main_always: bool = True) -> np.ndarray:
     """Per query the latency paid (seconds, (N,)): the main agent's always (it answers first),
     plus the chosen expert's logged latency where one was called (``main_always=False``: only
-    the chosen agent's).
+    the chosen agent's). The same for any per-answer measure: dollars paid under the money rule.
 
     >>> t = np.array([[0.02, 0.7, 0.0], [0.03, 0.9, 0.0]])
     >>> realised_latency(t, np.array([1, 0])).tolist(), realised_latency(t, np.array([2, 1]), False).tolist()

@@ -1,0 +1,83 @@
+"""What an answer costs in money: an agent's prices per million input and output tokens
+(``options["usd_per_1m_input"]``, ``options["usd_per_1m_output"]``, dollars) times the tokens it
+read and wrote, the price a log records for it, or one price for every answer
+(``options["usd_per_question"]``: e.g. 0 for a model that runs on your own machine). The money cost rule
+(:func:`~l2d_core.method.costs.beta_from_money`) reads these prices, and the pages show them as
+dollars per 1,000 questions.
+
+>>> TokenPrices.of({"usd_per_1m_input": 0.5, "usd_per_1m_output": 1.5}).usd(1200, 10)
+0.000615
+>>> TokenPrices.of({}) is None
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..data.records import DataFormatError
+
+__all__ = ["PRICE_OPTIONS", "MAX_USD", "TokenPrices", "flat_usd", "usd_per_1000"]
+
+PRICE_OPTIONS = ("usd_per_1m_input", "usd_per_1m_output")
+MAX_USD = 1_000.0  # dollars for one answer: beyond it a logged price is a unit or parsing mistake
+
+
+@dataclass(frozen=True)
+class TokenPrices:
+    """Dollars per million input (prompt) tokens and per million output (generated) tokens."""
+
+    usd_per_1m_input: float
+    usd_per_1m_output: float
+
+    @classmethod
+    def of(cls, options: dict | None, agent: str = "agent") -> TokenPrices | None:
+        """The prices an agent's options declare, or None where they declare neither; a price that
+        is not a finite number >= 0, or one given without the other, is one DataFormatError."""
+        opts = options if isinstance(options, dict) else {}
+        given = [k for k in PRICE_OPTIONS if opts.get(k) is not None]
+        if not given:
+            return None
+        if len(given) == 1:
+            missing = next(k for k in PRICE_OPTIONS if k not in given)
+            raise DataFormatError(f"{agent}: {given[0]} is given without {missing}; give both (0 is a price)")
+        values = []
+        for k in PRICE_OPTIONS:
+            v = opts[k]
+            f = float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan
+            if not math.isfinite(f) or f < 0:
+                raise DataFormatError(f"{agent}: {k} must be a finite number of dollars >= 0, got {v!r}")
+            values.append(f)
+        return cls(*values)
+
+    def usd(self, tokens_in: float, tokens_out: float) -> float:
+        """The price of one answer that read ``tokens_in`` tokens and wrote ``tokens_out``."""
+        return round((tokens_in * self.usd_per_1m_input + tokens_out * self.usd_per_1m_output) / 1e6, 12)
+
+
+def flat_usd(options: dict | None, agent: str = "agent") -> float | None:
+    """The one price of every answer an agent's options declare (``usd_per_question``), or None.
+
+    >>> flat_usd({"usd_per_question": 0}), flat_usd({})
+    (0.0, None)
+    """
+    v = (options if isinstance(options, dict) else {}).get("usd_per_question")
+    if v is None:
+        return None
+    f = float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan
+    if not math.isfinite(f) or not 0 <= f <= MAX_USD:
+        raise DataFormatError(f"{agent}: usd_per_question must be dollars from 0 to {MAX_USD:g}, got {v!r}")
+    return f
+
+
+def usd_per_1000(usd_per_question: float) -> str:
+    """A mean price per question in words, per 1,000 questions.
+
+    >>> usd_per_1000(0.000615), usd_per_1000(0.0036), usd_per_1000(0.0)
+    ('$0.615 per 1,000 questions', '$3.60 per 1,000 questions', '$0 per 1,000 questions')
+    """
+    k = 1000.0 * usd_per_question
+    if k == 0:
+        return "$0 per 1,000 questions"
+    return f"${k:.2f} per 1,000 questions" if k >= 1 else f"${k:.3g} per 1,000 questions"
