@@ -103,6 +103,7 @@ def make_app(server: ChatServer) -> FastAPI:
                 "last_turn": body["messages"][-1]["content"],
                 "content": got["content"],
                 "logprobs": [t["logprob"] for t in got["tokens"]],
+                "prompt_tokens": got["prompt_tokens"],
             }
         )
         logprobs = None

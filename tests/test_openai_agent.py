@@ -31,6 +31,7 @@ CONTEXT = "Moby-Dick is an 1851 novel by American writer Herman Melville about t
 TRAIN = ("Intergovernmental_Panel_on_Climate_Change", "1973_oil_crisis", "Packet_switching")
 TEST = "Jacksonville,_Florida"
 GFLOPS = 2.5  # declared for the endpoint's model
+PRICES = {"usd_per_1m_input": 0.15, "usd_per_1m_output": 0.6}  # dollars per million tokens
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def chat_bench(real_data, endpoint, tmp_path_factory):
     url, _ = endpoint
     mp = pytest.MonkeyPatch()
     mp.setenv("L2D_CACHE_DIR", str(tmp_path_factory.mktemp("chat_cache")))
-    options = {"base_url": url, "max_tokens": 6, "retries": 0, "batch_size": 2}
+    options = {"base_url": url, "max_tokens": 6, "retries": 0, "batch_size": 2, **PRICES}
     spec = register_agent(
         AgentSpec("tiny-chat", "squad11", "openai_chat", GFLOPS, path="tiny-chat", options=options)
     )
@@ -73,6 +74,9 @@ def test_dataset_answers_are_recorded_with_the_endpoints_confidence_and_latency(
         assert rec["latency_ms"] > 0
         assert rec["confidence"]["score"] == pytest.approx(math.exp(min(reply["logprobs"])), rel=1e-9)
         assert rec["confidence"]["mean_logprob"] == pytest.approx(np.mean(reply["logprobs"]), rel=1e-9)
+        # its price: the reply's token counts at the agent's prices per million tokens
+        paid = (reply["prompt_tokens"] * 0.15 + len(reply["logprobs"]) * 0.6) / 1e6
+        assert rec["usd"] == pytest.approx(paid, rel=1e-9) and paid > 0
     # what a cascade reads: one confidence per question in (0, 1], latency in seconds, declared GFLOPs
     for part in (bench.train, bench.test):
         assert part.has_score(0) and ((part.score[:, 0] > 0) & (part.score[:, 0] <= 1)).all()

@@ -28,7 +28,9 @@ Recorded with every answer (SPEC §5):
   router would otherwise route without the confidence it was trained on);
 - latency: the measured wall time of the request (with ``batch_size`` > 1, waiting at the
   endpoint behind the requests sent with it included: what a user would wait);
-- GFLOPs: as declared in the registry (the endpoint's model is not counted here).
+- GFLOPs: as declared in the registry (the endpoint's model is not counted here);
+- price: with ``usd_per_1m_input`` and ``usd_per_1m_output`` among the options, each answer's
+  dollars from the reply's ``usage`` token counts (:mod:`.prices`; the money cost rule).
 
 An endpoint that cannot be reached, misses the deadline, answers with an error or a malformed
 reply raises :class:`~l2d_core.agents.endpoint.EndpointError` (one line naming the endpoint);
@@ -50,6 +52,7 @@ from ..data.records import QARecord
 from .base import Prediction
 from .endpoint import Endpoint, EndpointError, read_choice, waiting
 from .generative import FEW_SHOT, INSTRUCTION
+from .prices import TokenPrices
 
 __all__ = [
     "OPTIONS",
@@ -142,6 +145,7 @@ class OpenAIChatAgent:
         timeout: float = 60.0,
         retries: int = 2,
         batch_size: int = 1,
+        prices: TokenPrices | None = None,
     ):
         if not model:
             raise ValueError("an openai_chat agent needs the model name the endpoint serves (its path)")
@@ -179,6 +183,7 @@ class OpenAIChatAgent:
         self.endpoint = Endpoint(self.base_url, model, key, timeout, retries, max_tokens)
         self._timeout, self.batch_size = timeout, batch_size
         self.logprobs_seen = False  # once an endpoint sent log-probabilities, their absence is an error
+        self.prices = prices  # dollars per 1M tokens: each answer's price from the reply's token counts
 
     def gflops_at(self, n_tokens: int) -> float:
         return self.gflops  # declared per query: the endpoint's model is not counted here
@@ -204,6 +209,10 @@ class OpenAIChatAgent:
         answer = parse_reply(text)
         extra = {"raw": text, "generated_tokens": len(tokens or ())}
         extra["confidence"] = reply_confidence(tokens or [], answer)
+        usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
+        counts = [usage.get(k) for k in ("prompt_tokens", "completion_tokens")]
+        if self.prices is not None and all(isinstance(c, int) and c >= 0 for c in counts):
+            extra["usd"] = self.prices.usd(*counts)
         if tokens is None:
             extra["note"] = "the endpoint sent no log-probabilities: no confidence"
         return Prediction(record.qid, answer, self.gflops, 1000.0 * seconds, 1, extra)

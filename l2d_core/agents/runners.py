@@ -32,6 +32,7 @@ from .generative import GenerativeAgent
 from .openai_chat import OPTIONS as OPENAI_OPTIONS
 from .openai_chat import OpenAIChatAgent
 from .prediction_file import read_prediction_file
+from .prices import PRICE_OPTIONS, TokenPrices
 
 __all__ = [
     "Prediction",
@@ -62,10 +63,12 @@ AGENT_OPTIONS = {
         "null_threshold",
     ),
     "generative": ("dtype", "batch_size", "max_new_tokens"),
-    "openai_chat": OPENAI_OPTIONS,  # a live chat endpoint (agents.openai_chat)
+    "openai_chat": (*OPENAI_OPTIONS, *PRICE_OPTIONS),  # a live chat endpoint (agents.openai_chat)
     # agents.confidence: read beside the file; agents.measured: GFLOPs from the configuration
     "prediction_file": ("confidence_file", "confidence_rule", "architecture"),
 }
+for _kind in AGENT_OPTIONS:  # one price for every answer (agents.prices), read where its answers are routed
+    AGENT_OPTIONS[_kind] += ("usd_per_question",)
 V2_DATASETS = ("squad20", "hf-squad_v2")  # no-answer questions: extractive null score on by default
 
 
@@ -107,13 +110,15 @@ def load_agent(spec: AgentSpec, device=None, **overrides):
             f"agent {spec.id}: unknown option(s) {unknown} for kind {spec.kind!r}; "
             f"known: {list(AGENT_OPTIONS[spec.kind])}"
         )
+    options.pop("usd_per_question", None)  # read with the answers (routing_data), not by the agent
     if spec.kind == "prediction_file":
         return PredictionFileAgent(spec.resolved_path(), gflops=spec.gflops)
     if spec.kind == "extractive":
         options.setdefault("null_answer", spec.dataset in V2_DATASETS)
         return ExtractiveAgent(_model_path(spec), device=device, **options)
     if spec.kind == "openai_chat":  # the model runs at the endpoint: no device here
-        return OpenAIChatAgent(spec.path, gflops=spec.gflops, **options)
+        prices = TokenPrices.of({k: options.pop(k, None) for k in PRICE_OPTIONS}, f"agent {spec.id}")
+        return OpenAIChatAgent(spec.path, gflops=spec.gflops, prices=prices, **options)
     return GenerativeAgent(_model_path(spec), device=device, **options)
 
 
@@ -150,6 +155,7 @@ def shard(items: Sequence, index: int, count: int) -> list:
 def _record(gold, p: Prediction, source: str) -> dict:
     rec = score_answer(gold, p.qid, p.answer)
     rec.update(gflops=p.gflops, latency_ms=p.latency_ms, source=source, confidence=p.extra.get("confidence"))
+    rec["usd"] = p.extra.get("usd")  # what the endpoint's token counts cost at the agent's prices
     return rec
 
 
