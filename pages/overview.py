@@ -84,6 +84,7 @@ st.caption(spec.description)
 st.dataframe(
     table[
         ["role", "agent", "kind", "new text", "em", "f1", "gflops", "cost"]  # in view without scrolling
+        + (["usd_per_1k"] if table["usd_per_1k"].notna().any() else [])  # where an agent has a price
         + ["name", "params", "questions", "missing", "source"]
     ],
     hide_index=True,
@@ -94,6 +95,9 @@ st.dataframe(
         "em": st.column_config.NumberColumn("EM %", format="%.2f"),
         "f1": st.column_config.NumberColumn("F1 %", format="%.2f"),
         "gflops": st.column_config.NumberColumn("GFLOPs/query", format="%.2f"),
+        "usd_per_1k": st.column_config.NumberColumn(
+            "$ per 1,000 questions", format="$%.4g", help="mean price of its answers (the money rule's)"
+        ),
         "cost": st.column_config.TextColumn(
             "cost known by", help="measured or declared GFLOPs; latency logged"
         ),

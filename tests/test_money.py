@@ -197,7 +197,7 @@ def test_the_cost_explorer_offers_the_money_rule_on_a_priced_pool(real_data, fre
     from l2d_core.evaluation.benchmark import prepare
     from l2d_core.routers.registry import make_router
 
-    _import_priced_pool(tmp_path, list(load_dataset("squad20").qids), "0")
+    logs = _import_priced_pool(tmp_path, list(load_dataset("squad20").qids), "0")
     bench = prepare("squad20", "Priced", features_needed=False)
     rid, lam = "conf-threshold", bench.money_prices[len(bench.money_prices) // 2]
     at = open_page("cost_explorer", "Priced")
@@ -213,6 +213,12 @@ def test_the_cost_explorer_offers_the_money_rule_on_a_priced_pool(real_data, fre
     paid = 1000 * realised_latency(bench.test.usd, d.choice).mean()
     assert float(tile.removeprefix("$")) == pytest.approx(paid, rel=1e-3)
     assert paid > 0 and "β = " in " ".join(c.value for c in at.caption)
+    overview = open_page("overview", "Priced")
+    overview.session_state["dataset"] = "squad20"
+    overview.run()
+    table = overview.dataframe[0].value.set_index("agent")
+    dear = 1000 * (logs["tokens"] * 20 + 12 * 40).mean() / 1e6  # every question of the dataset
+    assert table.loc["dear", "usd_per_1k"] == pytest.approx(dear) and table.loc["cheap", "usd_per_1k"] == 0.0
     p2 = open_page("cost_explorer", "P2v2")
     p2.session_state["dataset"] = "squad20"
     p2.session_state["cost_rule"] = "money"

@@ -8,6 +8,7 @@ from ..agents.answering import can_answer_new_text
 from ..agents.cache import AgentCache
 from ..agents.catalog import get_agent
 from ..agents.measured import agent_gflops
+from ..agents.prices import flat_usd
 from ..agents.read_in import ensure_cached
 from ..data import load_dataset
 from .answers import cost_words, f1_note, kind_words
@@ -19,7 +20,8 @@ def agent_table(dataset: str, agent_ids: tuple[str, ...], cache: AgentCache) -> 
     """One row per agent of a pool (main first): role, name, what it is (``kind``: prediction
     file, outcome log, model, abstains), how its cost is known (``cost``: measured or declared
     GFLOPs, latency logged or not), whether it answers new text, EM, F1, GFLOPs per query,
-    parameters (empty when unknown), questions answered, source, and ``text`` (whether it has
+    parameters (empty when unknown), questions answered, source, dollars per 1,000 questions
+    (``usd_per_1k``, None where the agent has no price), and ``text`` (whether it has
     answer text: an outcome log without it is known as right/wrong only). Agents not cached yet
     are read in first."""
     ensure_cached(load_dataset(dataset), [get_agent(a) for a in agent_ids], cache)
@@ -38,7 +40,17 @@ def agent_table(dataset: str, agent_ids: tuple[str, ...], cache: AgentCache) -> 
     df["new text"] = ["yes" if can_answer_new_text(s) else "no" for s in specs]
     df["text"] = [bool(len(t)) and bool(t["answer"].notna().any()) for t in tables]
     df["params"] = [f"{s.params / 1e6:,.0f} M" if s.params else "" for s in specs]
+    df["usd_per_1k"] = [_usd_per_1000(s, t) for s, t in zip(specs, tables)]
     return df
+
+
+def _usd_per_1000(spec, table: pd.DataFrame) -> float | None:
+    """An agent's mean price per 1,000 questions — recorded per answer, or its one price per
+    answer — where every answer has one (the money rule needs it), else None."""
+    usd = pd.to_numeric(table["usd"] if "usd" in table else pd.Series(dtype=float), errors="coerce")
+    flat = flat_usd(spec.options, f"agent {spec.id}")
+    usd = usd if flat is None else usd.fillna(flat)
+    return 1000.0 * float(usd.mean()) if len(usd) and usd.notna().all() else None
 
 
 def textless_note(table: pd.DataFrame) -> str | None:
