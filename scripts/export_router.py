@@ -47,6 +47,13 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
+def cost_given(args) -> bool:
+    """Whether the flags set the costs: β by hand, β₁, or a price of one of the rules."""
+    return bool(args.beta) or any(
+        getattr(args, k) is not None for k in ("beta1", "price", "latency_price", "money_price")
+    )
+
+
 def export(args):
     """The deployed router of the flags, saved to ``args.out``."""
     budget = checked_budget(args)
@@ -55,13 +62,13 @@ def export(args):
     if router_id is None:
         best = default_router(prepare(pool.dataset, pool, features_needed=False))
         router_id = best.router_id
-        if args.price is None and args.latency_price is None and args.beta1 is None and not args.beta:
+        if not cost_given(args):
             # where it is the furthest above random mixing on validation, by the pool's default rule
             setattr(args, "latency_price" if best.rule == "latency" else "price", best.price)
     cls = router_class(router_id)
     embeddings = cls is not None and cls.reads_embeddings
     bench = prepare(pool.dataset, pool, progress=not args.quiet, features_needed=embeddings)
-    if args.price is None and args.latency_price is None and args.beta1 is None and not args.beta:
+    if not cost_given(args):
         args.price = 0.1
     costs = costs_from_arguments(args, bench)
     deployed = deploy(make_router(router_id).fit(bench, args.seed), costs, budget)

@@ -84,6 +84,7 @@ def artifact_for(args) -> Path:
     if args.router is not None:
         return args.router
     latency = [args.latency_price] if args.latency_price is not None else []  # older keys stay valid
+    latency += [("money", args.money_price)] if args.money_price is not None else []
     key = repr([args.pool, args.router_id, args.beta1, args.price, args.beta, args.alpha, args.budget_share,
                 args.budget_gflops, *latency])  # fmt: skip
     out = cache_dir() / "exports" / f"{args.pool}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"

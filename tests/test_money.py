@@ -186,6 +186,15 @@ def test_a_priced_pool_routes_by_money_on_every_surface(real_data, fresh_cache, 
         == 2
     )
     assert "money rule needs every agent's price per answer, and nlnet" in capsys.readouterr().err
+    # exported for serving at λ$: the artifact carries the money rule's β
+    import export_router
+
+    from l2d_core.deploy import load_router
+
+    out = tmp_path / "priced-router"
+    flags = ["--pool", "Priced", "--router", "conf-threshold", "--out", str(out), "--quiet"]
+    assert export_router.main([*flags, "--money-price", "100"]) == 0
+    assert load_router(out).costs == bench.money_costs(100.0)
 
 
 def test_the_cost_explorer_offers_the_money_rule_on_a_priced_pool(real_data, fresh_cache, tmp_path):
