@@ -225,6 +225,7 @@ def _rec(i: int, **kw) -> dict:
         "f1": 0.5 + 0.1 * (i % 2 == 0),
         "gflops": 3.0,
         "latency_ms": None,
+        "usd": 0.001 * i,
         "source": "test",
         "confidence": {"span_prob": 0.1 * (i % 10)} if i % 3 else None,
     }

@@ -186,6 +186,21 @@ def test_a_priced_pool_routes_by_money_on_every_surface(real_data, fresh_cache, 
         == 2
     )
     assert "money rule needs every agent's price per answer, and nlnet" in capsys.readouterr().err
+    # the benchmark's comparison runs the pool's money prices, and its report says what each paid
+    from l2d_core.evaluation.comparison import ComparisonPlan, run_comparison
+    from l2d_core.report import report_markdown
+
+    plan = ComparisonPlan(seeds=(0,), routers=["oracle", "conf-threshold", "zero"], n_boot=0, validate=False)
+    results = run_comparison(bench, plan)
+    assert results["money_points"] == list(scale)
+    at = {p["money_price"]: p for p in results["routers"]["conf-threshold"]["points"] if "money_price" in p}
+    assert sorted(at) == list(scale)
+    mid = scale[len(scale) // 2]
+    row = evaluate_router(bench, make_router("conf-threshold").fit(bench), bench.money_costs(mid))
+    assert at[mid]["usd_per_1k"] == pytest.approx(row["usd_per_1k"])
+    assert at[mid]["em"] == pytest.approx(row["em"])
+    report = report_markdown(results)
+    assert "## Money (λ$ errors per dollar" in report and f"${row['usd_per_1k']:.4g}" in report
     # exported for serving at λ$: the artifact carries the money rule's β
     import export_router
 
@@ -228,6 +243,14 @@ def test_the_cost_explorer_offers_the_money_rule_on_a_priced_pool(real_data, fre
     table = overview.dataframe[0].value.set_index("agent")
     dear = 1000 * (logs["tokens"] * 20 + 12 * 40).mean() / 1e6  # every question of the dataset
     assert table.loc["dear", "usd_per_1k"] == pytest.approx(dear) and table.loc["cheap", "usd_per_1k"] == 0.0
+    single = open_page("single_query", "Priced")
+    single.session_state["dataset"] = "squad20"
+    single.run()
+    assert not single.exception, [e.value for e in single.exception]
+    shown = single.dataframe[-1].value.set_index("agent")["price"]
+    rec = bench.test_records[single.selectbox(key="sq_index").value]
+    usd = bench.test.usd[list(bench.test.qids).index(rec.qid)]
+    assert shown.to_dict() == {"cheap": "$0", "dear": f"${usd[1]:.4g}"}  # each answer's own price
     p2 = open_page("cost_explorer", "P2v2")
     p2.session_state["dataset"] = "squad20"
     p2.session_state["cost_rule"] = "money"

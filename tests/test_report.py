@@ -138,10 +138,11 @@ def _imports(module: str) -> list[ast.ImportFrom]:
         ("plots", {"frames", "charts", "requests"}),
         ("tables", {"frames"}),
         ("requests", {"frames", "charts", "tables"}),
+        ("money", {"frames", "tables"}),
         ("target_common", {"frames"}),
         ("targets_llm", {"frames", "target_common"}),
         ("targets", {"frames", "tables", "target_common", "targets_llm"}),
-        ("markdown", {"frames", "tables", "targets", "requests"}),
+        ("markdown", {"frames", "tables", "targets", "requests", "money"}),
     ],
 )
 def test_imports_go_one_way_and_name_no_private_helper(module, allowed):

@@ -18,6 +18,7 @@ from .cache import AgentCache
 from .catalog import RUNNABLE_KINDS, AgentSpec
 from .kind_words import no_new_text
 from .measured import agent_gflops, per_query_gflops
+from .prices import flat_usd
 
 __all__ = ["answer_with", "can_answer_new_text", "check_expected_answer", "runnable_agent"]
 
@@ -71,8 +72,9 @@ def _result(spec: AgentSpec, status: str, message: str = "", **fields) -> dict:
         "message": message,
         "expected_answer": None,
         "confidence": None,  # the agent's own confidence signals, when it gives them
+        "usd": flat_usd(spec.options, f"agent {spec.id}"),  # its price in dollars, where it has one
     }
-    base.update(fields)
+    base.update({k: v for k, v in fields.items() if k != "usd" or v is not None})
     return base
 
 
@@ -116,6 +118,7 @@ def answer_with(
                 else agent_gflops(agent_spec),
                 expected_answer=check,
                 confidence=rec.get("confidence"),
+                usd=rec.get("usd"),
             )
     if not can_answer_new_text(agent_spec):
         status = "not_cached" if dataset_qid is not None else "cannot_answer"
@@ -153,6 +156,7 @@ def answer_with(
         gflops_source="measured",
         expected_answer=check,
         confidence=pred.extra.get("confidence"),
+        usd=pred.extra.get("usd"),
         **scored,
     )
 

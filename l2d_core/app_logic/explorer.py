@@ -16,7 +16,7 @@ from ..evaluation.benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
 from ..evaluation.budget_results import BudgetResult, budget_decision
 from ..evaluation.gain import gain_over_mixing
 from ..evaluation.points import decision_metrics
-from ..method.costs import LATENCY_POINTS, CostConfig, cost_matrix
+from ..method.costs import LATENCY_POINTS, RULE_FIELDS, CostConfig, cost_matrix
 from ..method.policies import oracle_policy, random_policy
 from ..routers.base import Router, supports_budget
 from ..routers.decision import Decision
@@ -153,11 +153,14 @@ def allocation_frame(views) -> pd.DataFrame:
     )
 
 
-SWEEPS = {  # rule → column, points
-    "gflops": ("beta1", BETA_POINTS),
-    "price": ("price", PRICE_POINTS),
-    "latency": ("latency_price", LATENCY_POINTS),
-    "money": ("money_price", ()),  # on the pool's own log scale of prices (Benchmark.money_prices)
+SWEEPS = {  # rule → column, points (money: on the pool's own log scale, Benchmark.money_prices)
+    rule: (RULE_FIELDS[rule], points)
+    for rule, points in (
+        ("gflops", BETA_POINTS),
+        ("price", PRICE_POINTS),
+        ("latency", LATENCY_POINTS),
+        ("money", ()),
+    )
 }
 
 

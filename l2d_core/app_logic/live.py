@@ -133,6 +133,7 @@ def answers_frame(answers: list[dict]):
     import pandas as pd
 
     dash = lambda x, fmt: "—" if x is None else fmt.format(x)  # noqa: E731
+    priced = any(a.get("usd") is not None for a in answers)  # a price column where an agent has one
     return pd.DataFrame(
         [
             {
@@ -145,6 +146,7 @@ def answers_frame(answers: list[dict]):
                 "latency ms": dash(a["latency_ms"], "{:.1f}"),
                 "GFLOPs": "—" if a["gflops"] is None else gflops_text(a["gflops"]),
                 "GFLOPs are": a["gflops_source"],
+                **({"price": dash(a.get("usd"), "${:.4g}")} if priced else {}),
                 "note": a["message"] + (LOGGED_NOTE if _logged_only(a) else "") if a["message"] else "",
             }
             for a in answers

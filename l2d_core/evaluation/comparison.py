@@ -230,7 +230,8 @@ class ComparisonPlan:
     with each of ``seeds`` (constructor ``params`` per router id); ``n_boot`` bootstrap resamples
     of the test questions (0: none; drawn from ``boot_seed``); besides the BENCHMARK.md β₁ points,
     the per-TFLOP ``prices`` and the latency prices λ_s ``latencies`` (errors per second; default:
-    LATENCY_POINTS when every agent's latency is logged); the (kind, target) ``budgets`` each
+    LATENCY_POINTS when every agent's latency is logged; the money prices λ$ of the pool's scale
+    where every answer has its price); the (kind, target) ``budgets`` each
     router that follows budgets is put under (its first seed, at ``BUDGET_PRICE``); ``validate``:
     each router ranked on validation articles is scored there (its first seed), as the reports
     choose by (``scripts/bench_fit.py`` times fits without it)."""
@@ -328,14 +329,15 @@ def run_comparison(
     ids = list(routers if routers is not None else router_ids(bench))
     if latencies is None:
         latencies = LATENCY_POINTS if bench.has_latency else ()
-    results["latency_points"] = [float(x) for x in latencies]
+    monies = bench.money_prices or ()  # where every answer has its price: the money rule's scale
+    results["latency_points"], results["money_points"] = [float(x) for x in latencies], list(monies)
     results["questions"] = bench.questions
     boot: dict[str, dict[str, np.ndarray]] = {}
     for done, rid in enumerate(ids, 1):
         if progress.started:
             progress.started(f"{rid}: {len(seeds)} seed(s)")
         fitted = [make_router(rid, **params.get(rid, {})).fit(bench, s) for s in seeds]
-        runs = [router_points(r, prices=prices, latencies=latencies) for r in fitted]
+        runs = [router_points(r, prices=prices, latencies=latencies, monies=monies) for r in fitted]
         per_seed = [_curve_summary(bench, pts, lo, hi) for pts in runs]
         points = _mean_points(runs)
         entry: dict = {"points": points}

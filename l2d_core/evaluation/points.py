@@ -132,13 +132,15 @@ def make_point(
 
 
 def router_points(
-    router: Router, betas=BETA_POINTS, dense: bool = True, prices=(), latencies=()
+    router: Router, betas=BETA_POINTS, dense: bool = True, prices=(), latencies=(), monies=()
 ) -> list[dict]:
     """A fitted router's curve points on the test articles: each of its operating points
     (:meth:`~l2d_core.routers.base.Router.operating_points`) scored by :func:`make_point`, then
-    one at each latency price λ_s of ``latencies`` (field ``latency_price``)."""
+    one at each latency price λ_s of ``latencies`` (field ``latency_price``) and at each money
+    price λ$ of ``monies`` (field ``money_price``)."""
     ops = list(router.operating_points(betas, dense, prices))
-    ops += router.latency_points(latencies) if latencies else []
+    ops += router.rule_points("latency", latencies) if latencies else []
+    ops += router.rule_points("money", monies) if monies else []
     return [
         make_point(router.bench_, op.decision, op.beta1, costs=op.costs, dense=op.dense, **op.fields)
         for op in ops

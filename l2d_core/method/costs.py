@@ -35,6 +35,7 @@ __all__ = [
     "CostConfig",
     "InvalidCostError",
     "COST_RULES",
+    "RULE_FIELDS",
     "BETA_POINTS",
     "PRICE_POINTS",
     "beta_from_gflops",
@@ -59,6 +60,8 @@ __all__ = [
 # A third, where the agents' logs carry latency: λ_s errors per second of extra mean latency; a
 # fourth, where every answer's price in dollars is known: λ_$ errors per dollar of extra mean price.
 COST_RULES = ("gflops", "price", "latency", "money")
+# each rule's setting as results files, operating points and sweeps name it
+RULE_FIELDS = {"gflops": "beta1", "price": "price", "latency": "latency_price", "money": "money_price"}
 # BENCHMARK.md sweep points for β₁ (β_j from the GFLOPs rule, α_j = 1) and for the per-TFLOP
 # price λ (errors per TFLOP, α_j = 1).
 BETA_POINTS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from ..evaluation.results import Results
 from .frames import fmt, fmt_ci
+from .money import has_money, money_tables
 from .requests import has_latency, latency_tables
 from .tables import (
     agents_table,
@@ -76,6 +77,9 @@ def report_markdown(
     ]
     if has_latency(results):  # the pool logs latency: the latency rule beside the GFLOPs rule
         parts.insert(7, "## Latency (mean realised latency per query)\n\n" + latency_tables(results))
+    if has_money(results):  # every answer has its price: the money rule
+        title = "## Money (λ$ errors per dollar of an expert's extra mean price per question)"
+        parts.insert(7, f"{title}\n\n" + money_tables(results))
     if plots:
         links = "\n".join(f"- [{p}]({p})" for p in plots if not p.endswith(".png"))
         images = "\n\n".join(f"![{p}]({p})" for p in plots if p.endswith(".png"))

@@ -23,7 +23,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from ..method.costs import BETA_POINTS, CostConfig, cost_matrix, query_costs
+from ..method.costs import BETA_POINTS, RULE_FIELDS, CostConfig, cost_matrix, query_costs
 from .budget import Follower, follower_from_state
 from .decision import Decision
 from .saved import SavedConfig, Text
@@ -176,14 +176,14 @@ class Router:
             pts.append(OperatingPoint(None, self.decide(costs), costs, {"price": lam}))
         return pts
 
-    def latency_points(self, latencies) -> list[OperatingPoint]:
-        """One point at each latency price λ_s of ``latencies`` (errors per second; field
-        ``latency_price``; kept with the sweep's points). The zero router has none (its points
-        are the single agents')."""
-        bench = self.bench_
+    def rule_points(self, rule: str, values) -> list[OperatingPoint]:
+        """One point at each price of ``rule`` in ``values``: the latency price λ_s (errors per
+        second; field ``latency_price``) or the money price λ$ (errors per dollar; field
+        ``money_price``), kept with the sweep's points. The zero router has none (its points are
+        the single agents')."""
+        bench, key = self.bench_, RULE_FIELDS[rule]
         return [
-            OperatingPoint(None, self.decide(c := bench.latency_costs(x)), c, {"latency_price": x})
-            for x in latencies
+            OperatingPoint(None, self.decide(c := bench.rule_costs(rule, x)), c, {key: x}) for x in values
         ]
 
     def tdl_vectors(self, settings: dict[str, CostConfig]) -> dict[str, np.ndarray] | None:

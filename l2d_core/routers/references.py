@@ -107,7 +107,7 @@ class ZeroRouter(Router):
             )
         return pts
 
-    def latency_points(self, latencies) -> list[OperatingPoint]:
+    def rule_points(self, rule: str, values) -> list[OperatingPoint]:
         return []  # its points are the single agents' hull, whatever the price
 
     def tdl_vectors(self, settings: dict[str, CostConfig]) -> dict[str, np.ndarray]:
