@@ -46,19 +46,35 @@ def upload_agent_form(ds) -> None:
     generation = st.session_state.setdefault("agent_upload_generation", 0)
     file = st.file_uploader(
         "Prediction file {question_id: answer} (JSON), or an outcome log (CSV or JSONL: question id, "
-        "right or its answer, optionally confidence and latency in seconds)",
+        "right or its answer, optionally confidence, latency in seconds and cost_usd in dollars)",
         type=list(UPLOAD_TYPES),
         key=f"agent_upload_{generation}",
     )
     agent_id = st.text_input("Agent id", key="agent_upload_id", max_chars=64)
     gflops = st.number_input("Declared GFLOPs per query", min_value=0.0, value=1.0, key="agent_upload_gflops")
+    c1, c2, c3 = st.columns(3)  # optional: what its answers cost in money (the cost explorer's money rule)
+    prices = {
+        "usd_per_question": c1.number_input(
+            "$ per answer (optional)", min_value=0.0, value=None, format="%.6f", key="agent_upload_usd",
+            help="one price for every answer: 0 for a model on your own machine",
+        ),
+        "usd_per_1m_input": c2.number_input(
+            "$ per 1M input tokens", min_value=0.0, value=None, key="agent_upload_usd_in",
+            help="with the next: prices the log's token counts (tokens_in, tokens_out columns)",
+        ),
+        "usd_per_1m_output": c3.number_input(
+            "$ per 1M output tokens", min_value=0.0, value=None, key="agent_upload_usd_out"
+        ),
+    }  # fmt: skip
     replace = st.checkbox("Replace my agent of the same id", key="agent_upload_replace")
     if st.button("Add agent", key="agent_upload_add"):
         if file is None or not agent_id.strip():
             st.error("Choose a file and give the agent an id.")
             return
         with shown_errors():
-            report = add_upload(agent_id, ds, file.getvalue(), gflops, filename=file.name, replace=replace)
+            report = add_upload(
+                agent_id, ds, file.getvalue(), gflops, filename=file.name, replace=replace, prices=prices
+            )
             st.session_state["agent_upload_generation"] = generation + 1
             st.session_state["agent_upload_done"] = "\n\n".join(report.lines())
             agent_summary.clear()

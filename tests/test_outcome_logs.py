@@ -259,12 +259,16 @@ def test_an_uploaded_log_becomes_an_agent_on_the_overview(real_data, fresh_cache
 
     squad11 = load_dataset("squad11")
     qids = list(squad11.qids)[:40]
-    rows = "\n".join(f"{q},{'true' if i % 4 else 'false'},{0.1 + i / 100:.2f}" for i, q in enumerate(qids))
+    rows = "\n".join(
+        f"{q},{'true' if i % 4 else 'false'},{0.1 + i / 100:.2f},{100 + i},5" for i, q in enumerate(qids)
+    )
     at = open_page("overview", pool="P3").run()
     at.file_uploader(key="agent_upload_0").set_value(
-        ("run.csv", f"id,correct,confidence\n{rows}\n".encode(), "text/csv")
+        ("run.csv", f"id,correct,confidence,tokens_in,tokens_out\n{rows}\n".encode(), "text/csv")
     )
     at.text_input(key="agent_upload_id").set_value("my-log")
+    at.number_input(key="agent_upload_usd_in").set_value(2.0)  # its token counts priced
+    at.number_input(key="agent_upload_usd_out").set_value(8.0)
     at.button(key="agent_upload_add").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert any("my-log" in s.value for s in at.success)
@@ -273,6 +277,7 @@ def test_an_uploaded_log_becomes_an_agent_on_the_overview(real_data, fresh_cache
     cached = AgentCache().table("squad11", "my-log")
     assert len(cached) == 40 and cached["em"].sum() == 30  # three in four right, as logged
     assert cached.loc[qids[2], "confidence"] == {"score": pytest.approx(0.12)}
+    assert cached.loc[qids[2], "usd"] == pytest.approx((102 * 2.0 + 5 * 8.0) / 1e6)
 
     at.file_uploader(key="agent_upload_1").set_value(("bad.csv", b"id,correct\nx,maybe\n", "text/csv"))
     at.text_input(key="agent_upload_id").set_value("bad-log")

@@ -14,6 +14,7 @@ from .cache import AgentCache
 from .catalog import AgentSpec, agent_lock, check_new_agent, register_agent
 from .outcome_log import LogReport, import_log
 from .prediction_file import MAX_PREDICTION_BYTES, ImportReport, import_predictions
+from .prices import PRICE_OPTIONS, TokenPrices, flat_usd
 
 __all__ = ["UPLOAD_TYPES", "MAX_UPLOAD_BYTES", "add_agent_from_upload", "add_log_from_upload", "add_upload"]
 
@@ -63,9 +64,11 @@ def add_agent_from_upload(
     cache: AgentCache | None = None,
     filename: str = "uploaded file",
     replace: bool = False,
+    prices: dict | None = None,
 ) -> ImportReport:
-    """Make an agent from an uploaded prediction file {question id: answer} (see :func:`_add`)."""
-    spec = _upload_spec(agent_id, dataset, data, ".json", gflops=gflops, name=name)
+    """Make an agent from an uploaded prediction file {question id: answer} (see :func:`_add`);
+    ``prices``: its options of :mod:`.prices`."""
+    spec = _upload_spec(agent_id, dataset, data, ".json", gflops=gflops, name=name, options=_priced(prices))
     read_in = lambda tmp: import_predictions(spec, dataset, cache or AgentCache(), tmp, label=filename)  # noqa: E731
     return _add(spec, data, filename, replace, read_in)
 
@@ -79,15 +82,16 @@ def add_log_from_upload(
     cache: AgentCache | None = None,
     filename: str = "uploaded.csv",
     replace: bool = False,
+    prices: dict | None = None,
 ) -> LogReport:
-    """Make an agent from an uploaded outcome log, CSV or JSONL (see :func:`_add`)."""
+    """Make an agent from an uploaded outcome log, CSV or JSONL (see :func:`_add`); ``prices``:
+    its options of :mod:`.prices` (a log's own price column comes first)."""
     suffix = Path(filename).suffix.lower()
     if suffix not in (".csv", ".jsonl"):
         raise DataFormatError(f"{filename}: an outcome log is a .csv or .jsonl file")
     description = f"known by its outcome log {Path(filename).name}"
-    spec = _upload_spec(
-        agent_id, dataset, data, suffix, kind="outcome_log", gflops=gflops, name=name, description=description
-    )
+    fields = {"kind": "outcome_log", "gflops": gflops, "name": name, "description": description}
+    spec = _upload_spec(agent_id, dataset, data, suffix, options=_priced(prices), **fields)
     return _add(
         spec,
         data,
@@ -97,11 +101,25 @@ def add_log_from_upload(
     )
 
 
+def _priced(prices: dict | None) -> dict:
+    """The price options given (None values left out), checked: one line for a bad price."""
+    options = {k: float(v) for k, v in (prices or {}).items() if v is not None}
+    if unknown := set(options) - {*PRICE_OPTIONS, "usd_per_question"}:
+        raise ValueError(f"unknown price option(s) {sorted(unknown)}")
+    TokenPrices.of(options, "the agent's prices"), flat_usd(options, "the agent's price")
+    return options
+
+
 def add_upload(
-    agent_id: str, dataset: QADataset, data: bytes, gflops: float, filename: str, replace: bool = False
+    agent_id: str,
+    dataset: QADataset,
+    data: bytes,
+    gflops: float,
+    filename: str,
+    replace: bool = False,
+    prices: dict | None = None,
 ) -> ImportReport | LogReport:
     """An uploaded file becomes an agent: ``.json`` a prediction file, ``.csv``/``.jsonl`` an
-    outcome log."""
-    if Path(filename).suffix.lower() == ".json":
-        return add_agent_from_upload(agent_id, dataset, data, gflops, filename=filename, replace=replace)
-    return add_log_from_upload(agent_id, dataset, data, gflops, filename=filename, replace=replace)
+    outcome log; ``prices``: dollars per answer or per 1M tokens (:mod:`.prices`)."""
+    add = add_agent_from_upload if Path(filename).suffix.lower() == ".json" else add_log_from_upload
+    return add(agent_id, dataset, data, gflops, filename=filename, replace=replace, prices=prices)
