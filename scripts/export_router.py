@@ -27,6 +27,7 @@ from l2d_core.app_logic.live import new_text_advice
 from l2d_core.cli import add_cost_arguments, checked_budget, costs_from_arguments
 from l2d_core.deploy import ArtifactError, deploy, serve_commands
 from l2d_core.evaluation.benchmark import prepare
+from l2d_core.method.costs import RULE_FIELDS
 from l2d_core.routers.registry import make_router, router_class, router_ids
 
 
@@ -64,7 +65,7 @@ def export(args):
         router_id = best.router_id
         if not cost_given(args):
             # where it is the furthest above random mixing on validation, by the pool's default rule
-            setattr(args, "latency_price" if best.rule == "latency" else "price", best.price)
+            setattr(args, RULE_FIELDS[best.rule], best.price)  # the flag of that rule: --price, …
     cls = router_class(router_id)
     embeddings = cls is not None and cls.reads_embeddings
     bench = prepare(pool.dataset, pool, progress=not args.quiet, features_needed=embeddings)

@@ -438,3 +438,25 @@ def test_the_default_cost_setting_is_of_the_pools_rule_and_the_ranking_is_read_b
     lost = DefaultChoice("agent:x", 0.3, 0.0, [slow], instead_of=slow, rule="latency")
     assert lost.unpaid_gain == 4.0 and lost.unpaid_low == 2.5  # the router that did not pay, by the rule
     assert not lost.pays and choice.pays
+
+
+def test_a_pool_whose_answers_have_prices_starts_on_the_money_rule():
+    from types import SimpleNamespace as NS
+
+    from l2d_core.app_logic.default_view import ranking_frame
+    from l2d_core.evaluation.validation import Ranked, default_rule
+
+    priced = NS(has_money=True, money_prices=(0.0, 1.0, 1.5), has_latency=True)
+    assert default_rule(priced) == "money"
+    assert (
+        default_rule(NS(has_money=True, money_prices=None, has_latency=True)) == "latency"
+    )  # no dearer expert
+    assert default_rule(NS(has_money=False, money_prices=None, has_latency=False)) == "price"
+    r = Ranked("a", 3.0, 0.1, 80.0, gain_low=0.4, money_gain=2.0, money_price=150.0, money_gain_low=-0.5)
+    assert (
+        r.best("money") == (2.0, 150.0) and r.low("money") == -0.5 and not r.pays("money") and r.pays("price")
+    )
+    frame = ranking_frame([r], "money")
+    assert frame["at λ$ (errors per dollar)"].tolist() == [150.0] and frame[
+        "EM above random mixing"
+    ].tolist() == [2.0]

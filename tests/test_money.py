@@ -218,6 +218,7 @@ def test_the_cost_explorer_offers_the_money_rule_on_a_priced_pool(real_data, fre
     without prices neither offers the rule nor shows the tile."""
     from _pages import open_page
 
+    from l2d_core.app_logic.default_view import default_router
     from l2d_core.evaluation.benchmark import prepare
     from l2d_core.routers.registry import make_router
 
@@ -237,6 +238,16 @@ def test_the_cost_explorer_offers_the_money_rule_on_a_priced_pool(real_data, fre
     paid = 1000 * realised_latency(bench.test.usd, d.choice).mean()
     assert float(tile.removeprefix("$")) == pytest.approx(paid, rel=1e-3)
     assert paid > 0 and "β = " in " ".join(c.value for c in at.caption)
+    # opened afresh, the page starts on the money rule at the default router's best money price
+    fresh = open_page("cost_explorer", "Priced")
+    fresh.session_state["dataset"] = "squad20"
+    fresh.run()
+    choice = default_router(bench)
+    assert choice.rule == "money" and choice.price in bench.money_prices
+    assert fresh.radio(key="cost_rule").value == "money"
+    assert float(fresh.select_slider(key="money_price").value) == choice.price
+    said = " ".join(c.value for c in fresh.sidebar.caption)  # the rule's words, or why no router is
+    assert (f"λ$ = {choice.price:g} errors per dollar" in said) if choice.pays else ("No router pays" in said)
     overview = open_page("overview", "Priced")
     overview.session_state["dataset"] = "squad20"
     overview.run()

@@ -1,7 +1,7 @@
 """What users get by default on a pool — the router, and the price where it is the furthest above
-random mixing of agents on validation articles (:func:`default_router`: λ per TFLOP, or λ_s per
-second of latency on a pool that logs every agent's latency) — and the validation ranking behind
-it, as the pages show it."""
+random mixing of agents on validation articles (:func:`default_router`: λ per TFLOP, λ_s per
+second of latency on a pool that logs every agent's latency, or λ$ per dollar on a pool whose
+answers have prices) — and the validation ranking behind it, as the pages show it."""
 
 from __future__ import annotations
 
@@ -39,8 +39,9 @@ class DefaultChoice:
     """What users get by default on a pool: the router, and the price where it is the furthest
     above random mixing on validation articles, by ``gain`` EM points, and the ``ranking`` of
     every candidate (:func:`default_candidates`). The price is of the pool's cost ``rule``
-    (:func:`~l2d_core.evaluation.validation.default_rule`): λ in errors per TFLOP (``price``), or
-    λ_s in errors per second of latency (``latency``, where every agent's latency is logged).
+    (:func:`~l2d_core.evaluation.validation.default_rule`): λ in errors per TFLOP (``price``),
+    λ_s in errors per second of latency (``latency``, where every agent's latency is logged), or
+    λ$ in errors per dollar (``money``, where every answer has its price).
     Where that router does not pay for itself (the low end of its gain's 95% interval is not
     above 0: :meth:`~l2d_core.evaluation.validation.Ranked.pays`), the default is the most
     accurate single agent (``agent:<id>``, which random mixing cannot beat) and ``instead_of``
@@ -124,7 +125,11 @@ def default_router(
 
 
 # each default rule's price: its symbol and unit, as every page writes it
-PRICE_UNITS = {"price": ("λ", "errors per TFLOP"), "latency": ("λₛ", "errors per second")}
+PRICE_UNITS = {
+    "price": ("λ", "errors per TFLOP"),
+    "latency": ("λₛ", "errors per second"),
+    "money": ("λ$", "errors per dollar"),
+}
 
 
 def price_column(rule: str) -> str:

@@ -59,13 +59,19 @@ LATENCY_GRID = (0.0, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7
 
 
 def default_rule(bench: Benchmark) -> str:
-    """The cost rule users start from on ``bench``'s pool: the latency price where every agent's
-    latency is logged (what such a pool's costs are), else the per-TFLOP price."""
+    """The cost rule users start from on ``bench``'s pool: the money price where every answer has
+    its price in dollars and an expert costs more than the main agent (what such a pool's costs
+    are), else the latency price where every agent's latency is logged, else the per-TFLOP price."""
+    if bench.has_money and bench.money_prices:
+        return "money"
     return "latency" if bench.has_latency else "price"
 
 
 def rule_grid(bench: Benchmark, rule: str) -> tuple[float, ...]:
-    """The values of ``rule`` (``price`` or ``latency``) at which routers are compared on ``bench``."""
+    """The values of ``rule`` (``price``, ``latency`` or ``money``) at which routers are compared
+    on ``bench``: the money prices are the pool's own (the cost explorer's money slider)."""
+    if rule == "money":
+        return bench.money_prices
     return LATENCY_GRID if rule == "latency" else price_grid(bench)
 
 
@@ -80,8 +86,10 @@ class Ranked(NamedTuple):
     """A router's validation score: ``gain`` (EM points above random mixing, out of fold, at its
     best price), that ``price`` (λ, errors per TFLOP) and its validation ``aiq``; on a pool that
     logs latency, the same at its best latency price (``latency_gain`` at ``latency_price`` λ_s,
-    errors per second; None elsewhere). ``gain_low`` (``latency_gain_low``): the low end of that
-    gain's 95% bootstrap interval over the training questions."""
+    errors per second; None elsewhere), and on a pool whose answers have prices, at its best
+    money price (``money_gain`` at ``money_price`` λ$, errors per dollar). ``gain_low``
+    (``latency_gain_low``, ``money_gain_low``): the low end of that gain's 95% bootstrap interval
+    over the training questions."""
 
     router_id: str
     gain: float
@@ -91,13 +99,20 @@ class Ranked(NamedTuple):
     latency_price: float | None = None
     gain_low: float = np.nan
     latency_gain_low: float | None = None
+    money_gain: float | None = None
+    money_price: float | None = None
+    money_gain_low: float | None = None
 
     def best(self, rule: str) -> tuple[float, float]:
-        """``(gain, price)`` under ``rule`` (``price`` or ``latency``)."""
+        """``(gain, price)`` under ``rule`` (``price``, ``latency`` or ``money``)."""
+        if rule == "money":
+            return self.money_gain, self.money_price
         return (self.latency_gain, self.latency_price) if rule == "latency" else (self.gain, self.price)
 
     def low(self, rule: str) -> float:
         """The low end of the best gain's 95% interval under ``rule``."""
+        if rule == "money":
+            return self.money_gain_low
         return self.latency_gain_low if rule == "latency" else self.gain_low
 
     def pays(self, rule: str) -> bool:
@@ -150,12 +165,13 @@ def validation_score(router: Router) -> tuple[float, float, float, float]:
     return float(gain[k]), float(price_grid(bench)[k]), aiq, low
 
 
-def latency_score(router: Router) -> tuple[float, float, float]:
-    """``(best gain over mixing, its λ_s, the gain's 95% low end)`` on :data:`LATENCY_GRID`:
-    where the pool logs latency."""
-    cost, _, gain, outcomes = _curve(router, "latency")
+def rule_score(router: Router, rule: str) -> tuple[float, float, float]:
+    """``(best gain over mixing, its price, the gain's 95% low end)`` on ``rule``'s grid
+    (:func:`rule_grid`): the latency rule where the pool logs latency, the money rule where its
+    answers have prices."""
+    cost, _, gain, outcomes = _curve(router, rule)
     k = int(np.argmax(gain))
-    return float(gain[k]), float(LATENCY_GRID[k]), _low(router, outcomes[k], float(cost[k]))
+    return float(gain[k]), float(rule_grid(router.bench_, rule)[k]), _low(router, outcomes[k], float(cost[k]))
 
 
 def candidates(bench: Benchmark, ready_only: bool = False) -> list[str]:
@@ -210,9 +226,10 @@ def rank_by_validation(
     ids = candidates(bench, ready_only) if router_ids is None else list(router_ids)
     routers = {rid: make_router(rid) for rid in ids}
     params = {rid: [type(r).__name__, repr(sorted(r.params.items()))] for rid, r in routers.items()}
-    latency = bench.has_latency
+    latency, money = bench.has_latency, rule_grid(bench, "money") if bench.has_money else None
     # what routers read, or the prices, changed
     params["formats"] = [FEATURE_FORMAT, price_grid(bench), LATENCY_GRID if latency else None]
+    params["formats"] += [money] if money else []
     fit = fitted or (lambda rid: routers[rid].fit(bench))
 
     def compute_scores() -> dict[str, np.ndarray]:  # the ids too: the key does not depend on their order
@@ -220,24 +237,25 @@ def rank_by_validation(
         for k, rid in enumerate(ids, start=1):
             router = fit(rid)
             gain, lam, aiq, low = validation_score(router)
-            lat = latency_score(router) if latency else (np.nan,) * 3
-            scores.append([gain, lam, aiq, *lat[:2], low, lat[2]])
+            lat = rule_score(router, "latency") if latency else (np.nan,) * 3
+            usd = rule_score(router, "money") if money else (np.nan,) * 3
+            scores.append([gain, lam, aiq, *lat[:2], low, lat[2], *usd])
             if progress:
                 progress(k, len(ids), rid)
-        return {"ids": np.array(ids, dtype=str), "scores": np.array(scores, dtype=float).reshape(-1, 7)}
+        return {"ids": np.array(ids, dtype=str), "scores": np.array(scores, dtype=float).reshape(-1, 10)}
 
     memo = trained.memo_arrays(
         RANKING_KIND, bench, params, compute_scores if compute else None, bench.has_embeddings
     )
     if memo is None:
         return None
-    ranked = [  # a pool without latency stores NaN for the latency scores
+    ranked = [  # a pool without latency (prices) stores NaN for the latency (money) scores
         Ranked(
             str(r),
             *map(float, s[:3]),
             *(None if np.isnan(x) else float(x) for x in s[3:5]),
             float(s[5]),
-            None if np.isnan(s[6]) else float(s[6]),
+            *(None if np.isnan(x) else float(x) for x in s[6:]),
         )  # fmt: skip
         for r, s in zip(memo["ids"], memo["scores"])
     ]

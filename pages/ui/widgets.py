@@ -143,7 +143,8 @@ def default_caption(choice: DefaultChoice) -> str:
     return f"Default: {label} at {lam}, the best on validation articles: {choice.gain:+.2f} {gain}."
 
 
-PRICE_KEYS = {"price": "price", "latency": "latency_price"}  # the cost explorer's slider of each rule
+# the cost explorer's slider of each rule
+PRICE_KEYS = {"price": "price", "latency": "latency_price", "money": "money_price"}
 
 
 def default_price(choice: DefaultChoice) -> None:
