@@ -38,7 +38,7 @@ import _bootstrap  # noqa: F401
 
 from l2d_core import report as R
 from l2d_core.agents import get_pool, list_pools
-from l2d_core.data import DATASETS
+from l2d_core.data import dataset_names
 from l2d_core.evaluation import comparison as C
 from l2d_core.evaluation import results as store
 from l2d_core.evaluation.benchmark import QUESTION_SETS, prepare
@@ -60,7 +60,7 @@ class UsageError(Exception):
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", default="squad11", choices=sorted(DATASETS))
+    p.add_argument("--dataset", default="squad11", choices=dataset_names())
     p.add_argument("--pool", default="P3", help="pool name: " + ", ".join(x.name for x in list_pools()))
     p.add_argument("--out", type=Path, help="output folder (default: reports/<dataset>-<pool>/)")
     p.add_argument("--seeds", type=int, nargs="+", help="training seeds (default 0 1 2 3 4; --quick: 0)")

@@ -23,7 +23,7 @@ import _bootstrap  # noqa: F401
 
 from l2d_core.agents.catalog import builtin_pool_names
 from l2d_core.cli import add_cost_arguments, checked_budget, cost_rule, costs_from_arguments, rule_value
-from l2d_core.data import DATASETS
+from l2d_core.data import dataset_names
 from l2d_core.routers.registry import make_router, router_ids
 
 
@@ -57,7 +57,7 @@ JSON_KEYS = (
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", default="squad11", choices=sorted(DATASETS))
+    p.add_argument("--dataset", default="squad11", choices=dataset_names())
     # the help names the built-in pools only: the user registry is read when a pool is used
     pools = ", ".join(sorted(builtin_pool_names()))
     p.add_argument("--pool", default="P3", help=f"pool name: {pools}, or one of yours")

@@ -25,14 +25,14 @@ from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.catalog import agent_lock, check_new_agent, check_new_pool
 from l2d_core.agents.outcome_log import import_log
 from l2d_core.agents.prices import TokenPrices, flat_usd
-from l2d_core.data import DATASETS, DataFormatError, load_dataset
+from l2d_core.data import DataFormatError, dataset_names, load_dataset
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--file", required=True, type=Path, help="outcome log, .csv or .jsonl")
     p.add_argument("--agent", required=True, help="agent id to create (--replace to replace yours)")
-    p.add_argument("--dataset", default="squad20", choices=sorted(DATASETS))
+    p.add_argument("--dataset", default="squad20", choices=dataset_names())
     p.add_argument("--gflops", required=True, type=float, help="declared GFLOPs per query")
     p.add_argument("--ids", type=Path, help="CSV mapping the log's row key (first column) to 'id'")
     p.add_argument("--no-answer", default="", help="the answer text that means 'no answer'")

@@ -20,14 +20,14 @@ from l2d_core.agents import AgentSpec, PoolSpec, import_predictions, register_ag
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.catalog import agent_lock, check_new_agent, check_new_pool
 from l2d_core.agents.prediction_file import file_sha256
-from l2d_core.data import DATASETS, DataFormatError, load_dataset
+from l2d_core.data import DataFormatError, dataset_names, load_dataset
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--file", required=True, type=Path, help="prediction file {question_id: answer}")
     p.add_argument("--agent", required=True, help="agent id to create (--replace to replace yours)")
-    p.add_argument("--dataset", default="squad11", choices=sorted(DATASETS))
+    p.add_argument("--dataset", default="squad11", choices=dataset_names())
     p.add_argument("--gflops", required=True, type=float, help="declared GFLOPs per query")
     p.add_argument("--name", default="", help="display name")
     p.add_argument("--pool", help="also register a pool of this name")

@@ -78,7 +78,14 @@ from l2d_core.agents.runners import (
     run_into_cache,
     shard,
 )
-from l2d_core.data import DATASETS, DataFormatError, EmptySplitError, benchmark_split, load_dataset, safe_json
+from l2d_core.data import (
+    DataFormatError,
+    EmptySplitError,
+    benchmark_split,
+    dataset_names,
+    load_dataset,
+    safe_json,
+)
 
 SPLITS = ("all", "test", "train")
 SPEC_FIELDS = ("id", "kind", "path", "name", "params", "gflops", "dataset")
@@ -117,8 +124,8 @@ def read_config(args) -> dict:
         "split": args.split or doc.get("split", "all"),
         "agents": args.agents or doc.get("agents"),
     }
-    if cfg["dataset"] not in DATASETS:
-        raise ConfigError(f"unknown dataset {cfg['dataset']!r}; known: {', '.join(DATASETS)}")
+    if cfg["dataset"] not in dataset_names():
+        raise ConfigError(f"unknown dataset {cfg['dataset']!r}; known: {', '.join(dataset_names())}")
     if cfg["split"] not in SPLITS:
         raise ConfigError(f"unknown split {cfg['split']!r}; known: {', '.join(SPLITS)}")
     if not isinstance(cfg["agents"], list) or not cfg["agents"]:

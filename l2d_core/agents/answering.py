@@ -23,10 +23,12 @@ from .prices import flat_usd
 __all__ = ["answer_with", "can_answer_new_text", "check_expected_answer", "runnable_agent"]
 
 
-def _require_text(question: str, context: str) -> tuple[str, str]:
+def _require_text(question: str, context: str, passage: bool = True) -> tuple[str, str]:
+    """The question and context as given; an empty one is one plain line (``passage=False``: a
+    dataset question of a log's dataset, whose prompts come without a passage)."""
     if not isinstance(question, str) or not question.strip():
         raise ValueError("the question is empty: type a question")
-    if not isinstance(context, str) or not context.strip():
+    if passage and (not isinstance(context, str) or not context.strip()):
         raise ValueError("the context is empty: paste the passage the answer should come from")
     return question, context  # as given: the embedding cache is keyed by the exact text
 
@@ -100,7 +102,7 @@ def answer_with(
     ``expected_answer`` (optional, new text): reported under ``expected_answer`` with
     ``in_context`` — an answer that is not in the context is said to be so.
     """
-    question, context = _require_text(question, context)
+    question, context = _require_text(question, context, passage=dataset_qid is None)
     check = check_expected_answer(context, expected_answer) if expected_answer else None
     if dataset_qid is not None:
         rec = (cache or AgentCache()).get(agent_spec.dataset, agent_spec.id, dataset_qid)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -10,8 +11,9 @@ from ..paths import DataNotFoundError, data_dir
 from .checksums import verify_dataset_file
 from .records import QADataset
 from .squad_json import load_squad_json
+from .user_datasets import user_dataset_names, user_dataset_path
 
-__all__ = ["DatasetSpec", "DATASETS", "load_dataset", "dataset_path"]
+__all__ = ["DatasetSpec", "DATASETS", "load_dataset", "dataset_path", "dataset_names", "dataset_description"]
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,22 @@ def _spec(name: str) -> DatasetSpec:
     try:
         return DATASETS[name]
     except KeyError:
-        raise KeyError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}") from None
+        raise KeyError(f"unknown dataset {name!r}; known: {', '.join(dataset_names())}") from None
+
+
+def dataset_names() -> list[str]:
+    """The built-in datasets, then those registered from a user's log (:mod:`.user_datasets`)."""
+    return [*DATASETS, *(n for n in user_dataset_names() if n not in DATASETS)]
+
+
+def dataset_description(name: str) -> str:
+    """What a dataset is, in a few words."""
+    if name in DATASETS:
+        return DATASETS[name].description
+    path = user_dataset_path(name)
+    if path is None:
+        raise KeyError(f"unknown dataset {name!r}; known: {', '.join(dataset_names())}")
+    return str(json.loads(path.read_bytes()).get("description") or f"{name}, registered from a log")
 
 
 @lru_cache(maxsize=8)
@@ -77,5 +94,13 @@ def _load_cached(name: str, root: str) -> QADataset:
 
 def load_dataset(name: str, root: Path | None = None) -> QADataset:
     """Load a registered dataset (memoized per process). A known file (the official SQuAD dev
-    sets, the derived v2.0 file) must have its known sha256: see :mod:`l2d_core.data.checksums`."""
+    sets, the derived v2.0 file) must have its known sha256: see :mod:`l2d_core.data.checksums`.
+    A dataset registered from a user's log is read from its file (again when it was rewritten)."""
+    if name not in DATASETS and (path := user_dataset_path(name)) is not None:
+        return _load_user(name, str(path), path.stat().st_mtime_ns)
     return _load_cached(name, str(Path(root) if root else data_dir()))
+
+
+@lru_cache(maxsize=8)
+def _load_user(name: str, path: str, mtime_ns: int) -> QADataset:
+    return load_squad_json(path, name=name, label=f"dataset {name}")

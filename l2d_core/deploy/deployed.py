@@ -301,7 +301,7 @@ class DeployedRouter:
     def route_batch(self, queries, qids=None) -> list[dict]:
         """The decisions for a list of ``(question, context)`` (featurized and scored as one batch;
         under a budget the queries are decided in order, each moving the budget's follower)."""
-        records = [check_query(q, c, i) for i, (q, c) in enumerate(queries)]
+        records = [check_query(q, c, i, passage=qids is None) for i, (q, c) in enumerate(queries)]
         t0 = time.perf_counter()
         signals = QuerySignals(
             self.needs,

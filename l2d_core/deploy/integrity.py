@@ -22,10 +22,10 @@ def _same(a, b) -> bool:
 
 def copies_disagree(m, raw: dict, pool) -> str | None:
     """The first disagreement in a validated manifest ``m`` (``raw``: the same as read), else None."""
-    from ..data import DATASETS
+    from ..data import dataset_names
 
     config = raw["config"]
-    if m.dataset not in DATASETS:
+    if m.dataset not in dataset_names():
         return f"dataset: {m.dataset[:60]!r} is not a dataset of this installation"
     named = [("pool.dataset", pool.dataset)] + [
         (f"agents.{k}.dataset", a.dataset) for k, a in m.agents.items()

@@ -60,10 +60,13 @@ def visible(text: str) -> bool:
     )
 
 
-def check_query(question, context, index: int = 0) -> QARecord:
+def check_query(question, context, index: int = 0, passage: bool = True) -> QARecord:
     """A query as a record; an empty, invisible or non-text field raises :class:`QueryError`
-    naming it."""
+    naming it (``passage=False``: a question of the router's dataset by its id, which may come
+    without a passage — a log's prompts)."""
     for name, value in (("question", question), ("context", context)):
+        if name == "context" and not passage and value == "":
+            continue
         if not isinstance(value, str) or not visible(value):
             raise QueryError(f"query {index}: {name} must be non-empty text (with a visible character)", name)
     return QARecord(qid=f"q{index}", title="", context=context, question=question, answers=())

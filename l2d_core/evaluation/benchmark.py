@@ -16,7 +16,7 @@ import numpy as np
 from ..agents.cache import AgentCache
 from ..agents.catalog import PoolSpec, get_pool
 from ..agents.routing_data import RoutingData, load_routing_data
-from ..data import BENCHMARK_TEST_ARTICLES, load_dataset, validation_split
+from ..data import held_out_titles, load_dataset, validation_split
 from ..data.records import QADataset, QARecord
 from ..method.costs import (
     BETA_POINTS,
@@ -258,7 +258,8 @@ def prepare(
     embed_progress: Callable[[int, int, float], None] | None = None,
     questions: str = "all",
 ) -> Benchmark:
-    """Load data, split by the BENCHMARK.md test articles, featurize every split.
+    """Load data, split by the BENCHMARK.md test articles (:func:`~l2d_core.data.held_out_titles`),
+    featurize every split.
 
     ``val_fraction`` carves validation articles out of the training articles (seeded);
     ``limit_train`` keeps a random sample of that many training questions (seed 0), before
@@ -281,7 +282,8 @@ def prepare(
     data = load_routing_data(ds, pool, cache)
     if questions == "answerable":
         data = data.take(answerable_mask(ds, data.qids))
-    train, test = data.split(BENCHMARK_TEST_ARTICLES)
+    held_out = held_out_titles(ds)  # BENCHMARK.md's test articles (a log's dataset: a quarter of its own)
+    train, test = data.split(held_out)
     if len(train) == 0 or len(test) == 0:
         raise ValueError(f"empty split on {dataset}: {len(train)} training, {len(test)} test questions")
     if limit_train is not None and limit_train < len(train):
@@ -289,7 +291,7 @@ def prepare(
     val = None
     if val_fraction > 0:
         _, val_ds = validation_split(
-            ds.by_titles([t for t in ds.titles if t not in BENCHMARK_TEST_ARTICLES]), val_fraction, seed
+            ds.by_titles([t for t in ds.titles if t not in held_out]), val_fraction, seed
         )
         val_mask = np.isin(train.titles, list(val_ds.titles))
         val, train = train.take(val_mask), train.take(~val_mask)

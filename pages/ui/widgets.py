@@ -14,7 +14,8 @@ from l2d_core.agents import get_pool, list_pools
 from l2d_core.agents.read_in import import_agents
 from l2d_core.app_logic.default_view import DefaultChoice
 from l2d_core.app_logic.job_words import left_words
-from l2d_core.data import DATASETS, DataFormatError
+from l2d_core.data import DataFormatError, dataset_description
+from l2d_core.data.user_datasets import user_dataset_names
 from l2d_core.method.costs import CostConfig, InvalidCostError
 from l2d_core.routers.registry import router_ids, router_label
 from pages.ui.cache import benchmark, default_router, embedding_ranking, embeddings_ready, routers_waiting
@@ -68,11 +69,11 @@ def select_pool(sidebar: bool = True) -> tuple[str, str]:
     where = st.sidebar if sidebar else st
     # persist_state: the choice outlives a page that does not draw the widget — or a cost move
     # on the cost explorer, which re-runs its fragment only (the pool fell back to P2 after one)
-    dataset = where.selectbox(
+    dataset = where.selectbox(  # SQuAD's dev sets, then the datasets registered from your logs
         "Dataset",
-        DATASET_CHOICES,
+        [*DATASET_CHOICES, *user_dataset_names()],
         key="dataset",
-        format_func=lambda d: f"{d} — {DATASETS[d].description}",
+        format_func=lambda d: f"{d} — {dataset_description(d)}",
         persist_state="session",
     )
     pools = [p.name for p in list_pools(dataset)]
