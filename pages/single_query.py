@@ -105,9 +105,16 @@ if source == "Dataset question":
     )
     rec = recs[i]
     question, context, qid = rec.question, rec.context, rec.qid
-    with st.expander("Context and gold answers"):
-        st.write(context)
-        st.markdown("**Gold:** " + " | ".join(dict.fromkeys(rec.answers)) if rec.answers else "unanswerable")
+    if not context:  # a prompt of a dataset registered from a log
+        st.caption(
+            "A prompt of a log: no passage and no gold answer; each agent's log says whether it was right."
+        )
+    else:
+        with st.expander("Context and gold answers"):
+            st.write(context)
+            st.markdown(
+                "**Gold:** " + " | ".join(dict.fromkeys(rec.answers)) if rec.answers else "unanswerable"
+            )
 else:
     question = st.text_input("Question", key="sq_question")
     context = st.text_area("Context", key="sq_context", height=160)

@@ -86,6 +86,7 @@ def test_the_pages_route_its_prompts(routerbench):
     assert "$ per 1,000 questions" in [m.label for m in explorer.metric]
     single = run("single_query")  # a prompt of the dataset: routed by its recorded answers, no passage
     assert len(single.dataframe[-1].value) == 11
+    assert any("no passage and no gold answer" in c.value for c in single.caption)
 
 
 @pytest.mark.parametrize(
