@@ -186,6 +186,17 @@ def test_a_priced_pool_routes_by_money_on_every_surface(real_data, fresh_cache, 
         == 2
     )
     assert "money rule needs every agent's price per answer, and nlnet" in capsys.readouterr().err
+    # random mixing is matched on dollars here: each agent alone costs its price (and the main
+    # agent's, which answers first), and a router is above mixing by what the same money buys
+    from l2d_core.app_logic.explorer import router_view
+    from l2d_core.evaluation.gain import gain_over_mixing
+
+    mix = bench.mixing_cost("test")
+    assert mix.tolist() == pytest.approx([bench.test.usd[:, 0].mean(), bench.test.usd.sum(axis=1).mean()])
+    view = router_view(bench, oracle, bench.money_costs(mid := scale[len(scale) // 2]))
+    paid = realised_latency(bench.test.usd, view.decision.choice).mean()
+    em_q = bench.test.em[np.arange(len(bench.test)), view.decision.choice]
+    assert view.metrics["gain"] == pytest.approx(gain_over_mixing(em_q, bench.test.em, mix, paid)[0])
     # the benchmark's comparison runs the pool's money prices, and its report says what each paid
     from l2d_core.evaluation.comparison import ComparisonPlan, run_comparison
     from l2d_core.report import report_markdown
@@ -195,7 +206,6 @@ def test_a_priced_pool_routes_by_money_on_every_surface(real_data, fresh_cache, 
     assert results["money_points"] == list(scale)
     at = {p["money_price"]: p for p in results["routers"]["conf-threshold"]["points"] if "money_price" in p}
     assert sorted(at) == list(scale)
-    mid = scale[len(scale) // 2]
     row = evaluate_router(bench, make_router("conf-threshold").fit(bench), bench.money_costs(mid))
     assert at[mid]["usd_per_1k"] == pytest.approx(row["usd_per_1k"])
     assert at[mid]["em"] == pytest.approx(row["em"])

@@ -75,9 +75,8 @@ def router_view(
         d = router.decide(costs)
     m, q = decision_metrics(bench, d, costs)
     test = bench.test
-    m["gain"], m["gain_ci"] = gain_over_mixing(
-        q["em"], test.em, test.gflops.mean(axis=0), m["gflops_per_query"]
-    )
+    spent = m["usd_per_1k"] / 1000.0 if bench.has_money else m["gflops_per_query"]  # mixing's unit
+    m["gain"], m["gain_ci"] = gain_over_mixing(q["em"], test.em, bench.mixing_cost("test"), spent)
     return RouterView(router.id, router_label(router.id), costs, d, m, result)
 
 

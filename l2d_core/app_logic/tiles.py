@@ -17,7 +17,8 @@ _TILES = (
         "{:+.2f}",
         "higher",
         "EM minus what sending each question to a single agent at random, in the proportions that "
-        "spend the same mean compute, reaches (points; above 0: the router pays for itself)",
+        "spend the same mean compute (the same mean price where every answer has a price in dollars), "
+        "reaches (points; above 0: the router pays for itself)",
     ),
     ("F1", "f1", "{:.2f}", "{:+.2f}", "higher", "word overlap (F1) of the answer kept with gold answers, %"),
     ("GFLOPs/query", "gflops_per_query", "{:.1f}", "{:+.1f}", "lower", "compute paid per question, mean"),
@@ -109,7 +110,8 @@ _TILES = (
 # what the tiles mean, in a line under them (the tiles' help holds the same, one each)
 TILE_WORDS = (
     "**EM vs random mixing**: EM points above sending each question to a single agent at random in "
-    "proportions that cost the same compute. **Answered by an expert**: the kept answer is an expert's "
+    "proportions that cost the same compute (the same money on a pool whose answers have prices). "
+    "**Answered by an expert**: the kept answer is an expert's "
     "(an abstention has its own tile where the pool has an agent that abstains); "
     "**expert consulted**: an expert ran and was paid. **TPR**: of the main model's wrong answers, the "
     "share an expert fixed; **FPR**: of its right answers, the share sent to an expert that got them "

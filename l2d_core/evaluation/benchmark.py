@@ -150,6 +150,17 @@ class Benchmark:
         usd = mean_usd(self.train.usd)
         return CostConfig.from_money(lam, float(usd[0]), usd[1:], alpha)
 
+    def mixing_cost(self, split: str = "test") -> np.ndarray:
+        """Per agent (A,), the mean cost on ``split`` of sending it every question: what random
+        mixing of single agents is matched on (:mod:`~l2d_core.evaluation.gain`) — dollars where
+        every answer has its price (the main agent's paid on every question, as the money rule
+        counts), else GFLOPs."""
+        data = self.split(split)
+        if not self.has_money:
+            return data.gflops.mean(axis=0)
+        usd = data.usd.mean(axis=0)
+        return np.concatenate([usd[:1], usd[0] + usd[1:]])
+
     @property
     def money_prices(self) -> tuple[float, ...] | None:
         """The money prices λ_$ (errors per dollar) of the pool's slider and sweeps

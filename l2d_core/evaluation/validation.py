@@ -128,25 +128,30 @@ def validation_curve(router: Router, rule: str = "price") -> tuple[np.ndarray, n
 
 
 def _curve(router: Router, rule: str):
-    """:func:`validation_curve`, and the EM (0/1) per training question at each point."""
+    """:func:`validation_curve`, the EM (0/1) per training question at each point, and what each
+    point spent per question in the unit random mixing is matched on (GFLOPs, or dollars on a
+    pool whose answers have prices: :meth:`~l2d_core.evaluation.benchmark.Benchmark.mixing_cost`)."""
     bench = router.bench_
-    train = bench.train
-    agent_g = train.gflops.mean(axis=0)
-    cost, em, gain, outcomes = [], [], [], []
+    train, priced = bench.train, bench.has_money
+    agent_cost = bench.mixing_cost("train")
+    cost, em, gain, outcomes, spent = [], [], [], [], []
     for lam in rule_grid(bench, rule):
-        g, ok = router.oof_outcome(bench.rule_costs(rule, lam))
+        costs = bench.rule_costs(rule, lam)
+        g, ok = router.oof_outcome(costs)
         cost.append(float(g.mean()))
+        spent.append(float(router.oof_outcome(costs, paid="usd")[0].mean()) if priced else cost[-1])
         em.append(100 * float(ok.mean()))
-        gain.append(100 * float(gain_vector(ok, train.em, agent_g, cost[-1]).mean()))
+        gain.append(100 * float(gain_vector(ok, train.em, agent_cost, spent[-1]).mean()))
         outcomes.append(ok)
-    return np.array(cost), np.array(em), np.array(gain), outcomes
+    return np.array(cost), np.array(em), np.array(gain), outcomes, spent
 
 
 def _low(router: Router, ok: np.ndarray, spent: float) -> float:
     """The low end of the 95% bootstrap interval (over the training questions) of the EM above
-    random mixing of out-of-fold outcomes ``ok`` that spent ``spent`` GFLOPs per question."""
-    train = router.bench_.train
-    return gain_over_mixing(ok, train.em, train.gflops.mean(axis=0), spent)[1][0]
+    random mixing of out-of-fold outcomes ``ok`` that spent ``spent`` per question (in the unit
+    mixing is matched on)."""
+    bench = router.bench_
+    return gain_over_mixing(ok, bench.train.em, bench.mixing_cost("train"), spent)[1][0]
 
 
 def validation_score(router: Router) -> tuple[float, float, float, float]:
@@ -156,9 +161,9 @@ def validation_score(router: Router) -> tuple[float, float, float, float]:
     every question)."""
     bench = router.bench_
     g = bench.train.agent_gflops
-    cost, em, gain, outcomes = _curve(router, "price")
+    cost, em, gain, outcomes, spent = _curve(router, "price")
     k = int(np.argmax(gain))
-    low = _low(router, outcomes[k], float(cost[k]))
+    low = _low(router, outcomes[k], spent[k])
     least, ok = router.oof_outcome(bench.price_costs(NO_DEFERRAL_PRICE))
     cost, em = np.append(cost, least.mean()), np.append(em, 100 * float(ok.mean()))
     aiq = M.aiq(cost, em, float(g.min()), float(g.max()))
@@ -169,9 +174,9 @@ def rule_score(router: Router, rule: str) -> tuple[float, float, float]:
     """``(best gain over mixing, its price, the gain's 95% low end)`` on ``rule``'s grid
     (:func:`rule_grid`): the latency rule where the pool logs latency, the money rule where its
     answers have prices."""
-    cost, _, gain, outcomes = _curve(router, rule)
+    _, _, gain, outcomes, spent = _curve(router, rule)
     k = int(np.argmax(gain))
-    return float(gain[k]), float(rule_grid(router.bench_, rule)[k]), _low(router, outcomes[k], float(cost[k]))
+    return float(gain[k]), float(rule_grid(router.bench_, rule)[k]), _low(router, outcomes[k], spent[k])
 
 
 def candidates(bench: Benchmark, ready_only: bool = False) -> list[str]:
@@ -200,9 +205,9 @@ def single_agent_score(bench: Benchmark) -> Ranked:
     its own mean compute — 0, since the most accurate agent tops their hull, so mixing cannot beat
     it — and its AIQ over the pool's GFLOPs range (its price: any; 0 here)."""
     train = bench.train
-    g, em = train.gflops.mean(axis=0), train.em.mean(axis=0)
-    j = min(range(len(em)), key=lambda k: (-em[k], g[k]))
-    gain = 100 * float(gain_vector(train.em[:, j].astype(float), train.em, g, float(g[j])).mean())
+    g, em, mix = train.gflops.mean(axis=0), train.em.mean(axis=0), bench.mixing_cost("train")
+    j = min(range(len(em)), key=lambda k: (-em[k], mix[k]))
+    gain = 100 * float(gain_vector(train.em[:, j].astype(float), train.em, mix, float(mix[j])).mean())
     lo, hi = float(train.agent_gflops.min()), float(train.agent_gflops.max())
     aiq = M.aiq(g[j : j + 1], 100 * em[j : j + 1], lo, hi)
     return Ranked(AGENT_PREFIX + train.agent_ids[j], gain, 0.0, aiq)

@@ -47,6 +47,7 @@ __all__ = [
     "mean_latency",
     "mean_usd",
     "realised_latency",
+    "realised_usd",
     "cost_matrix",
     "log_price_scale",
     "PRICE_TOP",
@@ -318,6 +319,12 @@ def realised_latency(latency: np.ndarray, choice: np.ndarray, main_always: bool 
     if not main_always:
         return picked
     return t[:, 0] + np.where(c != 0, picked, 0.0)
+
+
+def realised_usd(usd: np.ndarray, choice: np.ndarray) -> np.ndarray:
+    """Per query the dollars paid (N,), as the money rule counts them: the main agent's price on
+    every question (it answers first), the chosen expert's on top (:func:`realised_latency`)."""
+    return realised_latency(usd, choice)
 
 
 def cost_matrix(errors: np.ndarray, costs: CostConfig) -> np.ndarray:

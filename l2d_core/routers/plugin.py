@@ -22,7 +22,7 @@ import numpy as np
 from scipy.special import expit
 
 from ..agents.routing_data import textless_agents
-from ..method.costs import CostConfig
+from ..method.costs import CostConfig, realised_usd
 from ..method.policies import expected_costs, plugin_policy
 from ..method.training import FAST_CONFIG
 from . import trained
@@ -281,10 +281,14 @@ class ErrorEstimateRouter(Router):
                 points.append(OperatingPoint(None, d))
         return points
 
-    def oof_outcome(self, costs: CostConfig) -> tuple[np.ndarray, np.ndarray]:
+    def oof_outcome(self, costs: CostConfig, paid: str = "gflops") -> tuple[np.ndarray, np.ndarray]:
+        """(GFLOPs — or with ``paid="usd"`` dollars, as the money rule counts them — and EM) per
+        training question at ``costs``, each routed by heads that never saw its article."""
         data, overhead = self.accounting(self.bench_.train)
         choice = plugin_policy(self.oof_error_proba(), costs)
         ar = np.arange(len(choice))
+        if paid == "usd":
+            return realised_usd(self.bench_.train.usd, choice), data.em[ar, choice]
         return overhead + data.gflops[ar, choice], data.em[ar, choice]
 
     def oof_error_proba(self, folds: int = VALIDATION_FOLDS) -> np.ndarray:

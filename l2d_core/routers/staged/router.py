@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...method.costs import CostConfig
+from ...method.costs import CostConfig, realised_usd
 from ...method.training import POSTHOC_CONFIG
 from ..base import DENSE_BETAS, Needs, OperatingPoint, Router
 from ..budget import (
@@ -220,9 +220,10 @@ class StagedRouter(Router):
         )
         return d, BudgetStart(**info, **calibrated, note=note)
 
-    def oof_outcome(self, costs: CostConfig) -> tuple[np.ndarray, np.ndarray]:
-        """(GFLOPs, EM) per training question at ``costs``: both stages' estimates out of fold,
-        and each fold's threshold chosen on the other folds."""
+    def oof_outcome(self, costs: CostConfig, paid: str = "gflops") -> tuple[np.ndarray, np.ndarray]:
+        """(GFLOPs — or with ``paid="usd"`` dollars, as the money rule counts them — and EM) per
+        training question at ``costs``: both stages' estimates out of fold, and each fold's
+        threshold chosen on the other folds."""
         bench, first = self.bench_, self.first_
         data, overhead = first.accounting(bench.train)
         doubt, p2 = self._oof()
@@ -233,9 +234,10 @@ class StagedRouter(Router):
             rest = fold != k
             threshold[~rest] = ask_threshold(doubt[rest], errors[rest], p2[rest], costs, self.asked_)
         ask, final = staged_choice(doubt, threshold, p2, costs, self.asked_)
-        return staged_paid(data.gflops, overhead, ask, final, self.asked_), data.em[
-            np.arange(len(final)), final
-        ]
+        em = data.em[np.arange(len(final)), final]
+        if paid == "usd":
+            return realised_usd(bench.train.usd, final), em
+        return staged_paid(data.gflops, overhead, ask, final, self.asked_), em
 
     def sweep(self):
         dense = [OperatingPoint(b, self.decide(self.bench_.costs(b))) for b in DENSE_BETAS]
