@@ -251,9 +251,10 @@ class Router:
     #     this fitted router at ``costs`` (and a budget's ``follower`` starting state), out of
     #     the benchmark (:meth:`deployed`): it routes new queries on its own (:meth:`route`);
     #     :class:`NotExportable` when this instance cannot;
-    # def oof_outcome(self, costs) -> tuple[np.ndarray, np.ndarray]:
-    #     (GFLOPs, EM) per training question at ``costs``, each routed by what never saw its
-    #     article (out-of-fold): what the validation ranking reads.
+    # def oof_outcome(self, costs, paid="gflops") -> tuple[np.ndarray, np.ndarray]:
+    #     (GFLOPs — ``paid="usd"``: dollars, as the money rule counts them — and EM) per training
+    #     question at ``costs``, each routed by what never saw its article (out-of-fold): what
+    #     the validation ranking reads.
 
 
 def exportable(router) -> bool:

@@ -4,10 +4,9 @@ cascade routers of :mod:`~l2d_core.routers.posthoc`), the router ``l2d-plugin`` 
 question's and context's embeddings, its estimator (:class:`PluginRejector`) and what they
 route once frozen (:meth:`ErrorEstimateRouter.route`).
 
-Besides the test decisions, such a router gives out-of-fold error estimates on the training
-articles (:meth:`ErrorEstimateRouter.oof_error_proba`): each fold of articles is scored by a head
-that never saw it; the routers are compared on them to pick the dashboard's default. Budgets are
-followed query by query (:mod:`~l2d_core.routers.budget`).
+Such a router also gives out-of-fold error estimates on the training articles (each fold scored
+by a head that never saw it: :meth:`ErrorEstimateRouter.oof_error_proba`); the routers are
+compared on them for the dashboard's default. Budgets are followed query by query (:mod:`.budget`).
 """
 
 from __future__ import annotations
@@ -282,14 +281,11 @@ class ErrorEstimateRouter(Router):
         return points
 
     def oof_outcome(self, costs: CostConfig, paid: str = "gflops") -> tuple[np.ndarray, np.ndarray]:
-        """(GFLOPs — or with ``paid="usd"`` dollars, as the money rule counts them — and EM) per
-        training question at ``costs``, each routed by heads that never saw its article."""
         data, overhead = self.accounting(self.bench_.train)
         choice = plugin_policy(self.oof_error_proba(), costs)
         ar = np.arange(len(choice))
-        if paid == "usd":
-            return realised_usd(self.bench_.train.usd, choice), data.em[ar, choice]
-        return overhead + data.gflops[ar, choice], data.em[ar, choice]
+        spent = realised_usd(data.usd, choice) if paid == "usd" else overhead + data.gflops[ar, choice]
+        return spent, data.em[ar, choice]
 
     def oof_error_proba(self, folds: int = VALIDATION_FOLDS) -> np.ndarray:
         """p̂ on every training question from a head trained on the other folds of articles,
