@@ -160,7 +160,7 @@ def load_routing_data(
         cols["latency"].append(pd.to_numeric(t["latency_ms"], errors="coerce").to_numpy(float) / 1000.0)
         usd = pd.to_numeric(t["usd"] if "usd" in t else pd.Series(np.nan, index=t.index), errors="coerce")
         flat = flat_usd(s.options, f"agent {s.id}")  # one price for every answer, where none is recorded
-        cols["usd"].append(usd.fillna(np.nan if flat is None else flat).to_numpy(float))
+        cols["usd"].append((usd if flat is None else usd.fillna(flat)).to_numpy(float))
     stack = {k: np.stack(v, axis=1) for k, v in cols.items()}
     data = RoutingData(
         dataset=dataset.name,

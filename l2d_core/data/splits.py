@@ -6,12 +6,14 @@ import hashlib
 import random
 
 from .records import QADataset
+from .user_datasets import user_dataset_path
 
 __all__ = [
     "BENCHMARK_TEST_ARTICLES",
     "EmptySplitError",
     "benchmark_split",
     "held_out_titles",
+    "hashed_quarter",
     "random_article_split",
     "validation_split",
 ]
@@ -57,18 +59,21 @@ def benchmark_split(ds: QADataset) -> tuple[QADataset, QADataset]:
 
 
 def held_out_titles(ds: QADataset) -> frozenset[str]:
-    """The test articles of ``ds``: the BENCHMARK.md test articles where it has any (SQuAD); else
-    (a dataset registered from a log) every article whose title's SHA-256 is 0 modulo 4 — about a
-    quarter, fixed by the titles alone.
+    """The test articles of ``ds``: the BENCHMARK.md test articles; for a dataset registered from a
+    log (:mod:`.user_datasets`: no SQuAD articles), a quarter of its own (:func:`hashed_quarter`)."""
+    if user_dataset_path(ds.name) is None:
+        return frozenset(BENCHMARK_TEST_ARTICLES)
+    return hashed_quarter(ds.titles)
 
-    >>> from l2d_core.data.records import QARecord
-    >>> ds = QADataset("log", tuple(QARecord(f"q{i}", f"q{i}", "", "?", ()) for i in range(40)))
-    >>> sorted(held_out_titles(ds))[:3], len(held_out_titles(ds))
+
+def hashed_quarter(titles) -> frozenset[str]:
+    """The titles whose SHA-256 is 0 modulo 4: about a quarter, fixed by the titles alone.
+
+    >>> held = hashed_quarter([f"q{i}" for i in range(40)])
+    >>> sorted(held)[:3], len(held)
     (['q11', 'q13', 'q14'], 8)
     """
-    if set(ds.titles) & set(BENCHMARK_TEST_ARTICLES):
-        return frozenset(BENCHMARK_TEST_ARTICLES)
-    return frozenset(t for t in ds.titles if int(hashlib.sha256(t.encode()).hexdigest(), 16) % 4 == 0)
+    return frozenset(t for t in titles if int(hashlib.sha256(t.encode()).hexdigest(), 16) % 4 == 0)
 
 
 def random_article_split(ds: QADataset, test_fraction: float, seed: int) -> tuple[QADataset, QADataset]:
