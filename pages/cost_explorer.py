@@ -311,7 +311,7 @@ def results() -> None:
     chart_plane = charts.plane_chart(view.plane, log_x=st.session_state.get("plane_log", False))
     # as tall as the plot plus its legend: a legend below (many agents) squashed the plot
     right.altair_chart(charts.fit_width(chart_plane), width="stretch")
-    right.checkbox("log GFLOPs axis", key="plane_log", help="the hull is straight in linear cost only")
+    right.checkbox("log cost axis", key="plane_log", help="the hull is straight in linear cost only")
     below = [v.label for v in view.views if v.router_id in view.below_zero]
     if below:
         right.warning(

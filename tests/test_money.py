@@ -197,6 +197,18 @@ def test_a_priced_pool_routes_by_money_on_every_surface(real_data, fresh_cache, 
     paid = realised_latency(bench.test.usd, view.decision.choice).mean()
     em_q = bench.test.em[np.arange(len(bench.test)), view.decision.choice]
     assert view.metrics["gain"] == pytest.approx(gain_over_mixing(em_q, bench.test.em, mix, paid)[0])
+    # the cost–EM plane is in dollars too: the agents alone, the mixing hull, the router's point
+    from l2d_core.app_logic.explorer import explore
+    from l2d_core.report import charts
+
+    plane = explore(bench, {"oracle": oracle}, bench.money_costs(mid)).plane
+    agents = plane[plane["kind"] == "agent"]
+    assert "gflops" not in plane and agents["usd_per_1k"].tolist() == pytest.approx((1000 * mix).tolist())
+    point = plane.loc[plane["kind"] == "router", "usd_per_1k"].item()
+    assert point == pytest.approx(1000 * paid) == pytest.approx(view.metrics["usd_per_1k"])
+    assert (
+        charts.plane_chart(plane).to_dict()["layer"][1]["encoding"]["x"]["title"] == "$ per 1,000 questions"
+    )
     # the benchmark's comparison runs the pool's money prices, and its report says what each paid
     from l2d_core.evaluation.comparison import ComparisonPlan, run_comparison
     from l2d_core.report import report_markdown

@@ -16,7 +16,7 @@ from ..evaluation.benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
 from ..evaluation.budget_results import BudgetResult, budget_decision
 from ..evaluation.gain import gain_over_mixing
 from ..evaluation.points import decision_metrics
-from ..method.costs import LATENCY_POINTS, RULE_FIELDS, CostConfig, cost_matrix
+from ..method.costs import LATENCY_POINTS, RULE_FIELDS, CostConfig, cost_matrix, realised_usd
 from ..method.policies import oracle_policy, random_policy
 from ..routers.base import Router, supports_budget
 from ..routers.decision import Decision
@@ -105,39 +105,28 @@ def explore(
 
 
 def cost_em_points(bench: Benchmark, costs: CostConfig, views=()) -> pd.DataFrame:
-    """Points of the cost–EM plane: single agents, the zero-router hull, oracle, random, views."""
-    test = bench.test
+    """Points of the cost–EM plane: single agents, the zero-router hull, oracle, random, views —
+    the cost in GFLOPs per query (``gflops``), or on a pool whose answers have prices in dollars
+    per 1,000 questions as the money rule counts them (``usd_per_1k``)."""
+    test, priced = bench.test, bench.has_money
+    col = "usd_per_1k" if priced else "gflops"
+    alone = 1000.0 * bench.mixing_cost("test") if priced else test.gflops.mean(axis=0)
     rows = [
-        {
-            "name": a,
-            "kind": "agent",
-            "gflops": float(test.gflops[:, j].mean()),
-            "em": 100 * float(test.em[:, j].mean()),
-        }
+        {"name": a, "kind": "agent", col: float(alone[j]), "em": 100 * float(test.em[:, j].mean())}
         for j, a in enumerate(test.agent_ids)
     ]
-    hc, hq = M.upper_hull(np.array([r["gflops"] for r in rows]), np.array([r["em"] for r in rows]))
-    rows += [{"name": "zero router", "kind": "hull", "gflops": c, "em": q} for c, q in zip(hc, hq)]
+    hc, hq = M.upper_hull(np.array([r[col] for r in rows]), np.array([r["em"] for r in rows]))
+    rows += [{"name": "zero router", "kind": "hull", col: c, "em": q} for c, q in zip(hc, hq)]
     oracle = oracle_policy(cost_matrix(test.errors, costs), test.gflops)
     rand = random_policy(len(test), test.n_agents, seed=0)
     for name, choice in (("oracle", oracle), ("random", rand)):
-        rows.append(
-            {
-                "name": name,
-                "kind": "baseline",
-                "gflops": M.mean_gflops(choice, test.gflops),
-                "em": 100 * M.chosen_mean(test.em, choice),
-            }
+        paid = (
+            1000.0 * realised_usd(test.usd, choice).mean() if priced else M.mean_gflops(choice, test.gflops)
         )
+        rows.append({"name": name, "kind": "baseline", col: paid, "em": 100 * M.chosen_mean(test.em, choice)})
     for v in views:
-        rows.append(
-            {
-                "name": v.label,
-                "kind": "router",
-                "gflops": v.metrics["gflops_per_query"],
-                "em": v.metrics["em"],
-            }
-        )
+        rows.append({"name": v.label, "kind": "router", col: v.metrics[col if priced else "gflops_per_query"],
+                     "em": v.metrics["em"]})  # fmt: skip
     return pd.DataFrame(rows)
 
 

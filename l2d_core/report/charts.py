@@ -46,6 +46,10 @@ _EDGE = 8  # px between the axes' ends and the outermost data points of a sweep 
 _STAR = (
     "M0,-1L0.22,-0.31L0.95,-0.31L0.36,0.12L0.59,0.81L0,0.38L-0.59,0.81L-0.36,0.12L-0.95,-0.31L-0.22,-0.31Z"
 )
+PLANE_COSTS = {  # the plane's cost axis: column, title, tooltip format
+    "gflops": ("gflops", "GFLOPs per query", ".2f"),
+    "usd_per_1k": ("usd_per_1k", "$ per 1,000 questions", "$.4g"),
+}
 _PLANE_MARKERS = {"agent": ("circle", 90), "baseline": ("diamond", 110), "router": (_STAR, 260)}
 _PLANE_KINDS = {"agent": "single agent", "baseline": "reference router", "router": "router shown"}
 _SWEEP_CURVES = {
@@ -121,9 +125,10 @@ def plane_chart(
     title: str | alt.Title = "Cost–EM plane",
 ) -> alt.LayerChart:
     """The cost–EM plane of a frame with columns name, kind (agent, hull, baseline, router),
-    gflops, em: the hull (the zero router: mixing single agents at random) as a dotted line,
-    agents as circles, reference routers as diamonds, the current operating points as stars.
-    Text labels name agents and stars, alternately above and below in GFLOPs order so that
+    gflops (or usd_per_1k: dollars per 1,000 questions, on a pool whose answers have prices), em:
+    the hull (the zero router: mixing single agents at random) as a dotted line, agents as
+    circles, reference routers as diamonds, the current operating points as stars. Text labels
+    name agents and stars, alternately above and below in cost order so that
     neighbours do not overlap; every mark names itself on hover.
 
     The benchmark's report adds ``curves``: every point of each router (columns name, gflops,
@@ -139,16 +144,17 @@ def plane_chart(
     >>> [layer["mark"]["type"] for layer in plane_chart(pts, curves=cur, band=(1, 10)).to_dict()["layer"]]
     ['rect', 'line', 'line', 'point', 'point', 'point', 'text', 'text']
     """
-    x_title = "GFLOPs per query" + (" (log scale)" if log_x else "")
+    cost, unit, fmt = PLANE_COSTS["usd_per_1k" if "usd_per_1k" in points.columns else "gflops"]
+    x_title = unit + (" (log scale)" if log_x else "")
     x_scale = alt.Scale(type="log", nice=False, padding=30) if log_x else alt.Scale(type="linear", zero=False)
-    x = alt.X("gflops:Q", title=x_title, scale=x_scale)  # log: the data's range, not whole decades
+    x = alt.X(f"{cost}:Q", title=x_title, scale=x_scale)  # log: the data's range, not whole decades
     y = alt.Y("em:Q", title="EM %", scale=alt.Scale(zero=False))
-    hull = points[points["kind"] == "hull"].sort_values("gflops")
+    hull = points[points["kind"] == "hull"].sort_values(cost)
     marks = points[points["kind"].isin(list(_PLANE_MARKERS))].copy()
     marks["shown as"] = marks["kind"].map(_PLANE_KINDS)
     marks["shape"] = marks["kind"].map(lambda k: _PLANE_MARKERS[k][0])
     marks["size"] = marks["kind"].map(lambda k: _PLANE_MARKERS[k][1])
-    texted = marks[marks["kind"] != "baseline"].sort_values("gflops", kind="stable")
+    texted = marks[marks["kind"] != "baseline"].sort_values(cost, kind="stable")
     texted = texted.assign(
         above=[k % 2 == 0 for k in range(len(texted))],
         tag=texted["name"]
@@ -159,7 +165,7 @@ def plane_chart(
     tip = [
         alt.Tooltip("name:N", title="name"),
         alt.Tooltip("shown as:N"),
-        alt.Tooltip("gflops:Q", title="GFLOPs per query", format=".2f"),
+        alt.Tooltip(f"{cost}:Q", title=unit, format=fmt),
         alt.Tooltip("em:Q", title="EM %", format=".2f"),
     ]
     names = [*marks["name"], *([] if curves is None else curves["name"])]
