@@ -87,6 +87,7 @@ def test_the_pages_route_its_prompts(routerbench):
     single = run("single_query")  # a prompt of the dataset: routed by its recorded answers, no passage
     assert len(single.dataframe[-1].value) == 11
     assert any("no passage and no gold answer" in c.value for c in single.caption)
+    assert not any("Not paid" in c.value for c in single.caption)  # a logged answer was paid for
 
 
 @pytest.mark.parametrize(
