@@ -104,6 +104,7 @@ def test_the_pages_route_its_prompts(routerbench):
             "id '1' appears twice",
         ),
         ("id,text\n1,x\n", "no prompt column"),
+        ("sample_id,prompt,a,a|total_cost,b,b|total_cost\n1,,1,1,1,1\n", "row 1 has no prompt"),
     ],
 )
 def test_a_bad_log_is_one_line_and_registers_nothing(fresh_cache, tmp_path, text, says):

@@ -102,6 +102,10 @@ def import_wide_log(
     table = read_table(Path(path), label, ".csv")
     ids = table[_column(table, ID_COLUMNS, "id", label)].astype(str).str.strip()
     prompts = table[_column(table, PROMPT_COLUMNS, "prompt", label)].map(prompt_text)
+    if (empty := prompts.str.strip() == "").any():
+        raise DataFormatError(
+            f"log {label}: row {int(np.flatnonzero(empty.to_numpy())[0]) + 1} has no prompt"
+        )
     if ids.duplicated().any():
         raise DataFormatError(f"log {label}: id {ids[ids.duplicated()].iloc[0]!r} appears twice")
     if group is not None and group not in table.columns:
@@ -110,7 +114,7 @@ def import_wide_log(
     models = [m for m in models if m in table.columns]
     if len(models) < 2:
         raise DataFormatError(
-            f"log {label}: needs two models or more, each a 0/1 column <model> and <model>{COST_SUFFIX}"
+            f"log {label}: needs two models or more, each a score <model> (0 to 1) and <model>{COST_SUFFIX}"
         )
     outcomes, partial = {}, 0
     for m in models:
