@@ -186,21 +186,21 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
         horizontal=True,
         disabled=off,
     )
+
+    def log_slider(label: str, options, key: str, help_: str) -> float:  # prices a decade apart matter
+        return beta_col.select_slider(
+            label, options=options, format_func=lambda v: f"{v:g}", key=key, persist_state="session",
+            disabled=off, help=help_,
+        )  # fmt: skip
+
     with shown_errors():
         if rule == "price":
             price_help = (
                 f"each expert costs λ × its extra compute over {bench.pool.main}, in TFLOPs per query"
             )
             if log_prices:
-                lam = beta_col.select_slider(
-                    "λ · errors per TFLOP",
-                    options=log_prices,
-                    format_func=lambda v: f"{v:g}",
-                    key="price",
-                    persist_state="session",
-                    disabled=off,
-                    help=price_help + " (the prices step evenly in log: each decade matters)",
-                )
+                steps = " (the prices step evenly in log: each decade matters)"
+                lam = log_slider("λ · errors per TFLOP", log_prices, "price", price_help + steps)
             else:
                 lam = beta_col.slider(
                     "λ · errors per TFLOP",
@@ -242,16 +242,11 @@ def cost_controls() -> tuple[CostConfig, tuple[str, float] | None, str, tuple[fl
             )
             costs = bench.latency_costs(lam_s, alpha)
         elif rule == "money":
-            lam_usd = beta_col.select_slider(
-                "λ$ · errors per dollar",
-                options=money_prices,
-                format_func=lambda v: f"{v:g}",
-                key="money_price",
-                persist_state="session",
-                disabled=off,
-                help=f"each expert costs λ$ × its extra mean price per question over {bench.pool.main} on "
-                f"the training articles, in dollars ({money_words(bench)}; the prices step evenly in log)",
+            money_help = (
+                f"each expert costs λ$ × its extra mean price per question over {bench.pool.main} on "
+                f"the training articles, in dollars ({money_words(bench)}; the prices step evenly in log)"
             )
+            lam_usd = log_slider("λ$ · errors per dollar", money_prices, "money_price", money_help)
             costs = bench.money_costs(lam_usd, alpha)
         else:
             hand = tuple(

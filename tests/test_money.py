@@ -10,29 +10,14 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from test_outcome_logs import spec, tiny_dataset  # the same tiny dataset and logged agent
 
-from l2d_core.agents import AgentSpec, get_pool
+from l2d_core.agents import get_pool
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.outcome_log import import_log, read_outcome_log
 from l2d_core.agents.prices import TokenPrices, flat_usd
 from l2d_core.data import DataFormatError, load_dataset
-from l2d_core.data.records import QADataset, QARecord
 from l2d_core.method.costs import CostConfig, InvalidCostError, beta_from_money, money_scale, realised_latency
-
-
-def tiny_dataset() -> QADataset:
-    ctx = "Paris is the capital of France. Berlin is the capital of Germany."
-    recs = (
-        QARecord("q1", "T", ctx, "Capital of France?", ("Paris",)),
-        QARecord("q2", "T", ctx, "Capital of Germany?", ("Berlin",)),
-    )
-    return QADataset("tiny", recs, v2=False)
-
-
-def spec(path, **options) -> AgentSpec:
-    return AgentSpec(
-        id="llm", dataset="tiny", kind="outcome_log", gflops=3.0, path=str(path), options=options
-    )
 
 
 def test_a_log_prices_each_answer_by_its_cost_column_or_its_tokens(tmp_path):
@@ -40,7 +25,7 @@ def test_a_log_prices_each_answer_by_its_cost_column_or_its_tokens(tmp_path):
     log.write_text("id,correct,cost_usd\nq1,True,0.002\nq2,False,0.0005\n")
     cache = AgentCache(tmp_path / "agents")
     report = import_log(spec(log), tiny_dataset(), cache)
-    assert cache.table("tiny", "llm")["usd"].to_dict() == {"q1": 0.002, "q2": 0.0005}
+    assert cache.table("tiny", "logged")["usd"].to_dict() == {"q1": 0.002, "q2": 0.0005}
     assert report.has_usd and "price in dollars" in report.lines()[2]
     tokens = tmp_path / "tokens.csv"
     tokens.write_text("id,correct,prompt_tokens,completion_tokens\nq1,1,1200,10\nq2,0,800,0\n")
@@ -70,7 +55,7 @@ def test_a_bad_price_is_one_line_and_nothing_is_read_in(tmp_path, text, options,
     cache = AgentCache(tmp_path / "agents")
     with pytest.raises(DataFormatError, match=says) as err:
         import_log(spec(log, **options), tiny_dataset(), cache)
-    assert "\n" not in str(err.value) and cache.table("tiny", "llm").empty
+    assert "\n" not in str(err.value) and cache.table("tiny", "logged").empty
 
 
 def test_beta_follows_the_extra_mean_price_and_the_scale_spans_the_decisions():
