@@ -206,6 +206,10 @@ def test_a_priced_pool_routes_by_money_on_every_surface(real_data, fresh_cache, 
     row = evaluate_router(bench, make_router("conf-threshold").fit(bench), bench.money_costs(mid))
     assert at[mid]["usd_per_1k"] == pytest.approx(row["usd_per_1k"])
     assert at[mid]["em"] == pytest.approx(row["em"])
+    # AIQ over dollars per 1,000 questions, between the cheapest and the dearest agent alone
+    assert results["aiq_cost"] == "dollars per 1,000 questions"
+    assert results["aiq_range"] == pytest.approx([1000 * mix.min(), 1000 * mix.max()])
+    assert results["routers"]["oracle"]["aiq"] > results["routers"]["zero"]["aiq"] > 0
     report = report_markdown(results)
     assert "## Money (λ$ errors per dollar" in report and f"${row['usd_per_1k']:.4g}" in report
     # exported for serving at λ$: the artifact carries the money rule's β

@@ -4,8 +4,9 @@ APGR and TDL per β₁ — the ``results.json`` a report is made of (schema:
 
 Each router is fitted per seed and evaluated at the BENCHMARK.md β₁ points and its own sweep
 (:func:`~l2d_core.evaluation.points.router_points`). Metrics per router (SPEC §7), over the
-GFLOPs range ``[lo, hi]`` of the pool's agents, are computed per seed and reported as mean
-(``x``) and std over seeds (``x_std``):
+cost range ``[lo, hi]`` of the pool's agents (GFLOPs; dollars per 1,000 questions on a pool whose
+answers all have prices: :func:`~l2d_core.evaluation.curve_summary.aiq_cost`), are computed per
+seed and reported as mean (``x``) and std over seeds (``x_std``):
 
 - ``aiq``: area under the router's non-decreasing upper convex hull of (GFLOPs, EM) points
   divided by the range, the hull extended flat to the right end and **zero left of the
@@ -42,7 +43,8 @@ from ..routers.registry import make_router, router_ids, router_role
 from . import metrics as M
 from .benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
 from .budget_results import BUDGET_POINTS, budget_decision, budget_rows
-from .paired import paired_differences, point_em_intervals, seed_mean_samples
+from .curve_summary import aiq_cost, bootstrap_summary, curve_summary, pgr_refs
+from .paired import paired_differences, seed_mean_samples
 from .points import beta_key, decision_metrics, router_points
 from .results import SCHEMA_VERSION, Point, Results, expert_share
 from .validation import validation_score
@@ -113,71 +115,6 @@ def _mean_points(runs: list[list[Point]]) -> list[Point]:
         p["em_std"] = float(np.std([q["em"] for q in pts]))
         p["gflops_std"] = float(np.std([q["gflops"] for q in pts]))
         out.append(p)
-    return out
-
-
-def _pgr_refs(bench: Benchmark) -> tuple[int, int]:
-    """Indices of the weak (main) and strong agents of the PGR metrics: the strong one is the
-    agent of best EM on the training articles (chosen before the test articles are read)."""
-    return 0, int(np.argmax(bench.train.em.mean(axis=0)))
-
-
-def _curve_summary(bench: Benchmark, points: list[Point], lo: float, hi: float) -> dict:
-    """AIQ (three ways), APGR, CPT(50%), CPT(80%) of one set of points."""
-    cost = np.array([p["gflops"] for p in points], float)
-    em = np.array([p["em"] for p in points], float)
-    core = np.array([not p.get("dense") for p in points])
-    out = {
-        "aiq": M.aiq(cost, em, lo, hi),
-        "aiq_flat": M.aiq(cost, em, lo, hi, left="flat"),
-        "aiq_beta_points": M.aiq(cost[core], em[core], lo, hi) if core.any() else float("nan"),
-    }
-    weak_j, strong_j = _pgr_refs(bench)
-    em_agents = 100 * bench.test.em.mean(axis=0)
-    weak, strong = float(em_agents[weak_j]), float(em_agents[strong_j])
-    if strong > weak:
-        share = np.array([expert_share(p, bench.test.agent_ids[0]) for p in points])
-        out["apgr"] = M.apgr(share, em, weak, strong)
-        out["cpt50"] = M.cpt(share, em, weak, strong, 0.5)
-        out["cpt80"] = M.cpt(share, em, weak, strong, 0.8)
-    return out
-
-
-def _bootstrap(
-    bench: Benchmark,
-    points: list[Point],
-    tdl_q: dict[str, np.ndarray],
-    ref_q: dict[str, np.ndarray],
-    weights: np.ndarray,
-    lo: float,
-    hi: float,
-    level: float = 0.95,
-) -> dict:
-    """Paired bootstrap of one router's seed-averaged points (``_q`` vectors needed)."""
-    if not points or any("_q" not in p for p in points):
-        return {}
-    cost = M.resample_means(np.stack([p["_q"]["gflops"] for p in points]), weights)  # (P, B)
-    em = 100 * M.resample_means(np.stack([p["_q"]["em"] for p in points]), weights)
-    share = M.resample_means(np.stack([p["_q"]["share"] for p in points]), weights)
-    n_boot = weights.shape[0]
-    aiq = [M.aiq(cost[:, b], em[:, b], lo, hi) for b in range(n_boot)]
-    out: dict = {"aiq_ci": list(M.percentile_interval(np.array(aiq), level))}
-    out["point_em_ci"] = point_em_intervals(em, level)
-    weak_j, strong_j = _pgr_refs(bench)
-    ref = 100 * M.resample_means(bench.test.em[:, [weak_j, strong_j]].T.astype(float), weights)  # (2, B)
-    if weak_j != strong_j:
-        apgr = [
-            M.apgr(share[:, b], em[:, b], ref[0, b], ref[1, b]) if ref[1, b] > ref[0, b] else np.nan
-            for b in range(n_boot)
-        ]
-        out["apgr_ci"] = list(M.percentile_interval(np.array(apgr), level))
-    diff, ci, below = {}, {}, {}
-    for k, v in tdl_q.items():
-        d = v - ref_q[k]
-        diff[k] = float(d.mean())
-        ci[k] = list(M.percentile_interval(M.resample_means(d, weights), level))
-        below[k] = bool(ci[k][1] < 0)
-    out.update(tdl_diff=diff, tdl_diff_ci=ci, tdl_below_random_95=below)
     return out
 
 
@@ -275,8 +212,9 @@ def run_comparison(
         raise ValueError("run_comparison needs at least one seed")
     test = bench.test
     g = test.gflops.mean(axis=0)
-    lo, hi = float(g.min()), float(g.max())
-    weak_j, strong_j = _pgr_refs(bench)
+    span = 1000.0 * bench.mixing_cost("test") if bench.has_money else g  # what AIQ integrates over
+    lo, hi = float(span.min()), float(span.max())
+    weak_j, strong_j = pgr_refs(bench)
     results: Results = {
         "schema": SCHEMA_VERSION,
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -294,10 +232,12 @@ def run_comparison(
         "price_points": [float(x) for x in prices],
         "dense_betas": list(DENSE_BETAS),
         "target_shares": list(TARGET_SHARES),
-        "gflops_range": [lo, hi],
-        "aiq_note": "area under the non-decreasing upper convex hull of (GFLOPs, EM) over the "
-        "GFLOPs range of the pool's agents / that range; hull flat to the right end; left of the "
-        "router's cheapest point: 0 (aiq, RouterBench) or flat (aiq_flat)",
+        "gflops_range": [float(g.min()), float(g.max())],
+        "aiq_cost": aiq_cost(bench)[1],
+        "aiq_range": [lo, hi],
+        "aiq_note": f"area under the non-decreasing upper convex hull of (cost, EM), cost in "
+        f"{aiq_cost(bench)[1]}, over the range of the pool's agents / that range; hull flat to the "
+        "right end; left of the router's cheapest point: 0 (aiq, RouterBench) or flat (aiq_flat)",
         "pgr_weak": test.agent_ids[weak_j],
         "pgr_strong": test.agent_ids[strong_j],
         "pgr_note": "share_strong = share of queries sent to a non-main agent; PGR between the main "
@@ -338,7 +278,7 @@ def run_comparison(
             progress.started(f"{rid}: {len(seeds)} seed(s)")
         fitted = [make_router(rid, **params.get(rid, {})).fit(bench, s) for s in seeds]
         runs = [router_points(r, prices=prices, latencies=latencies, monies=monies) for r in fitted]
-        per_seed = [_curve_summary(bench, pts, lo, hi) for pts in runs]
+        per_seed = [curve_summary(bench, pts, lo, hi) for pts in runs]
         points = _mean_points(runs)
         entry: dict = {"points": points}
         if plan.validate and validated(type(fitted[0])):  # what the reports choose by (no test label read)
@@ -374,7 +314,7 @@ def run_comparison(
             entry["tdl_std"] = dict.fromkeys(tdl_q, 0.0)
             price_q = fitted[0].tdl_vectors({beta_key(x): bench.price_costs(x) for x in prices})
         if weights is not None:
-            entry.update(_bootstrap(bench, points, tdl_q, ref_q, weights, lo, hi))
+            entry.update(bootstrap_summary(bench, points, tdl_q, ref_q, weights, lo, hi))
             if all("_q" in p for pts in runs for p in pts):  # for the paired differences
                 refs = ref_em if weak_j != strong_j else None
                 for metric, samples in seed_mean_samples(runs, weights, lo, hi, refs).items():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..agents.routing_data import RoutingData
-from ..method.costs import BETA_POINTS, CostConfig, cost_matrix, query_costs, realised_latency
+from ..method.costs import BETA_POINTS, CostConfig, cost_matrix, query_costs, realised_latency, realised_usd
 from ..routers.base import Router
 from ..routers.decision import Decision
 from . import metrics as M
@@ -88,7 +88,8 @@ def decision_metrics(bench: Benchmark, decision: Decision, costs: CostConfig) ->
     if data.has_latency:  # BENCHMARK.md: the main agent's latency always paid, the chosen expert's on top
         m["latency_s"] = float(realised_latency(data.latency, choice).mean())
     if data.has_money:  # the money rule likewise: the main agent's price always, the chosen expert's on top
-        m["usd_per_1k"] = 1000.0 * float(realised_latency(data.usd, choice).mean())
+        q["usd"] = realised_usd(data.usd, choice)
+        m["usd_per_1k"] = 1000.0 * float(q["usd"].mean())
     return m, q
 
 

@@ -141,6 +141,8 @@ class Results(TypedDict, total=False):
     dense_betas: list[float]
     target_shares: list[float]
     gflops_range: list[float]
+    aiq_cost: str  # what AIQ integrates over: GFLOPs, or dollars per 1,000 questions
+    aiq_range: list[float]
     pgr_weak: str
     pgr_strong: str
     bootstrap: dict

@@ -44,7 +44,8 @@ def report_markdown(
         f"- seeds: {results.get('seeds', 'n/a')}; encoder {results.get('encoder', 'n/a')}, "
         f"features {results.get('features', 'n/a')}; created {results.get('created', 'n/a')}",
         f"- β₁ points: {results.get('beta_points', 'n/a')} (α = 1, β_j by the GFLOPs rule)",
-        f"- GFLOPs range of AIQ: {fmt_ci(results.get('gflops_range'), 2)}",
+        f"- AIQ over {results.get('aiq_cost', 'GFLOPs')}, the agents' range: "
+        f"{fmt_ci(results.get('aiq_range', results.get('gflops_range')), 2)}",
     ]
     if run:
         secs = run.get("compute_s", run.get("elapsed_s"))
@@ -64,10 +65,11 @@ def report_markdown(
         "## Targets\n\nCandidates: the L2D routers (`l2d-…`); every number below is computed from "
         "`results.json`.\n\n" + targets_markdown(results, siblings),
         "## Agents\n\n" + agents_table(results),
-        "## Routers\n\nAIQ: area under the router's non-decreasing upper convex hull of (GFLOPs, EM) "
-        "over the agents' GFLOPs range / that range (RouterBench; zero left of the router's cheapest "
-        "point). APGR: mean PGR over the share of expert calls (RouteLLM); CPT(p%): smallest share "
-        "reaching p% PGR. ± std over seeds, [bootstrap 95% interval].\n\n" + summary_table(results),
+        f"## Routers\n\nAIQ: area under the router's non-decreasing upper convex hull of (cost, EM), cost "
+        f"in {results.get('aiq_cost', 'GFLOPs')}, over the agents' range / that range (RouterBench; zero "
+        "left of the router's cheapest point). APGR: mean PGR over the share of expert calls (RouteLLM); "
+        "CPT(p%): smallest share reaching p% PGR. ± std over seeds, [bootstrap 95% interval].\n\n"
+        + summary_table(results),
         "## TDL per β₁ (paper Fig. 2)\n\n" + tdl_table(results),
         "## TDL per per-TFLOP price λ (errors per TFLOP; every expert's β grows with its compute)\n\n"
         + price_table(results),

@@ -95,9 +95,10 @@ class ZeroRouter(Router):
         return Decision(np.full(len(test), j))
 
     def operating_points(self, betas=BETA_POINTS, dense: bool = True, prices=()) -> list[OperatingPoint]:
-        """Vertices of the single agents' upper hull (any mixture lies on the segments between)."""
+        """Vertices of the single agents' upper hull (any mixture lies on the segments between), in
+        the cost random mixing is matched on (GFLOPs, or dollars where every answer has a price)."""
         test = self.bench_.test
-        g = test.gflops.mean(axis=0)
+        g = self.bench_.mixing_cost("test")
         em = 100 * test.em.mean(axis=0)
         pts = []
         for c, q in zip(*upper_hull(g, em)):

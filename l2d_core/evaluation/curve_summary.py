@@ -1,0 +1,91 @@
+"""The summaries of one router's curve in a comparison (:mod:`.comparison`): AIQ three ways,
+APGR and CPT per seed (:func:`curve_summary`), and the paired bootstrap intervals of its
+seed-averaged points (:func:`bootstrap_summary`) — AIQ over GFLOPs, or over dollars per 1,000
+questions on a pool whose answers all have prices (:func:`aiq_cost`, as RouterBench)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import metrics as M
+from .benchmark import Benchmark
+from .paired import point_em_intervals
+from .results import Point, expert_share
+
+__all__ = ["aiq_cost", "bootstrap_summary", "curve_summary", "pgr_refs"]
+
+
+def pgr_refs(bench: Benchmark) -> tuple[int, int]:
+    """Indices of the weak (main) and strong agents of the PGR metrics: the strong one is the
+    agent of best EM on the training articles (chosen before the test articles are read)."""
+    return 0, int(np.argmax(bench.train.em.mean(axis=0)))
+
+
+def aiq_cost(bench: Benchmark) -> tuple[str, str, float]:
+    """What AIQ integrates over on ``bench``'s pool: (point field, words, per-question scale) —
+    dollars per 1,000 questions where every answer has its price (as RouterBench), else GFLOPs."""
+    return (
+        ("usd_per_1k", "dollars per 1,000 questions", 1000.0)
+        if bench.has_money
+        else ("gflops", "GFLOPs", 1.0)
+    )
+
+
+def curve_summary(bench: Benchmark, points: list[Point], lo: float, hi: float) -> dict:
+    """AIQ (three ways), APGR, CPT(50%), CPT(80%) of one set of points."""
+    cost = np.array([p[aiq_cost(bench)[0]] for p in points], float)
+    em = np.array([p["em"] for p in points], float)
+    core = np.array([not p.get("dense") for p in points])
+    out = {
+        "aiq": M.aiq(cost, em, lo, hi),
+        "aiq_flat": M.aiq(cost, em, lo, hi, left="flat"),
+        "aiq_beta_points": M.aiq(cost[core], em[core], lo, hi) if core.any() else float("nan"),
+    }
+    weak_j, strong_j = pgr_refs(bench)
+    em_agents = 100 * bench.test.em.mean(axis=0)
+    weak, strong = float(em_agents[weak_j]), float(em_agents[strong_j])
+    if strong > weak:
+        share = np.array([expert_share(p, bench.test.agent_ids[0]) for p in points])
+        out["apgr"] = M.apgr(share, em, weak, strong)
+        out["cpt50"] = M.cpt(share, em, weak, strong, 0.5)
+        out["cpt80"] = M.cpt(share, em, weak, strong, 0.8)
+    return out
+
+
+def bootstrap_summary(
+    bench: Benchmark,
+    points: list[Point],
+    tdl_q: dict[str, np.ndarray],
+    ref_q: dict[str, np.ndarray],
+    weights: np.ndarray,
+    lo: float,
+    hi: float,
+    level: float = 0.95,
+) -> dict:
+    """Paired bootstrap of one router's seed-averaged points (``_q`` vectors needed)."""
+    if not points or any("_q" not in p for p in points):
+        return {}
+    key, _, scale = aiq_cost(bench)
+    cost = scale * M.resample_means(np.stack([p["_q"][key.removesuffix("_per_1k")] for p in points]), weights)
+    em = 100 * M.resample_means(np.stack([p["_q"]["em"] for p in points]), weights)
+    share = M.resample_means(np.stack([p["_q"]["share"] for p in points]), weights)
+    n_boot = weights.shape[0]
+    aiq = [M.aiq(cost[:, b], em[:, b], lo, hi) for b in range(n_boot)]
+    out: dict = {"aiq_ci": list(M.percentile_interval(np.array(aiq), level))}
+    out["point_em_ci"] = point_em_intervals(em, level)
+    weak_j, strong_j = pgr_refs(bench)
+    ref = 100 * M.resample_means(bench.test.em[:, [weak_j, strong_j]].T.astype(float), weights)  # (2, B)
+    if weak_j != strong_j:
+        apgr = [
+            M.apgr(share[:, b], em[:, b], ref[0, b], ref[1, b]) if ref[1, b] > ref[0, b] else np.nan
+            for b in range(n_boot)
+        ]
+        out["apgr_ci"] = list(M.percentile_interval(np.array(apgr), level))
+    diff, ci, below = {}, {}, {}
+    for k, v in tdl_q.items():
+        d = v - ref_q[k]
+        diff[k] = float(d.mean())
+        ci[k] = list(M.percentile_interval(M.resample_means(d, weights), level))
+        below[k] = bool(ci[k][1] < 0)
+    out.update(tdl_diff=diff, tdl_diff_ci=ci, tdl_below_random_95=below)
+    return out
