@@ -7,7 +7,7 @@ within_app(__file__)  # before this page's own imports (pages/ui/app.py says why
 import streamlit as st
 
 from l2d_core.agents import PoolSpec, get_pool, list_agents, register_pool
-from l2d_core.agents.uploads import UPLOAD_TYPES, add_upload
+from l2d_core.agents.uploads import UPLOAD_TYPES, add_upload, add_wide_log_from_upload
 from l2d_core.app_logic.overview import textless_note
 from l2d_core.data import load_dataset
 from l2d_core.paths import data_dir
@@ -83,6 +83,35 @@ def upload_agent_form(ds) -> None:
         st.success(done)
 
 
+def wide_log_form() -> None:
+    sample = data_dir() / "llm_routing" / "routerbench-sample" / "reference_data.csv"
+    file = st.file_uploader(
+        "Routing log (CSV): sample_id, prompt, and per model a score <model> (1 right, 0 wrong) and "
+        "<model>|total_cost in dollars — RouterBench's layout",
+        type=["csv"],
+        key="wide_upload",
+    )
+    name = st.text_input("Dataset name (lowercase)", value="routerbench", key="wide_name", max_chars=40)
+    group = st.text_input(
+        "Group column (optional: e.g. eval_name; default each prompt its own)", key="wide_group"
+    )
+    use_sample = sample.is_file() and st.button(
+        "Import the RouterBench sample of the data directory", key="wide_sample"
+    )
+    if st.button("Import the log", key="wide_add") or use_sample:
+        if file is None and not use_sample:
+            st.error("Choose a CSV file first.")
+            return
+        data, filename = (sample.read_bytes(), sample.name) if use_sample else (file.getvalue(), file.name)
+        with shown_errors():
+            report = add_wide_log_from_upload(data, filename, name.strip(), group.strip())
+            said = [*report.lines(), f"Pick dataset {report.dataset} in the sidebar."]
+            st.session_state["wide_done"] = "\n\n".join(said)
+            st.rerun()  # the sidebar offers the new dataset
+    if done := st.session_state.pop("wide_done", None):
+        st.success(done)
+
+
 st.title("Learning-to-Defer routing for extractive QA")
 st.markdown(
     "A small **router** reads each query and sends it to one agent: the cheap main model or a "
@@ -128,6 +157,8 @@ with st.expander("Build a custom pool from any cached agents"):
     custom_pool_form(dataset)
 with st.expander("Add an agent from a prediction file or an outcome log"):
     upload_agent_form(ds)
+with st.expander("Add a routing log of prompts without passages (one column per model)"):
+    wide_log_form()
 st.subheader("Data")
 st.markdown(
     f"- **{dataset}**: {len(ds):,} questions in {len(ds.titles)} articles, from `{ds.source}`\n"

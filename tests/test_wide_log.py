@@ -120,3 +120,16 @@ def test_a_bad_log_is_one_line_and_registers_nothing(fresh_cache, tmp_path, text
 def test_a_prompt_written_as_a_list_is_its_turns():
     assert prompt_text("['a', 'b']") == "a\n\nb" and prompt_text("[not python") == "[not python"
     assert prompt_text(None) == "" and prompt_text("  plain ") == "plain"
+
+
+def test_the_overview_imports_the_sample_of_the_data_directory(real_data, fresh_cache):
+    """Without a terminal: the Overview's routing-log form imports the RouterBench sample, and the
+    sidebar then offers its dataset."""
+    from _pages import open_page
+
+    at = open_page("overview", "P2").run()
+    at.button(key="wide_sample").click().run()
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    assert any("dataset routerbench: 365 prompts" in s.value for s in at.success)
+    assert any(o.startswith("routerbench — ") for o in at.sidebar.selectbox(key="dataset").options)
+    assert get_pool("routerbench").dataset == "routerbench"

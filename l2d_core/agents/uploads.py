@@ -110,6 +110,19 @@ def _priced(prices: dict | None) -> dict:
     return options
 
 
+def add_wide_log_from_upload(data: bytes, filename: str, dataset: str, group: str | None = None):
+    """An uploaded log of prompts with one column per model (RouterBench's layout) becomes a
+    dataset, its agents and a pool (:func:`~.wide_log.import_wide_log`); returns its report."""
+    from ..paths import cache_dir
+    from .wide_log import import_wide_log
+
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise DataFormatError(f"{filename} is {len(data):,} bytes; the limit is {MAX_UPLOAD_BYTES:,} bytes")
+    with atomic_path(cache_dir() / "uploads" / f"wide-{Path(filename).name}") as tmp:
+        tmp.write_bytes(data)
+        return import_wide_log(tmp, dataset, group=group or None, label=filename, replace=True)
+
+
 def add_upload(
     agent_id: str,
     dataset: QADataset,
