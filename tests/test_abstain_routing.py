@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from l2d_core.evaluation import comparison as C
 from l2d_core.evaluation.benchmark import prepare
+from l2d_core.evaluation.curve_summary import curve_summary
 from l2d_core.evaluation.points import router_points
 from l2d_core.routers.posthoc_inputs import feature_set
 from l2d_core.routers.registry import make_router
@@ -26,7 +26,7 @@ def bench(real_data):
 
 def _summary(bench, router) -> dict:
     g = bench.test.gflops.mean(axis=0)
-    return C._curve_summary(bench, router_points(router), float(g.min()), float(g.max()))
+    return curve_summary(bench, router_points(router), float(g.min()), float(g.max()))
 
 
 def test_a_main_agent_without_answer_text_is_read_by_its_confidence(bench, real_data):
