@@ -149,8 +149,9 @@ def main(argv=None) -> int:
         rule = cost_rule(args)
         one = rule_value(args, rule)
         points = {"price": PRICE_POINTS, "latency": LATENCY_GRID, "gflops": BETA_POINTS}.get(rule)
-        if rule == "money":  # the pool's own log scale of prices (a pool without prices: one clear line)
-            points = bench.money_costs(0.0) and (bench.money_prices or (0.0,))
+        if rule == "money":  # the pool's own log scale of prices
+            bench.money_costs(0.0)  # a pool without prices: one clear line
+            points = bench.money_prices or (0.0,)
         settings = points if args.sweep else [one]
         rows = []
         for b in settings:

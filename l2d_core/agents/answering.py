@@ -74,10 +74,15 @@ def _result(spec: AgentSpec, status: str, message: str = "", **fields) -> dict:
         "message": message,
         "expected_answer": None,
         "confidence": None,  # the agent's own confidence signals, when it gives them
-        "usd": flat_usd(spec.options, f"agent {spec.id}"),  # its price in dollars, where it has one
+        "usd": None,  # the answer's price in dollars, where it has one (:func:`_price`)
     }
-    base.update({k: v for k, v in fields.items() if k != "usd" or v is not None})
+    base.update(fields)
     return base
+
+
+def _price(spec: AgentSpec, recorded: float | None) -> float | None:
+    """An answer's price: as recorded, else the agent's one price per answer (or None)."""
+    return recorded if recorded is not None else flat_usd(spec.options, f"agent {spec.id}")
 
 
 def answer_with(
@@ -120,7 +125,7 @@ def answer_with(
                 else agent_gflops(agent_spec),
                 expected_answer=check,
                 confidence=rec.get("confidence"),
-                usd=rec.get("usd"),
+                usd=_price(agent_spec, rec.get("usd")),
             )
     if not can_answer_new_text(agent_spec):
         status = "not_cached" if dataset_qid is not None else "cannot_answer"
@@ -158,7 +163,7 @@ def answer_with(
         gflops_source="measured",
         expected_answer=check,
         confidence=pred.extra.get("confidence"),
-        usd=pred.extra.get("usd"),
+        usd=_price(agent_spec, pred.extra.get("usd")),
         **scored,
     )
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..data.records import DataFormatError
 
-__all__ = ["PRICE_OPTIONS", "MAX_USD", "TokenPrices", "flat_usd", "usd_per_1000"]
+__all__ = ["PRICE_OPTIONS", "MAX_USD", "TokenPrices", "flat_usd", "answer_prices", "dollars"]
 
 PRICE_OPTIONS = ("usd_per_1m_input", "usd_per_1m_output")
 MAX_USD = 1_000.0  # dollars for one answer: beyond it a logged price is a unit or parsing mistake
@@ -71,13 +71,17 @@ def flat_usd(options: dict | None, agent: str = "agent") -> float | None:
     return f
 
 
-def usd_per_1000(usd_per_question: float) -> str:
-    """A mean price per question in words, per 1,000 questions.
+def answer_prices(recorded, options: dict | None, agent: str = "agent"):
+    """Each answer's price (a pandas Series by question): as recorded, else the agent's one
+    price per answer (``usd_per_question``) where it declares one; NaN where neither is known."""
+    flat = flat_usd(options, agent)
+    return recorded if flat is None else recorded.fillna(flat)
 
-    >>> usd_per_1000(0.000615), usd_per_1000(0.0036), usd_per_1000(0.0)
-    ('$0.615 per 1,000 questions', '$3.60 per 1,000 questions', '$0 per 1,000 questions')
+
+def dollars(amount: float) -> str:
+    """An amount of dollars as the pages and reports write it.
+
+    >>> dollars(0.615), dollars(3.6), dollars(0.0)
+    ('$0.615', '$3.6', '$0')
     """
-    k = 1000.0 * usd_per_question
-    if k == 0:
-        return "$0 per 1,000 questions"
-    return f"${k:.2f} per 1,000 questions" if k >= 1 else f"${k:.3g} per 1,000 questions"
+    return f"${amount:.4g}"

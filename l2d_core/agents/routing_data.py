@@ -17,7 +17,7 @@ from .cache import AgentCache
 from .catalog import PoolSpec, get_agent
 from .confidence import confidence_score, file_confidences
 from .measured import agent_gflops, per_query_gflops
-from .prices import flat_usd
+from .prices import answer_prices
 from .read_in import answers_a_subset, ensure_cached
 
 __all__ = ["RoutingData", "load_routing_data", "textless_agents"]
@@ -159,8 +159,7 @@ def load_routing_data(
         cols["confidence"].append(np.array(conf, dtype=object))
         cols["latency"].append(pd.to_numeric(t["latency_ms"], errors="coerce").to_numpy(float) / 1000.0)
         usd = pd.to_numeric(t["usd"] if "usd" in t else pd.Series(np.nan, index=t.index), errors="coerce")
-        flat = flat_usd(s.options, f"agent {s.id}")  # one price for every answer, where none is recorded
-        cols["usd"].append((usd if flat is None else usd.fillna(flat)).to_numpy(float))
+        cols["usd"].append(answer_prices(usd, s.options, f"agent {s.id}").to_numpy(float))
     stack = {k: np.stack(v, axis=1) for k, v in cols.items()}
     data = RoutingData(
         dataset=dataset.name,

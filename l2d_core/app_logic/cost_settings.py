@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ..agents.prices import usd_per_1000
+from ..agents.prices import dollars
 from ..data.safe_json import JSONNestingError, check_nesting
 from ..method.costs import CostConfig, InvalidCostError, mean_usd
 
@@ -61,14 +61,13 @@ def money_words(bench) -> str:
     >>> from types import SimpleNamespace as NS
     >>> data = NS(agent_ids=("small", "gpt-4"), usd=np.array([[0.0, 0.003], [0.0001, 0.0042]]))
     >>> money_words(NS(train=data))
-    'small $0.05, gpt-4 $3.60 per 1,000 questions'
+    'small $0.05, gpt-4 $3.6 per 1,000 questions'
     """
     usd = mean_usd(bench.train.usd)
-    said = [
-        f"{a} {usd_per_1000(u).removesuffix(' per 1,000 questions')}"
-        for a, u in zip(bench.train.agent_ids, usd)
-    ]
-    return ", ".join(said) + " per 1,000 questions"
+    return (
+        ", ".join(f"{a} {dollars(1000 * u)}" for a, u in zip(bench.train.agent_ids, usd))
+        + " per 1,000 questions"
+    )
 
 
 def rule_beta1(costs: CostConfig, expert_gflops) -> float | None:

@@ -8,7 +8,7 @@ from ..agents.answering import can_answer_new_text
 from ..agents.cache import AgentCache
 from ..agents.catalog import get_agent
 from ..agents.measured import agent_gflops
-from ..agents.prices import flat_usd
+from ..agents.prices import answer_prices
 from ..agents.read_in import ensure_cached
 from ..data import load_dataset
 from .answers import cost_words, f1_note, kind_words
@@ -47,9 +47,8 @@ def agent_table(dataset: str, agent_ids: tuple[str, ...], cache: AgentCache) -> 
 def _usd_per_1000(spec, table: pd.DataFrame) -> float | None:
     """An agent's mean price per 1,000 questions — recorded per answer, or its one price per
     answer — where every answer has one (the money rule needs it), else None."""
-    usd = pd.to_numeric(table["usd"] if "usd" in table else pd.Series(dtype=float), errors="coerce")
-    flat = flat_usd(spec.options, f"agent {spec.id}")
-    usd = usd if flat is None else usd.fillna(flat)
+    recorded = pd.to_numeric(table["usd"] if "usd" in table else pd.Series(dtype=float), errors="coerce")
+    usd = answer_prices(recorded, spec.options, f"agent {spec.id}")
     return 1000.0 * float(usd.mean()) if len(usd) and usd.notna().all() else None
 
 

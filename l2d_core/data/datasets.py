@@ -76,7 +76,13 @@ def dataset_description(name: str) -> str:
     path = user_dataset_path(name)
     if path is None:
         raise KeyError(f"unknown dataset {name!r}; known: {', '.join(dataset_names())}")
-    return str(json.loads(path.read_bytes()).get("description") or f"{name}, registered from a log")
+    return _user_description(name, str(path), path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=32)
+def _user_description(name: str, path: str, mtime_ns: int) -> str:
+    """Read once per version of the file (the dataset menu asks on every page run)."""
+    return str(json.loads(Path(path).read_bytes()).get("description") or f"{name}, registered from a log")
 
 
 @lru_cache(maxsize=8)

@@ -161,7 +161,7 @@ class Benchmark:
         usd = data.usd.mean(axis=0)
         return np.concatenate([usd[:1], usd[0] + usd[1:]])
 
-    @property
+    @cached_property
     def money_prices(self) -> tuple[float, ...] | None:
         """The money prices λ_$ (errors per dollar) of the pool's slider and sweeps
         (:func:`~l2d_core.method.costs.money_scale`); None where the money rule does not apply or

@@ -233,10 +233,10 @@ def run_comparison(
         "dense_betas": list(DENSE_BETAS),
         "target_shares": list(TARGET_SHARES),
         "gflops_range": [float(g.min()), float(g.max())],
-        "aiq_cost": aiq_cost(bench)[1],
+        "aiq_cost": aiq_cost(bench).words,
         "aiq_range": [lo, hi],
         "aiq_note": f"area under the non-decreasing upper convex hull of (cost, EM), cost in "
-        f"{aiq_cost(bench)[1]}, over the range of the pool's agents / that range; hull flat to the "
+        f"{aiq_cost(bench).words}, over the range of the pool's agents / that range; hull flat to the "
         "right end; left of the router's cheapest point: 0 (aiq, RouterBench) or flat (aiq_flat)",
         "pgr_weak": test.agent_ids[weak_j],
         "pgr_strong": test.agent_ids[strong_j],

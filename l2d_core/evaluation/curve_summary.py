@@ -5,6 +5,8 @@ questions on a pool whose answers all have prices (:func:`aiq_cost`, as RouterBe
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from . import metrics as M
@@ -12,7 +14,7 @@ from .benchmark import Benchmark
 from .paired import point_em_intervals
 from .results import Point, expert_share
 
-__all__ = ["aiq_cost", "bootstrap_summary", "curve_summary", "pgr_refs"]
+__all__ = ["AiqCost", "aiq_cost", "bootstrap_summary", "curve_summary", "pgr_refs"]
 
 
 def pgr_refs(bench: Benchmark) -> tuple[int, int]:
@@ -21,19 +23,27 @@ def pgr_refs(bench: Benchmark) -> tuple[int, int]:
     return 0, int(np.argmax(bench.train.em.mean(axis=0)))
 
 
-def aiq_cost(bench: Benchmark) -> tuple[str, str, float]:
-    """What AIQ integrates over on ``bench``'s pool: (point field, words, per-question scale) —
-    dollars per 1,000 questions where every answer has its price (as RouterBench), else GFLOPs."""
-    return (
-        ("usd_per_1k", "dollars per 1,000 questions", 1000.0)
-        if bench.has_money
-        else ("gflops", "GFLOPs", 1.0)
-    )
+class AiqCost(NamedTuple):
+    """What AIQ integrates over: a point's field, the per-question vector (``_q``) behind it and
+    the scale from one to the other, and the words for it."""
+
+    point: str
+    per_question: str
+    scale: float
+    words: str
+
+
+def aiq_cost(bench: Benchmark) -> AiqCost:
+    """Dollars per 1,000 questions where every answer of ``bench``'s pool has its price (as
+    RouterBench), else GFLOPs per query."""
+    if bench.has_money:
+        return AiqCost("usd_per_1k", "usd", 1000.0, "dollars per 1,000 questions")
+    return AiqCost("gflops", "gflops", 1.0, "GFLOPs")
 
 
 def curve_summary(bench: Benchmark, points: list[Point], lo: float, hi: float) -> dict:
     """AIQ (three ways), APGR, CPT(50%), CPT(80%) of one set of points."""
-    cost = np.array([p[aiq_cost(bench)[0]] for p in points], float)
+    cost = np.array([p[aiq_cost(bench).point] for p in points], float)
     em = np.array([p["em"] for p in points], float)
     core = np.array([not p.get("dense") for p in points])
     out = {
@@ -65,8 +75,8 @@ def bootstrap_summary(
     """Paired bootstrap of one router's seed-averaged points (``_q`` vectors needed)."""
     if not points or any("_q" not in p for p in points):
         return {}
-    key, _, scale = aiq_cost(bench)
-    cost = scale * M.resample_means(np.stack([p["_q"][key.removesuffix("_per_1k")] for p in points]), weights)
+    axis = aiq_cost(bench)
+    cost = axis.scale * M.resample_means(np.stack([p["_q"][axis.per_question] for p in points]), weights)
     em = 100 * M.resample_means(np.stack([p["_q"]["em"] for p in points]), weights)
     share = M.resample_means(np.stack([p["_q"]["share"] for p in points]), weights)
     n_boot = weights.shape[0]

@@ -13,6 +13,7 @@ per dollar of an expert's extra mean price) — and each agent alone.
 
 from __future__ import annotations
 
+from ..agents.prices import dollars
 from ..evaluation.results import Results
 from .frames import beta_key, fmt, is_agent, num, points_of, routers_of
 from .tables import md_table
@@ -26,7 +27,7 @@ def has_money(results: Results) -> bool:
 
 
 def _dollars(x) -> str:
-    return "n/a" if num(x) is None else f"${num(x):.4g}"
+    return "n/a" if num(x) is None else dollars(num(x))
 
 
 def _cell(p: dict | None) -> str:
