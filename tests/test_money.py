@@ -15,7 +15,7 @@ from test_outcome_logs import spec, tiny_dataset  # the same tiny dataset and lo
 from l2d_core.agents import get_pool
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.outcome_log import import_log, read_outcome_log
-from l2d_core.agents.prices import TokenPrices, flat_usd
+from l2d_core.agents.prices import TokenPrices, dollars, flat_usd
 from l2d_core.data import DataFormatError, load_dataset
 from l2d_core.method.costs import CostConfig, InvalidCostError, beta_from_money, money_scale, realised_latency
 
@@ -211,7 +211,7 @@ def test_a_priced_pool_routes_by_money_on_every_surface(real_data, fresh_cache, 
     assert results["aiq_range"] == pytest.approx([1000 * mix.min(), 1000 * mix.max()])
     assert results["routers"]["oracle"]["aiq"] > results["routers"]["zero"]["aiq"] > 0
     report = report_markdown(results)
-    assert "## Money (λ$ errors per dollar" in report and f"${row['usd_per_1k']:.4g}" in report
+    assert "## Money (λ$ errors per dollar" in report and dollars(row["usd_per_1k"]) in report
     # exported for serving at λ$: the artifact carries the money rule's β
     import export_router
 
@@ -272,7 +272,8 @@ def test_the_cost_explorer_offers_the_money_rule_on_a_priced_pool(real_data, fre
     shown = single.dataframe[-1].value.set_index("agent")["price"]
     rec = bench.test_records[single.selectbox(key="sq_index").value]
     usd = bench.test.usd[list(bench.test.qids).index(rec.qid)]
-    assert shown.to_dict() == {"cheap": "$0", "dear": f"${usd[1]:.4g}"}  # each answer's own price
+    assert shown.to_dict() == {"cheap": "$0", "dear": dollars(usd[1])}  # each answer's own price
+    assert "e-" not in shown["dear"]  # millionths of a dollar in plain digits
     p2 = open_page("cost_explorer", "P2v2")
     p2.session_state["dataset"] = "squad20"
     p2.session_state["cost_rule"] = "money"

@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..data.records import DataFormatError
 
 __all__ = ["PRICE_OPTIONS", "MAX_USD", "TokenPrices", "flat_usd", "answer_prices", "dollars"]
@@ -79,9 +81,10 @@ def answer_prices(recorded, options: dict | None, agent: str = "agent"):
 
 
 def dollars(amount: float) -> str:
-    """An amount of dollars as the pages and reports write it.
+    """An amount of dollars as the pages and reports write it: 4 significant digits, never in
+    scientific notation (one answer of a small model costs a few millionths of a dollar).
 
-    >>> dollars(0.615), dollars(3.6), dollars(0.0)
-    ('$0.615', '$3.6', '$0')
+    >>> dollars(0.615), dollars(3.6), dollars(0.0), dollars(0.0000258)
+    ('$0.615', '$3.6', '$0', '$0.0000258')
     """
-    return f"${amount:.4g}"
+    return "$" + np.format_float_positional(float(amount), precision=4, fractional=False, trim="-")

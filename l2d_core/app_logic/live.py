@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..agents import PoolSpec, get_agent, list_pools
 from ..agents.answering import can_answer_new_text
+from ..agents.prices import dollars
 from ..agents.profiles import PROFILES, train_command
 from ..routers.registry import make_router
 from .answers import shown_answer
@@ -149,7 +150,7 @@ def answers_frame(answers: list[dict]):
                 "latency ms": dash(a["latency_ms"], "{:.1f}"),
                 "GFLOPs": "—" if a["gflops"] is None else gflops_text(a["gflops"]),
                 "GFLOPs are": a["gflops_source"],
-                **({"price": dash(a.get("usd"), "${:.4g}")} if priced else {}),
+                **({"price": "—" if a.get("usd") is None else dollars(a["usd"])} if priced else {}),
                 "note": a["message"] + (LOGGED_NOTE if _logged_only(a) else "") if a["message"] else "",
             }
             for a in answers
