@@ -9,6 +9,7 @@ import random
 import re
 import sys
 import threading
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from functools import lru_cache, wraps
 from pathlib import Path
@@ -230,3 +231,23 @@ def at_load_now(seconds: float, record: dict, load_now: float | None = None) -> 
         return seconds
     now = os.getloadavg()[0] if load_now is None else load_now
     return seconds * cpu_share(then) / cpu_share(now)
+
+
+def in_threads(calls: Sequence[Callable[[], object]], workers: int | None = None) -> list:
+    """Each of ``calls`` run, in threads (at most ``workers``, default one per CPU this process may
+    use), each thread running torch on one CPU thread; their results in order, the first
+    exception raised. For small torch work that a second core cannot speed up from within
+    (a router head's full-batch steps) but several such runs side by side can."""
+    workers = min(len(calls), workers or len(os.sched_getaffinity(0)) or 1)
+    if workers <= 1:
+        return [call() for call in calls]
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    def run(call):
+        torch.set_num_threads(1)  # this thread's OpenMP team: one thread
+        return call()
+
+    with ThreadPoolExecutor(workers, thread_name_prefix="l2d-fit") as pool:
+        return list(pool.map(run, calls))

@@ -29,11 +29,11 @@ from l2d_core.agents.routing_data import RoutingData
 from l2d_core.data.records import QARecord
 from l2d_core.method.costs import CostConfig
 from l2d_core.method.policies import bayes_policy, learned_policy, plugin_policy
-from l2d_core.method.training import PAPER_CONFIG, SDL_FAST_CONFIG, TrainConfig, train_loop
+from l2d_core.method.training import PAPER_CONFIG, POSTHOC_CONFIG, SDL_FAST_CONFIG, TrainConfig, train_loop
 from l2d_core.routers.encoder import Encoder, embedding_key, load_encoder, pool
 from l2d_core.routers.estimator import NotFittedError
 from l2d_core.routers.features import featurize
-from l2d_core.routers.head import load_head_state
+from l2d_core.routers.head import fit_heads, load_head_state
 from l2d_core.routers.network import MLPHead
 from l2d_core.routers.plugin import PluginRejector
 from l2d_core.routers.scaling import Projection
@@ -806,3 +806,18 @@ def test_full_sdl_rejector_cuda(tiny_dir, problem):
         costs=COSTS, encoder=str(tiny_dir), config=FULL_CONFIG, max_length=64, device="cuda"
     )
     _full_rejector_checks(est, records, data, tiny_dir, "cuda")
+
+
+@pytest.mark.parametrize("solver", ["lbfgs", "adamw"])
+def test_heads_fitted_side_by_side_are_the_heads_fitted_in_turn(solver):
+    # full-batch trainings run in threads, one per core; each head must be what it is alone
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((300, 7)).astype(np.float32)
+    y = rng.random((300, 2, 3)) < 0.3
+    config = POSTHOC_CONFIG.but(epochs=30) if solver == "lbfgs" else TrainConfig(epochs=2, hidden=8)
+    parts = [slice(0, 200), slice(100, 300), slice(50, 250)]
+    alone = [PluginRejector(config.but(seed=k)).fit(X[p], y[p]) for k, p in enumerate(parts)]
+    together = [PluginRejector(config.but(seed=k)) for k in range(len(parts))]
+    fit_heads([(h, (X[p], y[p])) for h, p in zip(together, parts)])
+    for a, b in zip(alone, together):
+        np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,7 +22,7 @@ from safetensors.numpy import load_file
 from scipy.special import erf
 
 from ..method.training import FAST_CONFIG, TrainConfig, batch_rows, train_loop
-from ..runtime import seeded, set_seed
+from ..runtime import in_threads, seeded, set_seed
 from ..stores import atomic_save_file
 from .estimator import Estimator, check_fitted
 from .scaling import Projection, Scaler, fit_scaler, scaler_from_state, scaler_state
@@ -37,6 +38,7 @@ __all__ = [
     "HeadEstimator",
     "save_head",
     "load_head_state",
+    "fit_heads",
 ]
 
 
@@ -149,6 +151,21 @@ class HeadEstimator(Estimator):
         init: dict | None = None,
         projection: Projection | None = None,
     ) -> None:
+        self._head_training(X, Y, X_val, Y_val, init, projection)()
+
+    @seeded
+    def _head_training(
+        self,
+        X: np.ndarray,
+        Y: np.ndarray,
+        X_val=None,
+        Y_val=None,
+        init: dict | None = None,
+        projection: Projection | None = None,
+    ) -> Callable[[], None]:
+        """What a fit draws from the seeded generators — the scaler, the head's first weights —
+        done now; the training that follows, returned as a call (:func:`fit_heads` runs several
+        full-batch trainings at once: they draw nothing)."""
         if len(X) != len(Y):
             raise ValueError(f"{len(X)} feature rows for {len(Y)} queries")
         if len(X) == 0:
@@ -172,19 +189,23 @@ class HeadEstimator(Estimator):
         if X_val is not None and Y_val is not None and len(Y_val):
             xv, yv = rows(X_val), torch.from_numpy(np.asarray(Y_val, np.float32))
             val = lambda: self._loss(model(xv), yv)
-        self.history_ = train_loop(
-            model,
-            len(x),
-            lambda idx: self._loss(model(batch_rows(x, idx)), batch_rows(y, idx)),
-            cfg,
-            val_loss=val,
-            progress=self.progress,
-        )
-        if P is not None:  # fold the projection into the full head: W = W_k Pᵀ
-            with torch.no_grad():
-                self.head_.net[-1].weight.copy_(model.net[-1].weight @ P.T)
-                self.head_.net[-1].bias.copy_(model.net[-1].bias)
-            self.head_.eval()
+
+        def train() -> None:
+            self.history_ = train_loop(
+                model,
+                len(x),
+                lambda idx: self._loss(model(batch_rows(x, idx)), batch_rows(y, idx)),
+                cfg,
+                val_loss=val,
+                progress=self.progress,
+            )
+            if P is not None:  # fold the projection into the full head: W = W_k Pᵀ
+                with torch.no_grad():
+                    self.head_.net[-1].weight.copy_(model.net[-1].weight @ P.T)
+                    self.head_.net[-1].bias.copy_(model.net[-1].bias)
+                self.head_.eval()
+
+        return train
 
     def _projection(self, X: np.ndarray, given: Projection | None) -> Projection | None:
         """What a rank-k linear head is fitted in (``given``, when fitted before), or None."""
@@ -291,9 +312,29 @@ class AgentHead(HeadEstimator):
         """Fit on features ``X`` (N, d) and mistakes ``y`` (N, 2, A) bool; ``init``: a head's
         weights to start from (a warm start; the full-batch solver converges to the same head);
         ``projection``: the :class:`Projection` of ``X`` at the config's rank, when fitted before."""
+        self._fit_head(*self._arrays(X, y, X_val, y_val), init=init, projection=projection)
+        return self
+
+    def training(self, X: np.ndarray, y: np.ndarray, X_val=None, y_val=None) -> Callable[[], None]:
+        """:meth:`fit`'s draws (scaler, first weights) done now, its training returned as a call
+        (:func:`fit_heads`)."""
+        return self._head_training(*self._arrays(X, y, X_val, y_val))
+
+    def _arrays(self, X, y, X_val, y_val) -> tuple:
         y = np.asarray(y)
         if len(X) != len(y):
             raise ValueError(f"{len(X)} feature rows for {len(y)} queries")
         val = (X_val, self._targets(y_val)) if X_val is not None and y_val is not None else (None, None)
-        self._fit_head(X, self._targets(y), *val, init=init, projection=projection)
-        return self
+        return X, self._targets(y), *val
+
+
+def fit_heads(fits: Sequence[tuple[AgentHead, tuple]]) -> None:
+    """Fit each head on its :meth:`AgentHead.fit` arguments ``(X, y, X_val, y_val)``, as fitting
+    them one after another would: each head's draws in turn, then the trainings. Full-batch
+    (L-BFGS) trainings draw nothing and run side by side, one per core
+    (:func:`~l2d_core.runtime.in_threads`); mini-batch ones draw throughout, and run in turn."""
+    if not all(head.config.solver == "lbfgs" for head, _ in fits):
+        for head, args in fits:
+            head.fit(*args)
+        return
+    in_threads([head.training(*args) for head, args in fits])

@@ -25,6 +25,7 @@ from .base import DENSE_BETAS, Needs, NotExportable, OperatingPoint, Router
 from .calibration import calibration_split, crossfit_splits, fit_platt
 from .estimator import Estimator, check_fitted
 from .features import posthoc_matrix
+from .head import fit_heads
 from .plugin import ErrorEstimateConfig, ErrorEstimateRouter, PluginRejector
 from .posthoc_inputs import (
     CALIBRATION_FOLDS,
@@ -100,16 +101,15 @@ class PosthocRejector(Estimator):
             masks = crossfit_splits(groups, int(self.calibration_folds), self.config.seed)
         # a column constant on the rows a head sees (a question type absent from a few
         # articles) gets scale 1 from the head's StandardScaler: it cannot blow up elsewhere
-        self.heads_, platt = [], []
-        for k, fit_mask in enumerate(masks):
-            config = self.config if k == 0 else self.config.but(seed=self.config.seed + k)
-            head = PluginRejector(config=config, progress=self.progress)
-            head.fit(X[fit_mask], y[fit_mask], X_val, y_val)
-            self.heads_.append(head)
-            if self.calibration == "platt":
-                platt.append(fit_platt(_logits(head, X[~fit_mask]), y[~fit_mask]))
+        self.heads_ = [
+            PluginRejector(config=self.config.but(seed=self.config.seed + k), progress=self.progress)
+            for k in range(len(masks))
+        ]
+        fit_heads([(head, (X[m], y[m], X_val, y_val)) for head, m in zip(self.heads_, masks)])
         self.head_ = self.heads_[0]
-        self.platt_ = np.stack(platt) if platt else None  # (K, 2, A, 2): slope, bias per head
+        self.platt_ = None  # (K, 2, A, 2): slope, bias per head
+        if self.calibration == "platt":
+            self.platt_ = np.stack([fit_platt(_logits(h, X[~m]), y[~m]) for h, m in zip(self.heads_, masks)])
         return self
 
     def predict_proba(self, F: np.ndarray) -> np.ndarray:
