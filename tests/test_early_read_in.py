@@ -42,3 +42,20 @@ def test_an_unknown_pool_is_refused_before_any_process_starts(fresh_cache, monke
     monkeypatch.setattr(sys, "executable", str(fresh_cache / "no-such-python"))
     with pytest.raises(KeyError):
         read_in_early("squad11", "no-such-pool")
+
+
+def test_on_an_empty_cache_the_child_starts_before_this_process_reads_the_dataset(fresh_cache, monkeypatch):
+    # the dataset is read here only to check agents that have answers already: on an empty cache
+    # the child starts at once (it reads the dataset itself), and nothing is read in here
+    import l2d_core.data
+
+    dataset = load_dataset("squad11")
+
+    def refuse(name):
+        raise AssertionError(f"this process read {name} before starting the child")
+
+    monkeypatch.setattr(l2d_core.data, "load_dataset", refuse)
+    read_in_early("squad11", "P2")
+    monkeypatch.setattr(read_in, "import_predictions", _refuse_in_this_process)
+    data = load_routing_data(dataset, get_pool("P2"))
+    assert data.agent_ids == get_pool("P2").agent_ids and 0 < data.em.mean() < 1
