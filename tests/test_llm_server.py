@@ -6,7 +6,11 @@ come back; the server stops with its context; a server that cannot start is one 
 from __future__ import annotations
 
 import math
+import os
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +19,7 @@ from l2d_core.agents.llm_server import (
     LLMServerError,
     LLMServerUnsupported,
     LocalLLMServer,
+    built_binary,
     model_path,
     server_binary,
 )
@@ -70,4 +75,27 @@ def test_a_server_this_cpu_cannot_run_says_so_in_one_line(tmp_path, monkeypatch)
         LocalLLMServer("smollm2-135m", startup_s=60).start()
     said = str(err.value)
     assert "cannot run on this CPU: it stopped on an illegal instruction" in said and "\n" not in said
-    assert SERVER_ENV in said
+    assert SERVER_ENV in said and "python scripts/build_llama_server.py" in said
+
+
+def test_a_server_built_for_this_machine_is_used_before_the_packaged_one(fresh_cache, monkeypatch):
+    monkeypatch.delenv(SERVER_ENV, raising=False)
+    built = built_binary()
+    assert built.parent.parent == fresh_cache and not built.exists()
+    assert server_binary() != built  # nothing built: the packaged one
+    built.parent.mkdir(parents=True)
+    built.write_text("#!/bin/sh\n")
+    assert server_binary() != built  # not executable: not a server
+    built.chmod(0o755)
+    assert server_binary() == built
+    monkeypatch.setenv(SERVER_ENV, "/bin/true")
+    assert server_binary() == Path("/bin/true")  # the variable still wins
+
+
+def test_the_build_script_says_in_one_line_what_it_needs(tmp_path):
+    # the build itself takes minutes (see docs/internals.md); without cmake it stops at once
+    env = {**os.environ, "PATH": str(tmp_path)}
+    script = Path(__file__).resolve().parent.parent / "scripts" / "build_llama_server.py"
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and "cmake" in out.stderr and "apt-get install cmake g++" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1

