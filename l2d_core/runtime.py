@@ -238,7 +238,8 @@ def in_threads(calls: Sequence[Callable[[], object]], workers: int | None = None
     use), each thread running torch on one CPU thread; their results in order, the first
     exception raised. For small torch work that a second core cannot speed up from within
     (a router head's full-batch steps) but several such runs side by side can."""
-    workers = min(len(calls), workers or len(os.sched_getaffinity(0)) or 1)
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    workers = min(len(calls), workers or usable or 1)
     if workers <= 1:
         return [call() for call in calls]
     from concurrent.futures import ThreadPoolExecutor

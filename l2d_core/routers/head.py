@@ -142,16 +142,9 @@ class HeadEstimator(Estimator):
         return torch.from_numpy(self.scaler_.transform(np.asarray(X, np.float32)).astype(np.float32))
 
     @seeded
-    def _fit_head(
-        self,
-        X: np.ndarray,
-        Y: np.ndarray,
-        X_val=None,
-        Y_val=None,
-        init: dict | None = None,
-        projection: Projection | None = None,
-    ) -> None:
-        self._head_training(X, Y, X_val, Y_val, init, projection)()
+    def _fit_head(self, *args, **kwargs) -> None:
+        """Fit on ``(X, Y, X_val, Y_val, init, projection)``: see :meth:`_head_training`."""
+        self._head_training(*args, **kwargs)()
 
     @seeded
     def _head_training(
