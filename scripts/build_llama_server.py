@@ -11,6 +11,12 @@ Needs cmake and a C++ compiler (``apt-get install cmake g++``).
 
     python scripts/build_llama_server.py
     python scripts/build_llama_server.py --native --jobs 4
+    python scripts/build_llama_server.py --if-needed   # only where no llama-server here runs
+
+``--if-needed`` (the README's test command runs it, so that the tests start a real server on such
+a machine too): builds only where the server the tool would start cannot load the packaged model,
+and a build that fails there is one line and exit 0 — the test of the real server then says why
+it skips.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from pathlib import Path
 
 import _bootstrap  # noqa: F401
 
-from l2d_core.agents.llm_server import SOURCE_PACKAGE, built_binary
+from l2d_core.agents.llm_server import SOURCE_PACKAGE, LLMServerError, LocalLLMServer, built_binary
 
 # x86-64 with AVX2 (Haswell and later, Zen and later): no instruction a current CPU lacks
 PORTABLE = ["-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON"]
@@ -61,7 +67,31 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--native", action="store_true", help="for this CPU's every feature (not portable)")
     ap.add_argument("--jobs", type=int, default=2, help="parallel compile jobs (default 2)")
     ap.add_argument("--source", type=Path, help="a llama-cpp-python source archive already downloaded")
+    ap.add_argument("--if-needed", action="store_true", help="only where no llama-server here runs")
     args = ap.parse_args(argv)
+    if args.if_needed:
+        if (why := cannot_serve()) is None:
+            print("a llama-server runs here: nothing to build")
+            return
+        print(f"building a llama-server for this machine: {why}", flush=True)
+        try:
+            build(args)
+        except SystemExit:  # its one line said why; the tests of a real LLM server skip, saying why
+            pass
+        return
+    build(args)
+
+
+def cannot_serve() -> str | None:
+    """Why the llama-server the tool would start cannot serve the packaged model here (None: it can)."""
+    try:
+        with LocalLLMServer("smollm2-135m", threads=1, startup_s=60):
+            return None
+    except LLMServerError as err:
+        return str(err)
+
+
+def build(args) -> None:
     missing = [tool for tool in ("cmake", "c++") if shutil.which(tool) is None]
     if missing:
         fail(f"{' and '.join(missing)} not found: apt-get install cmake g++ (or your system's packages)")

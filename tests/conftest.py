@@ -32,6 +32,12 @@ def pytest_configure(config):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    # a llama-server built for this machine (the README's test command builds one where the
+    # packaged one cannot run) is found in the user's cache, which the tests' caches replace
+    from l2d_core.agents.llm_server import SERVER_ENV, built_binary
+
+    if SERVER_ENV not in os.environ and os.access(built_binary(), os.X_OK):
+        os.environ[SERVER_ENV] = str(built_binary())
 
 
 def pytest_ignore_collect(collection_path, config):

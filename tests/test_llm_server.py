@@ -99,3 +99,15 @@ def test_the_build_script_says_in_one_line_what_it_needs(tmp_path):
     out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 1 and "cmake" in out.stderr and "apt-get install cmake g++" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+    # --if-needed (the README's test command): where the server here cannot run, it builds, and a
+    # build that cannot happen is said in one line without failing the command
+    sigill = tmp_path / "llama-server"
+    sigill.write_text("#!/bin/sh\nkill -ILL $$\n")
+    sigill.chmod(0o755)
+    env = {**env, SERVER_ENV: str(sigill), "L2D_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run(
+        [sys.executable, str(script), "--if-needed"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0 and "cannot run on this CPU" in out.stdout
+    said = out.stderr.strip()
+    assert said.splitlines() == [said] and "apt-get install cmake g++" in said

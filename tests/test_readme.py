@@ -26,6 +26,7 @@ LONG = {
     "app.py": "the dashboard (tests/test_browser.py)",
     "bash scripts/install_system_deps.sh && pip install -r requirements-dev.txt && pip install --no-deps -r "
     "requirements-nodeps.txt && ruff check . && ruff format --check . && python -m pytest -m unit && "
+    "python scripts/build_llama_server.py --if-needed && "
     "python -m pytest -m 'not unit' -n 2 --dist loadfile": "this test suite itself",
     "python scripts/rank_pools.py --pools P2 P3": "a minute a pool (tests/test_default_view.py ranks pools)",
     "python scripts/bench_budgets.py --pools P2": "minutes (test_cascade.py and test_staged.py hold budgets)",
