@@ -86,8 +86,8 @@ def upload_agent_form(ds) -> None:
 def wide_log_form() -> None:
     sample = data_dir() / "llm_routing" / "routerbench-sample" / "reference_data.csv"
     file = st.file_uploader(
-        "Routing log (CSV): sample_id, prompt, and per model a score <model> (1 right, 0 wrong) and "
-        "<model>|total_cost in dollars — RouterBench's layout",
+        "Routing log (CSV): sample_id, prompt, and per model a score <model> from 0 to 1 (right from "
+        "0.5) and <model>|total_cost in dollars — RouterBench's layout",
         type=["csv"],
         key="wide_upload",
     )

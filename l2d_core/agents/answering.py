@@ -18,7 +18,7 @@ from .cache import AgentCache
 from .catalog import RUNNABLE_KINDS, AgentSpec
 from .kind_words import no_new_text
 from .measured import agent_gflops, per_query_gflops
-from .prices import flat_usd
+from .prices import answer_price
 
 __all__ = ["answer_with", "can_answer_new_text", "check_expected_answer", "runnable_agent"]
 
@@ -74,15 +74,10 @@ def _result(spec: AgentSpec, status: str, message: str = "", **fields) -> dict:
         "message": message,
         "expected_answer": None,
         "confidence": None,  # the agent's own confidence signals, when it gives them
-        "usd": None,  # the answer's price in dollars, where it has one (:func:`_price`)
+        "usd": None,  # the answer's price in dollars, where it has one (prices.answer_price)
     }
     base.update(fields)
     return base
-
-
-def _price(spec: AgentSpec, recorded: float | None) -> float | None:
-    """An answer's price: as recorded, else the agent's one price per answer (or None)."""
-    return recorded if recorded is not None else flat_usd(spec.options, f"agent {spec.id}")
 
 
 def answer_with(
@@ -125,7 +120,7 @@ def answer_with(
                 else agent_gflops(agent_spec),
                 expected_answer=check,
                 confidence=rec.get("confidence"),
-                usd=_price(agent_spec, rec.get("usd")),
+                usd=answer_price(rec.get("usd"), agent_spec.options, f"agent {agent_spec.id}"),
             )
     if not can_answer_new_text(agent_spec):
         status = "not_cached" if dataset_qid is not None else "cannot_answer"
@@ -163,7 +158,7 @@ def answer_with(
         gflops_source="measured",
         expected_answer=check,
         confidence=pred.extra.get("confidence"),
-        usd=_price(agent_spec, pred.extra.get("usd")),
+        usd=answer_price(pred.extra.get("usd"), agent_spec.options, f"agent {agent_spec.id}"),
         **scored,
     )
 

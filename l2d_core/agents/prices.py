@@ -20,7 +20,7 @@ import numpy as np
 
 from ..data.records import DataFormatError
 
-__all__ = ["PRICE_OPTIONS", "MAX_USD", "TokenPrices", "flat_usd", "answer_prices", "dollars"]
+__all__ = ["PRICE_OPTIONS", "MAX_USD", "TokenPrices", "flat_usd", "answer_prices", "answer_price", "dollars"]
 
 PRICE_OPTIONS = ("usd_per_1m_input", "usd_per_1m_output")
 MAX_USD = 1_000.0  # dollars for one answer: beyond it a logged price is a unit or parsing mistake
@@ -78,6 +78,16 @@ def answer_prices(recorded, options: dict | None, agent: str = "agent"):
     price per answer (``usd_per_question``) where it declares one; NaN where neither is known."""
     flat = flat_usd(options, agent)
     return recorded if flat is None else recorded.fillna(flat)
+
+
+def answer_price(recorded: float | None, options: dict | None, agent: str = "agent") -> float | None:
+    """One answer's price, as :func:`answer_prices` gives them: as recorded, else the agent's one
+    price per answer, else None.
+
+    >>> answer_price(0.002, {"usd_per_question": 0.5}), answer_price(None, {"usd_per_question": 0.5})
+    (0.002, 0.5)
+    """
+    return recorded if recorded is not None else flat_usd(options, agent)
 
 
 def dollars(amount: float) -> str:

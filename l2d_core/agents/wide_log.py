@@ -27,6 +27,7 @@ from .cache import AgentCache
 from .catalog import AgentSpec, PoolSpec, agent_lock, check_new_pool, register_agent, register_pool
 from .log_table import read_table
 from .outcome_log import import_log
+from .prices import dollars
 
 __all__ = ["WideLogReport", "import_wide_log", "prompt_text"]
 
@@ -50,7 +51,7 @@ class WideLogReport:
         ]
         if self.partial:
             out.append(f"  {self.partial} answers scored between 0 and 1 count as right from 0.5")
-        out += [f"  {a}: {acc:.1f}% right, ${usd:.4g} per 1,000 questions" for a, acc, usd in self.agents]
+        out += [f"  {a}: {acc:.1f}% right, {dollars(usd)} per 1,000 questions" for a, acc, usd in self.agents]
         experts = ", ".join(a for a, *_ in self.agents[1:])
         return [*out, f"pool {self.pool}: main {self.agents[0][0]}; experts {experts}"]
 

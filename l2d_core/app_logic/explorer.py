@@ -14,6 +14,7 @@ import pandas as pd
 from ..evaluation import metrics as M
 from ..evaluation.benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
 from ..evaluation.budget_results import BudgetResult, budget_decision
+from ..evaluation.curve_summary import aiq_cost
 from ..evaluation.gain import gain_over_mixing
 from ..evaluation.points import decision_metrics
 from ..method.costs import LATENCY_POINTS, RULE_FIELDS, CostConfig, cost_matrix, realised_usd
@@ -108,9 +109,8 @@ def cost_em_points(bench: Benchmark, costs: CostConfig, views=()) -> pd.DataFram
     """Points of the cost–EM plane: single agents, the zero-router hull, oracle, random, views —
     the cost in GFLOPs per query (``gflops``), or on a pool whose answers have prices in dollars
     per 1,000 questions as the money rule counts them (``usd_per_1k``)."""
-    test, priced = bench.test, bench.has_money
-    col = "usd_per_1k" if priced else "gflops"
-    alone = 1000.0 * bench.mixing_cost("test") if priced else test.gflops.mean(axis=0)
+    test, priced, axis = bench.test, bench.has_money, aiq_cost(bench)
+    col, alone = axis.point, axis.scale * bench.mixing_cost("test")
     rows = [
         {"name": a, "kind": "agent", col: float(alone[j]), "em": 100 * float(test.em[:, j].mean())}
         for j, a in enumerate(test.agent_ids)

@@ -212,7 +212,7 @@ def run_comparison(
         raise ValueError("run_comparison needs at least one seed")
     test = bench.test
     g = test.gflops.mean(axis=0)
-    span = 1000.0 * bench.mixing_cost("test") if bench.has_money else g  # what AIQ integrates over
+    span = aiq_cost(bench).scale * bench.mixing_cost("test")  # what AIQ integrates over
     lo, hi = float(span.min()), float(span.max())
     weak_j, strong_j = pgr_refs(bench)
     results: Results = {
