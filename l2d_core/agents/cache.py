@@ -39,6 +39,7 @@ RECORD_FIELDS = (
     "source",
     "confidence",  # the agent's own confidence signals (model agents; None for prediction files)
     "usd",  # the answer's price in dollars, where its log or its token prices give one (else None)
+    "tokens",  # [prompt, reply] tokens as an LLM endpoint counted them (else None)
 )
 _META = "\x00meta"
 _GEN = "\x00generation"

