@@ -4,15 +4,16 @@
 Each model of ``--models`` (:data:`l2d_core.agents.llm_server.MODELS`) is served by a real
 ``llama-server`` on 127.0.0.1 and asked, through the ``openai_chat`` agent, the paper's few-shot
 prompt as a text completion, one question at a time by default (so each latency is what one user
-waits on this machine). The first ``--per-split`` questions of the BENCHMARK.md training articles
-and of its test articles are asked, resumably (answers go to the agent cache first: run the same
-command again after a stop). Then each model's log is written to ``--out``:
-``<model>.csv`` (id, answer, confidence = the lowest token probability of the answer, latency_s,
-prompt_tokens, completion_tokens, min_logprob, mean_logprob) and ``<model>.json`` (provenance:
-the command, date, server and package versions, prompt, machine and its load).
+waits on this machine). ``--per-split`` questions of the BENCHMARK.md training articles and as many
+of its test articles, evenly spread over every article of each, are asked, resumably (answers go
+to the agent cache first: run the same command again after a stop). Then each model's log is
+written to ``--out``: ``<model>.csv`` (id, answer, confidence = the lowest token probability of
+the answer, latency_s, prompt_tokens, completion_tokens, min_logprob, mean_logprob) and
+``<model>.json`` (provenance: the command, date, server and package versions, prompt, machine and
+its load).
 
-    python scripts/record_local_llms.py                          # both models, 2 x 400 questions
-    python scripts/record_local_llms.py --per-split 2000 --models gemma3-270m
+    python scripts/record_local_llms.py                          # both models, 400 + 400 questions
+    python scripts/record_local_llms.py --per-split 1000 --models gemma3-270m
     python scripts/record_local_llms.py --gpu-layers 99 --parallel 32   # llama-server built --cuda
 """
 
@@ -43,16 +44,18 @@ from l2d_core.agents.llm_server import (
 from l2d_core.agents.openai_chat import OpenAIChatAgent
 from l2d_core.agents.runners import run_into_cache
 from l2d_core.data import benchmark_split, load_dataset
+from l2d_core.data.splits import spread
 
 RECORDED = Path(__file__).resolve().parents[1] / "l2d_core" / "agents" / "recorded"
 PROMPT = "completion"  # the few-shot prompt as text: Gemma 3 270M is a pretrained model, not a chat one
 
 
 def questions(per_split: int):
-    """The dataset and the first ``per_split`` questions of its training and of its test articles."""
+    """The dataset and ``per_split`` questions of its training and of its test articles, evenly
+    spread over each split."""
     ds = load_dataset("squad11")
     train, test = benchmark_split(ds)
-    return ds, [*train.records[:per_split], *test.records[:per_split]]
+    return ds, [*spread(train.records, per_split), *spread(test.records, per_split)]
 
 
 def server_version(binary: Path) -> str:

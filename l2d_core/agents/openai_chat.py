@@ -7,8 +7,10 @@ The registry entry (kind ``openai_chat``): ``path`` is the model name the endpoi
 a secret and never written to the registry; without it a placeholder key is sent, which local
 servers accept), ``max_tokens`` (32), ``temperature`` (0: greedy), ``timeout`` (the deadline of
 one question in seconds — connect, first byte, whole reply and retries —, 60), ``retries`` (tries
-again after a refused connection, 408, 409, 429 or 5xx while the deadline leaves time; 2) and
-``batch_size`` (requests in flight at once, 1). The contract with the endpoint (deadline, reply
+again after a refused connection, 408, 409, 429 or 5xx while the deadline leaves time; 2),
+``batch_size`` (requests in flight at once, 1) and ``prompt`` (``chat``: the turns below to
+``/chat/completions``; ``completion``: the generative kind's prompt text to ``/completions``, for a
+pretrained model with no chat template). The contract with the endpoint (deadline, reply
 size cap, validation of every field, errors) is :mod:`~l2d_core.agents.endpoint`'s.
 
 The prompt: the instruction as the system message, the four demonstrations of the paper's

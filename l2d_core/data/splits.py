@@ -15,6 +15,7 @@ __all__ = [
     "held_out_titles",
     "hashed_quarter",
     "random_article_split",
+    "spread",
     "validation_split",
 ]
 
@@ -93,3 +94,15 @@ def validation_split(train: QADataset, fraction: float, seed: int) -> tuple[QADa
         QADataset(f"{train.name}:fit", fit.records, train.v2, train.source),
         QADataset(f"{train.name}:val", val.records, train.v2, train.source),
     )
+
+
+def spread(records: list, n: int) -> list:
+    """``n`` of ``records`` evenly spaced over them (every article of a split has its share: the
+    routers hold whole articles out to validate).
+
+    >>> spread(list(range(10)), 4), spread(list(range(3)), 5)
+    ([0, 2, 5, 7], [0, 1, 2])
+    """
+    if n >= len(records):
+        return list(records)
+    return [records[i * len(records) // n] for i in range(n)]

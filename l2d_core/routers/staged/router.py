@@ -232,7 +232,9 @@ class StagedRouter(Router):
         errors = bench.train.errors
         for k in np.unique(fold):
             rest = fold != k
-            threshold[~rest] = ask_threshold(doubt[rest], errors[rest], p2[rest], costs, self.asked_)
+            # one training article makes one fold: its threshold is then chosen on itself
+            mine = rest if rest.any() else np.ones_like(rest)
+            threshold[fold == k] = ask_threshold(doubt[mine], errors[mine], p2[mine], costs, self.asked_)
         ask, final = staged_choice(doubt, threshold, p2, costs, self.asked_)
         em = data.em[np.arange(len(final)), final]
         if paid == "usd":
