@@ -124,7 +124,7 @@ def test_a_pretrained_llm_answers_the_few_shot_prompt_as_a_text_completion():
             (pred,) = agent.predict([record])
     except LLMServerUnsupported as err:
         pytest.skip(str(err))
-    assert pred.answer == "France"
+    assert pred.answer and pred.answer in CONTEXT  # a span of the context, not a chat turn's markup
     prompt_tokens, reply_tokens = pred.extra["tokens"]
     assert prompt_tokens > 200 and 1 <= reply_tokens <= 32  # the four demonstrations come first
     assert 0.0 < pred.extra["confidence"]["score"] <= 1.0

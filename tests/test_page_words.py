@@ -10,11 +10,13 @@ costs one router fit and five page runs."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 from _pages import open_page
 
 from l2d_core.agents import get_agent, get_pool, list_pools
 from l2d_core.agents.catalog import TEXTLESS_KINDS, builtin_pool_names
+from l2d_core.agents.outcome_log import COLUMNS
 from l2d_core.app_logic.default_view import DefaultChoice
 
 PAGES = ("overview", "cost_explorer", "decisions", "single_query", "comparison")
@@ -38,10 +40,21 @@ def _texts(node) -> list[str]:
     return [str(proto)] if proto is not None else []
 
 
+def has_text(agent: str) -> bool:
+    """Whether an agent's answers are texts: its kind's, or an outcome log with an answer column."""
+    spec = get_agent(agent)
+    if spec.kind not in TEXTLESS_KINDS:
+        return True
+    if spec.kind != "outcome_log":
+        return False
+    header = pd.read_csv(spec.resolved_path(), nrows=0).columns
+    return any(c in COLUMNS["answer"] for c in header)
+
+
 def forbidden(pool: str) -> tuple[str, ...]:
     kinds = {get_agent(a).kind for a in get_pool(pool).agent_ids}
     out = [p for kind, phrases in KIND_PHRASES.items() if kind not in kinds for p in phrases]
-    if kinds <= set(TEXTLESS_KINDS):
+    if not any(has_text(a) for a in get_pool(pool).agent_ids):
         out += SPAN_PHRASES
     return tuple(out)
 
@@ -63,6 +76,7 @@ def test_the_check_sees_the_phrases_it_looks_for():
     assert "known only by its prediction file" in forbidden("PLLM") and "wrong start" in forbidden("PLLM")
     assert "known by its log only" in forbidden("P2") and "wrong start" not in forbidden("P2")
     assert "wrong start" in forbidden("PLLM-abstain")  # bert-tiny, GPT-3: logs; abstain: no text
+    assert "wrong start" not in forbidden("Plocal")  # logs recorded with the LLMs' answer texts
 
 
 @pytest.mark.slow

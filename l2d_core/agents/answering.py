@@ -151,7 +151,7 @@ def answer_with(
     return _result(
         agent_spec,
         "live",
-        f"ran {agent_spec.path} now{note}",
+        f"ran {(agent_spec.options or {}).get('live_model') or agent_spec.path} now{note}",
         answer=pred.answer,
         latency_ms=pred.latency_ms,
         gflops=pred.gflops,
@@ -173,14 +173,23 @@ def runnable_agent(spec: AgentSpec):
         spec.path,
         json.dumps(spec.options or {}, sort_keys=True),
         spec.gflops,
+        spec.gflops_source,
     )
 
 
 @lru_cache(maxsize=4)
-def _load_runnable(agent_id: str, dataset: str, kind: str, path: str, options: str, gflops: float):
+def _load_runnable(
+    agent_id: str, dataset: str, kind: str, path: str, options: str, gflops: float, source: str
+):
     from .runners import load_agent
 
-    spec = AgentSpec(  # gflops: an endpoint's declared cost (a model's is measured as it runs)
-        id=agent_id, dataset=dataset, kind=kind, path=path, options=json.loads(options), gflops=gflops
+    spec = AgentSpec(  # gflops: an endpoint's declared cost, or measured from an architecture
+        id=agent_id,
+        dataset=dataset,
+        kind=kind,
+        path=path,
+        options=json.loads(options),
+        gflops=gflops,
+        gflops_source=source,
     )
     return load_agent(spec)
