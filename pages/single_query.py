@@ -60,10 +60,9 @@ if not live:
         "cannot answer your own text, so only dataset questions can be routed through it."
         + (f" Pools whose main agent answers new text: {', '.join(others)}." if others else "")
     )
-    if others:
-        switch_pool_button(others[0])
-    else:
-        offer_quick_agent(dataset)
+    for other in others:
+        switch_pool_button(other)
+    offer_quick_agent(dataset, others)
 
 sources = ("Dataset question", "Your own text") if live else ("Dataset question",)
 source = st.radio("Query", sources, key="sq_source", horizontal=True)

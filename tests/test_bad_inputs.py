@@ -226,6 +226,7 @@ def _rec(i: int, **kw) -> dict:
         "gflops": 3.0,
         "latency_ms": None,
         "usd": 0.001 * i,
+        "tokens": [300 + i, 5] if i % 2 else None,  # an LLM endpoint's prompt and reply tokens
         "source": "test",
         "confidence": {"span_prob": 0.1 * (i % 10)} if i % 3 else None,
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 
 import streamlit as st
 
@@ -62,7 +63,7 @@ def _names(ids) -> str:
     return ", ".join(ids[:-1]) + f" and {ids[-1]}" if len(ids) > 1 else ids[0]
 
 
-def _offer_text(dataset: str, m) -> str:
+def _offer_text(dataset: str, m, others: Sequence[str] = ()) -> str:
     pool, experts = quick_pool(dataset)
     work, full_work = workload(dataset, QUICK), workload(dataset, PROFILES["full"])
     quick, full = m.expected(QUICK), m.expected(PROFILES["full"])
@@ -81,9 +82,15 @@ def _offer_text(dataset: str, m) -> str:
     full_when = (
         f"about {_minutes(at_load_now(full['total_s'], m.record))} on this machine now" if full else pending
     )
+    lead = (
+        f"{' and '.join(others)} answer{'s' if len(others) == 1 else ''} your own text already; a pool "
+        "whose main agent is an extractive model needs one trained on this machine."
+        if others
+        else "No pool here can answer your own text yet: that needs a question-answering model that "
+        "runs on this machine."
+    )
     return (
-        "No pool here can answer your own text yet: that needs a question-answering model that runs "
-        f"on this machine. The quick model is fine-tuned for {QUICK.epochs} pass over "
+        f"{lead} The quick model is fine-tuned for {QUICK.epochs} pass over "
         f"{work['trained']:,} training questions, then answers {work['answered']:,} questions so that "
         f"a router can learn when to trust it: {when}. It is much less accurate than the full model, "
         f"`{train_command('full', dataset)}`, which trains {full_work['models']} models for "
@@ -111,9 +118,14 @@ def switch_pool_button(pool: str) -> None:
     st.button(f"Switch to {pool}", type="primary", on_click=lambda: st.session_state.update(pool=pool))
 
 
-def offer_quick_agent(dataset: str) -> None:
-    """No pool of ``dataset`` answers new text: offer the quick model (or show its run)."""
+def offer_quick_agent(dataset: str, others: Sequence[str] = ()) -> None:
+    """Offer the quick model (or show its run) for ``dataset``, whose pools ``others`` answer new
+    text already (nothing where the quick model's pool is one of them)."""
     made = quick_pool(dataset)
+    if made is not None and made[0] in others:
+        return
+    if made is None and others:
+        return
     if made is None:
         st.info(
             f"No pool of {dataset} answers your own text, and the model this dashboard trains makes a "
@@ -131,7 +143,7 @@ def offer_quick_agent(dataset: str) -> None:
         _progress(dataset)
         return
     m = measurement(dataset)
-    st.info(_offer_text(dataset, m))
+    st.info(_offer_text(dataset, m, others))
     if m.state == "failed":
         st.warning(f"This machine's time for it could not be measured: {m.message}")
     if m.state in ("none", "failed"):  # started in the callback: the rerun draws it as measuring
