@@ -165,7 +165,12 @@ def answer_with(
 
 def runnable_agent(spec: AgentSpec):
     """The runnable agent of ``spec`` (:func:`~l2d_core.agents.runners.load_agent`), loaded
-    once per process and reused for every query."""
+    once per process and reused for every query; a local LLM's is made anew each time (cheap: its
+    server is the process's shared one, started again on another port if it died)."""
+    if (spec.options or {}).get("live_model"):
+        from .runners import load_agent
+
+        return load_agent(spec)
     return _load_runnable(
         spec.id,
         spec.dataset,
