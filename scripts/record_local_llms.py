@@ -30,6 +30,7 @@ from importlib import metadata
 from pathlib import Path
 
 import _bootstrap  # noqa: F401
+import pandas as pd
 
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.llm_server import (
@@ -100,8 +101,6 @@ def write_log(model: str, args, ds, recs, cache: AgentCache, summary: dict) -> P
         "min_logprob": conf.map(lambda c: c.get("min_logprob")),
         "mean_logprob": conf.map(lambda c: c.get("mean_logprob")),
     }
-    import pandas as pd
-
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{model}.csv"

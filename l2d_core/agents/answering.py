@@ -165,12 +165,14 @@ def answer_with(
 
 def runnable_agent(spec: AgentSpec):
     """The runnable agent of ``spec`` (:func:`~l2d_core.agents.runners.load_agent`), loaded
-    once per process and reused for every query; a local LLM's is made anew each time (cheap: its
-    server is the process's shared one, started again on another port if it died)."""
-    if (spec.options or {}).get("live_model"):
-        from .runners import load_agent
+    once per process and reused for every query (a local LLM's once per start of its shared
+    server: one that died is started again on another port)."""
+    live = (spec.options or {}).get("live_model")
+    port = None
+    if live:
+        from .llm_server import shared_server
 
-        return load_agent(spec)
+        port = shared_server(live).port
     return _load_runnable(
         spec.id,
         spec.dataset,
@@ -179,12 +181,20 @@ def runnable_agent(spec: AgentSpec):
         json.dumps(spec.options or {}, sort_keys=True),
         spec.gflops,
         spec.gflops_source,
+        port,
     )
 
 
 @lru_cache(maxsize=4)
 def _load_runnable(
-    agent_id: str, dataset: str, kind: str, path: str, options: str, gflops: float, source: str
+    agent_id: str,
+    dataset: str,
+    kind: str,
+    path: str,
+    options: str,
+    gflops: float,
+    source: str,
+    port: int | None,  # a local LLM's server port: a new agent when its server started again
 ):
     from .runners import load_agent
 

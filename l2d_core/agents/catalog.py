@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
 
-from ..paths import cache_dir, data_dir
+from ..paths import cache_dir, data_path
 from .measured import agent_gflops
 from .registry_file import agent_lock, read_user_registry, registry_lock, write_registry
 
@@ -42,7 +42,6 @@ BUILTIN = Path(__file__).with_name("builtin.json")
 AGENT_KINDS = ("prediction_file", "extractive", "generative", "openai_chat", "outcome_log", "abstain")
 # kinds that answer new text (agents.runners runs them; openai_chat: a live chat endpoint)
 RUNNABLE_KINDS = ("extractive", "generative", "openai_chat")
-PACKAGED = "l2d_core:"  # a path inside this package (recorded logs it ships), not the data directory
 ENDPOINT_KINDS = ("openai_chat",)  # kinds whose answers come from a remote endpoint, waited on
 TEXTLESS_KINDS = ("outcome_log", "abstain")  # no answer text to compare (or always the same)
 # an agent id names folders and cache keys: short, and letters, digits, '.', '_', '+', '-' only
@@ -85,12 +84,8 @@ class AgentSpec:
             raise ValueError(f"agent {self.id}: GFLOPs must be a finite number >= 0, got {self.gflops!r}")
 
     def resolved_path(self) -> Path:
-        """The file or model directory: absolute as given; ``l2d_core:…`` inside this package (the
-        logs it ships); else under the data directory."""
-        if self.path.startswith(PACKAGED):
-            return Path(__file__).resolve().parents[1] / self.path[len(PACKAGED) :]
-        p = Path(self.path).expanduser()
-        return p if p.is_absolute() else data_dir() / p
+        """The file or model directory (:func:`~l2d_core.paths.data_path`)."""
+        return data_path(self.path)
 
     @property
     def answers_new_text(self) -> bool:

@@ -106,10 +106,9 @@ def _confidence_path(spec) -> Path | None:
     rel = spec.options.get("confidence_file") if isinstance(spec.options, dict) else None
     if not rel:
         return None
-    from ..paths import data_dir
+    from ..paths import data_path
 
-    path = Path(str(rel)).expanduser()
-    return path if path.is_absolute() else data_dir() / path
+    return data_path(str(rel))
 
 
 def check_confidence_file(spec, qids=None) -> dict[str, float] | None:

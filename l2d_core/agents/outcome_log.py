@@ -32,6 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..data.records import DataFormatError, QADataset
+from ..paths import data_path
 from ..qa.scoring import SCORING_VERSION, gold_index, score_answer
 from .cache import AgentCache
 from .catalog import AgentSpec
@@ -118,15 +119,6 @@ class LogReport:
         ]
 
 
-def _resolve(spec: AgentSpec, rel: str) -> Path:
-    p = Path(rel).expanduser()
-    if p.is_absolute():
-        return p
-    from ..paths import data_dir
-
-    return data_dir() / p
-
-
 def _columns(table: pd.DataFrame, override: dict, name: str) -> dict[str, str]:
     found = {}
     for key, names in COLUMNS.items():
@@ -201,7 +193,7 @@ def read_outcome_log(
         [str(k).strip() for k in table[cols["id"]]] if "id" in cols else [str(i) for i in range(len(table))]
     )
     if "ids" in opts:
-        id_map = _id_map(_resolve(spec, opts["ids"]))
+        id_map = _id_map(data_path(opts["ids"]))
         gone = [k for k in keys if k not in id_map]
         if gone:
             raise DataFormatError(
@@ -318,7 +310,7 @@ def _digest(spec: AgentSpec, path: str | Path | None = None) -> str:
         return "abstain"
     h = hashlib.sha256(Path(path or spec.resolved_path()).read_bytes())
     if isinstance(spec.options, dict) and "ids" in spec.options:
-        h.update(_resolve(spec, spec.options["ids"]).read_bytes())
+        h.update(data_path(spec.options["ids"]).read_bytes())
     h.update(json.dumps(spec.options, sort_keys=True).encode())
     return h.hexdigest()
 
