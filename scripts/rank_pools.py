@@ -6,6 +6,14 @@ the same figure on the test articles with a 95% bootstrap interval.
 
     python scripts/rank_pools.py                      # every pool of squad11 ready here
     python scripts/rank_pools.py --pools P2 P3 --json ranking.json
+    python scripts/rank_pools.py --ship               # regenerate the rankings shipped with the package
+
+``--ship`` computes each built-in pool's default ranking (the routers that read no embeddings, as
+the dashboard ranks them) and writes it where the package ships memos (``l2d_core/routers/shipped``,
+one ``<key>.npz`` per pool, and ``index.json``: pool → key, with how they were made). The key is
+the content key of the pool's data and the routers' settings, so a fresh clone opens a built-in
+pool without ranking it first, and a shipped ranking whose data or settings changed is never read
+(``tests/test_default_view.py`` recomputes the default pool's and checks that every key is current).
 
 The dashboard opens on the pool where this gain is the largest (``pages/ui/defaults.py``;
 ``tests/test_default_view.py`` checks that it still is and that it holds on the test articles).
@@ -14,16 +22,24 @@ The dashboard opens on the pool where this gain is the largest (``pages/ui/defau
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
+import os
+import platform
 import sys
 
 import _bootstrap  # noqa: F401
+import numpy as np
 
 from l2d_core.agents import get_pool, list_pools
+from l2d_core.agents.catalog import builtin_pool_names
+from l2d_core.app_logic.default_view import default_ranking_memo
 from l2d_core.app_logic.explorer import router_view
 from l2d_core.evaluation.benchmark import embeddings_on_disk, prepare
 from l2d_core.evaluation.validation import rank_by_validation
 from l2d_core.routers.registry import make_router, router_label
+from l2d_core.routers.trained import SHIPPED, shipped_file
+from l2d_core.stores import atomic_write_bytes, atomic_write_text
 
 
 def parse_args(argv):
@@ -33,6 +49,8 @@ def parse_args(argv):
     p.add_argument("--embeddings", action="store_true", help="also rank routers that read embeddings, "
                    "computing them where missing (minutes on a CPU)")  # fmt: skip
     p.add_argument("--json", help="write the rankings to this file")
+    p.add_argument("--ship", action="store_true", help="compute every built-in pool's default ranking "
+                   "(or --pools') and write it into the package's shipped memos")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -54,8 +72,43 @@ def pool_ranking(pool: str, embeddings: bool) -> dict:
     }
 
 
+def ship(pools: list[str]) -> None:
+    """Compute each pool's default ranking and write it into the shipped memos, with the index."""
+    import io
+
+    index_path = shipped_file("index").with_suffix(".json")
+    index = json.loads(index_path.read_text(encoding="utf-8")) if index_path.is_file() else {"pools": {}}
+    for pool in pools:
+        spec = get_pool(pool)
+        key, arrays = default_ranking_memo(prepare(spec.dataset, pool, features_needed=False))
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        atomic_write_bytes(shipped_file(key), buf.getvalue())
+        made = {
+            "command": f"python scripts/rank_pools.py --ship --pools {pool}",
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, 1-min load {os.getloadavg()[0]:.1f}",
+        }
+        routers = arrays["ids"].tolist()
+        index["pools"][pool] = {"dataset": spec.dataset, "key": key, "routers": routers, "made": made}
+        print(f"{pool}: shipped {key} ({', '.join(routers)})", flush=True)
+    keep = {f"{v['key']}.npz" for v in index["pools"].values()}
+    for stale in index_path.parent.glob("*.npz"):
+        if stale.name not in keep:
+            stale.unlink()
+    atomic_write_text(index_path, json.dumps(index, indent=1, sort_keys=True) + "\n")
+    print(f"index: {index_path} ({SHIPPED})")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.ship:
+        try:
+            ship(args.pools or sorted(builtin_pool_names()))
+        except (KeyError, ValueError, FileNotFoundError, LookupError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return 0
     pools = args.pools or [p.name for p in list_pools(args.dataset)]
     out = []
     try:

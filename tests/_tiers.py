@@ -23,6 +23,7 @@ UNIT_FILES = frozenset(
         "test_download.py",
         "test_policies_metrics.py",
         "test_rejector.py",
+        "test_shipped_memos.py",
         "test_report.py",
         "test_requirements.py",
         "test_squad_eval_positions.py",

@@ -68,3 +68,11 @@ def test_a_snapshot_reads_each_agent_once_and_ignores_later_writes(tmp_path, mon
         plain.get("squad11", "a", "q1")["answer"] == "two"
         and plain.get("squad11", "a", "q2")["answer"] == "new"
     )
+
+
+def test_a_replacing_write_drops_the_questions_it_no_longer_holds(tmp_path):
+    cache = AgentCache(tmp_path)
+    cache.put_many("d", "a", {f"q{i}": _rec(i) for i in range(3)})
+    cache.put_many("d", "a", {"q1": _rec(1, "again")}, replace=True)
+    assert cache.done_ids("d", "a") == {"q1"} and cache.get("d", "a", "q1")["answer"] == "again"
+    assert AgentCache(tmp_path).done_ids("d", "a") == {"q1"}  # on disk, for another process too

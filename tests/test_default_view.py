@@ -4,14 +4,19 @@ whole 95% interval — and the default pool is the one where routing pays the mo
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 
 from l2d_core.agents import get_pool
 from l2d_core.agents.catalog import builtin_pool_names
-from l2d_core.app_logic.default_view import default_router
+from l2d_core.app_logic.default_view import default_candidates, default_ranking_memo, default_router
 from l2d_core.app_logic.explorer import router_view
 from l2d_core.evaluation.benchmark import prepare
+from l2d_core.evaluation.validation import ranking_key
 from l2d_core.routers.registry import make_router
+from l2d_core.routers.trained import shipped_file
 from pages.ui.defaults import DATASET_CHOICES, DEFAULT_POOL
 
 
@@ -39,3 +44,33 @@ def test_the_default_pool_is_where_routing_pays_the_most(real_data):
         bench = prepare(dataset, name, features_needed=False)
         gains[name] = default_router(bench).gain
     assert DEFAULT_POOL in gains and max(gains, key=gains.get) == DEFAULT_POOL, gains
+
+
+def test_the_shipped_default_ranking_is_what_the_default_pool_computes(real_data):
+    """The default pool's ranking ships with the package (``scripts/rank_pools.py --ship``) under the
+    content key of its data and the routers' settings: it is current (a fresh clone reads it), and
+    computing it again here gives the same routers and scores."""
+    bench = prepare(DATASET_CHOICES[0], DEFAULT_POOL, features_needed=False)
+    key, fresh = default_ranking_memo(bench)
+    path = shipped_file(key)
+    assert path.is_file(), (
+        f"the shipped ranking of {DEFAULT_POOL} is stale: run python scripts/rank_pools.py --ship"
+    )
+    with np.load(path, allow_pickle=False) as shipped:
+        assert shipped["ids"].tolist() == fresh["ids"].tolist()
+        np.testing.assert_allclose(shipped["scores"], fresh["scores"], rtol=0, atol=1e-6, equal_nan=True)
+    assert default_router(bench, rank=False).router_id == fresh["ids"][np.argmax(fresh["scores"][:, 0])]
+
+
+@pytest.mark.slow
+def test_every_shipped_ranking_is_current_and_listed(real_data):
+    """Every built-in pool's default ranking is shipped under its current key, and nothing else is."""
+    index = json.loads(shipped_file("index").with_suffix(".json").read_text(encoding="utf-8"))["pools"]
+    assert set(index) == set(builtin_pool_names())
+    for name, entry in sorted(index.items()):
+        bench = prepare(get_pool(name).dataset, name, features_needed=False)
+        key = ranking_key(bench, default_candidates(bench))
+        assert entry["key"] == key and shipped_file(key).is_file(), (
+            f"{name}: the shipped ranking is stale; run python scripts/rank_pools.py --ship --pools {name}"
+        )
+    assert {p.stem for p in shipped_file("index").parent.glob("*.npz")} == {e["key"] for e in index.values()}

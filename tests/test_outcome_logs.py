@@ -11,7 +11,7 @@ import pytest
 
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.catalog import AgentSpec, cheap_builtin_agents, get_agent, get_pool
-from l2d_core.agents.outcome_log import LOGGED, import_log, read_outcome_log
+from l2d_core.agents.outcome_log import LOGGED, import_log, log_needs_import, read_outcome_log
 from l2d_core.agents.routing_data import load_routing_data
 from l2d_core.data import load_dataset
 from l2d_core.data.records import DataFormatError, QADataset, QARecord
@@ -166,6 +166,17 @@ def test_a_jsonl_log_with_answer_text_and_an_id_map(tmp_path):
     report = import_log(spec(log, ids=str(ids), no_answer="NO ANSWER"), tiny_dataset(), cache)
     t = cache.table("tiny", "logged")
     assert report.has_text and t["em"].tolist() == [1.0, 0.0, 1.0] and t.loc["q3", "answer"] == ""
+
+
+def test_a_log_read_in_again_keeps_only_the_questions_it_now_holds(tmp_path):
+    log = tmp_path / "log.csv"
+    log.write_text("id,correct\nq1,True\nq3,False\n")
+    cache = AgentCache(tmp_path / "agents")
+    import_log(spec(log), tiny_dataset(), cache)
+    log.write_text("id,correct\nq2,True\n")  # recorded again, on other questions
+    assert log_needs_import(tiny_dataset(), spec(log), cache)
+    import_log(spec(log), tiny_dataset(), cache)
+    assert set(cache.table("tiny", "logged").index) == {"q2"}
 
 
 @pytest.mark.parametrize(

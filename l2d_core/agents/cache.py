@@ -103,12 +103,22 @@ class AgentCache:
 
     # --- writing -------------------------------------------------------------------------
     def put_many(
-        self, dataset: str, agent: str, records: Mapping[str, dict], meta: dict | None = None
+        self,
+        dataset: str,
+        agent: str,
+        records: Mapping[str, dict],
+        meta: dict | None = None,
+        replace: bool = False,
     ) -> int:
         """Write ``{qid: record}`` (and optional agent metadata) as one packed segment, in one
-        transaction; a question written again is answered by its latest write."""
+        transaction; a question written again is answered by its latest write. ``replace``: these
+        records are all the agent's (a whole log read in again): earlier ones go in the same
+        transaction, so a question the log no longer holds is not kept."""
         c = self._cache(dataset, agent)
         with c.transact():
+            if replace:
+                for key in [k for k in c.iterkeys() if k.startswith(_SEG)]:
+                    c.delete(key)
             gen = int(c.get(_GEN, default=0)) + 1  # JSONDisk: incr() cannot add to JSON
             if records:
                 c.set(f"{_SEG}{gen:010d}", _packed(records))

@@ -385,5 +385,5 @@ def import_log(
         "has_text": report.has_text,
         "read_for": _questions_digest(dataset),
     }
-    cache.put_many(dataset.name, spec.id, records, meta=meta)
+    cache.put_many(dataset.name, spec.id, records, meta=meta, replace=True)
     return report

@@ -17,6 +17,8 @@ from ..evaluation.validation import (
     candidates,
     default_rule,
     rank_by_validation,
+    ranking_key,
+    ranking_scores,
     single_agent_score,
     waiting,
 )
@@ -29,6 +31,7 @@ __all__ = [
     "DefaultChoice",
     "default_candidates",
     "default_router",
+    "default_ranking_memo",
     "ranking_frame",
     "needs_embeddings",
 ]
@@ -89,6 +92,13 @@ def default_candidates(bench: Benchmark) -> list[str]:
     return [rid for rid in candidates(bench) if not routers()[rid].reads_embeddings]
 
 
+def read_in_waiting(bench: Benchmark) -> None:
+    """The answers the default's candidates read (:func:`~l2d_core.evaluation.validation.waiting`),
+    read in where they are not yet."""
+    if pending := waiting(bench):
+        import_agents(bench.dataset, sorted({a for todo in pending.values() for a in todo}))
+
+
 def default_router(
     bench: Benchmark,
     fitted: Callable[[str], Router] | None = None,
@@ -106,8 +116,8 @@ def default_router(
     mixing on validation articles (its whole 95% interval above 0), every question goes to the most
     accurate single agent instead (:func:`~l2d_core.evaluation.validation.single_agent_score`),
     at the router's price. ``progress(k, n, router id)`` as each router is scored."""
-    if rank and (pending := waiting(bench)):
-        import_agents(bench.dataset, sorted({a for todo in pending.values() for a in todo}))
+    if rank:
+        read_in_waiting(bench)
     ids = default_candidates(bench)
     if not ids:
         raise ValueError(f"no router of the registry can run on pool {bench.pool.name}")
@@ -122,6 +132,15 @@ def default_router(
         return DefaultChoice(best.router_id, price, gain, ranking, rule=rule)
     agent = single_agent_score(bench)  # a default that loses to random mixing would be a bug
     return DefaultChoice(agent.router_id, price, agent.gain, ranking, instead_of=best, rule=rule)
+
+
+def default_ranking_memo(bench: Benchmark) -> tuple[str, dict]:
+    """The memo key of ``bench``'s default ranking (:func:`default_router`) and its arrays, computed
+    now (never read from a memo): what ``scripts/rank_pools.py --ship`` ships with the package, so
+    that a fresh clone's first view of a built-in pool fits only the default router."""
+    read_in_waiting(bench)
+    ids = default_candidates(bench)
+    return ranking_key(bench, ids), ranking_scores(bench, ids)
 
 
 # each default rule's price: its symbol and unit, as every page writes it

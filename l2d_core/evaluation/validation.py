@@ -39,6 +39,9 @@ __all__ = [
     "validation_score",
     "single_agent_score",
     "rank_by_validation",
+    "ranking_key",
+    "ranking_params",
+    "ranking_scores",
     "candidates",
     "waiting",
 ]
@@ -213,6 +216,47 @@ def single_agent_score(bench: Benchmark) -> Ranked:
     return Ranked(AGENT_PREFIX + train.agent_ids[j], gain, 0.0, aiq)
 
 
+def ranking_params(bench: Benchmark, ids: Sequence[str]) -> dict:
+    """What a ranking of routers ``ids`` depends on besides the benchmark: each router's class and
+    settings, what routers read, and the price grids (part of its memo's key)."""
+    params = {
+        rid: [type(r).__name__, repr(sorted(r.params.items()))] for rid in ids for r in [make_router(rid)]
+    }
+    latency, money = bench.has_latency, rule_grid(bench, "money") if bench.has_money else None
+    # what routers read, or the prices, changed
+    params["formats"] = [FEATURE_FORMAT, price_grid(bench), LATENCY_GRID if latency else None]
+    params["formats"] += [money] if money else []
+    return params
+
+
+def ranking_key(bench: Benchmark, ids: Sequence[str]) -> str:
+    """The memo key of the ranking of routers ``ids`` on ``bench`` (:func:`rank_by_validation`)."""
+    return trained.artifact_key(RANKING_KIND, bench, ranking_params(bench, ids), bench.has_embeddings)
+
+
+def ranking_scores(
+    bench: Benchmark,
+    ids: Sequence[str],
+    fit: Callable[[str], Router] | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> dict[str, np.ndarray]:
+    """What :func:`rank_by_validation` memoizes, computed: the router ``ids`` and, per router, its
+    scores (price rule: gain, λ, AIQ; latency rule: gain, λ_s; the price gain's low end; the
+    latency gain's low end; money rule: gain, λ$, low end; NaN where the pool has no such rule)."""
+    fit = fit or (lambda rid: make_router(rid).fit(bench))
+    latency, money = bench.has_latency, bench.has_money
+    scores = []
+    for k, rid in enumerate(ids, start=1):
+        router = fit(rid)
+        gain, lam, aiq, low = validation_score(router)
+        lat = rule_score(router, "latency") if latency else (np.nan,) * 3
+        usd = rule_score(router, "money") if money else (np.nan,) * 3
+        scores.append([gain, lam, aiq, *lat[:2], low, lat[2], *usd])
+        if progress:
+            progress(k, len(ids), rid)
+    return {"ids": np.array(list(ids), dtype=str), "scores": np.array(scores, dtype=float).reshape(-1, 10)}
+
+
 def rank_by_validation(
     bench: Benchmark,
     router_ids: Sequence[str] | None = None,
@@ -229,28 +273,17 @@ def rank_by_validation(
     ``compute=False``: the ranking only when it is on disk already, else None (nothing is fitted).
     ``progress(k, n, router id)``: called as each router is scored, when the ranking is computed."""
     ids = candidates(bench, ready_only) if router_ids is None else list(router_ids)
-    routers = {rid: make_router(rid) for rid in ids}
-    params = {rid: [type(r).__name__, repr(sorted(r.params.items()))] for rid, r in routers.items()}
-    latency, money = bench.has_latency, rule_grid(bench, "money") if bench.has_money else None
-    # what routers read, or the prices, changed
-    params["formats"] = [FEATURE_FORMAT, price_grid(bench), LATENCY_GRID if latency else None]
-    params["formats"] += [money] if money else []
-    fit = fitted or (lambda rid: routers[rid].fit(bench))
+    fit = fitted or (lambda rid: make_router(rid).fit(bench))
 
     def compute_scores() -> dict[str, np.ndarray]:  # the ids too: the key does not depend on their order
-        scores = []
-        for k, rid in enumerate(ids, start=1):
-            router = fit(rid)
-            gain, lam, aiq, low = validation_score(router)
-            lat = rule_score(router, "latency") if latency else (np.nan,) * 3
-            usd = rule_score(router, "money") if money else (np.nan,) * 3
-            scores.append([gain, lam, aiq, *lat[:2], low, lat[2], *usd])
-            if progress:
-                progress(k, len(ids), rid)
-        return {"ids": np.array(ids, dtype=str), "scores": np.array(scores, dtype=float).reshape(-1, 10)}
+        return ranking_scores(bench, ids, fit, progress)
 
     memo = trained.memo_arrays(
-        RANKING_KIND, bench, params, compute_scores if compute else None, bench.has_embeddings
+        RANKING_KIND,
+        bench,
+        ranking_params(bench, ids),
+        compute_scores if compute else None,
+        bench.has_embeddings,
     )
     if memo is None:
         return None

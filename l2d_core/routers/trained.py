@@ -20,11 +20,23 @@ from pathlib import Path
 
 import numpy as np
 
-from ..paths import cache_dir
+from ..paths import PACKAGED, cache_dir, data_path
 from ..stores import open_disk_cache, set_aside
 
-__all__ = ["STORE_FORMAT", "estimator_params", "artifact_key", "is_stored", "fitted", "memo_arrays"]
+__all__ = [
+    "STORE_FORMAT",
+    "SHIPPED",
+    "estimator_params",
+    "artifact_key",
+    "is_stored",
+    "fitted",
+    "memo_arrays",
+    "shipped_file",
+]
 
+# memos shipped with the package, one ``<key>.npz`` each: what a fresh clone would otherwise compute
+# first on its first view (the built-in pools' validation rankings; ``scripts/rank_pools.py --ship``)
+SHIPPED = PACKAGED + "routers/shipped"
 # Part of every key: bump when a fit or a feature changes what an artifact holds.
 STORE_FORMAT = 7  # 7: the post-hoc estimator cross-fits K calibrated heads
 
@@ -105,14 +117,17 @@ def memo_arrays(
     embeddings: bool = True,
 ) -> dict[str, np.ndarray] | None:
     """``compute()`` — arrays from fitting ``est`` (an estimator, or the dict of everything the
-    arrays depend on besides the benchmark) — memoized on disk (``.npz`` bytes, no pickle);
-    ``compute=None``: the arrays only when they are on disk already, else None."""
+    arrays depend on besides the benchmark) — memoized on disk (``.npz`` bytes, no pickle); a memo
+    shipped with the package under the same key (:func:`shipped_file`) is taken instead of
+    computing; ``compute=None``: the arrays only when they are on disk already, else None."""
     params = est if isinstance(est, dict) else estimator_params(est)
     key = artifact_key(kind, bench, params, embeddings)
     with open_disk_cache(
         cache_dir() / "router_scores", "the router-score cache", "scores are computed again"
     ) as cache:
         blob = cache.get(key)
+        if blob is None and (shipped := shipped_file(key)).is_file():
+            blob = cache[key] = shipped.read_bytes()
         if blob is None:
             if compute is None:
                 return None
@@ -123,3 +138,8 @@ def memo_arrays(
             return arrays
     with np.load(io.BytesIO(blob), allow_pickle=False) as z:
         return {k: z[k] for k in z.files}
+
+
+def shipped_file(key: str) -> Path:
+    """Where the package ships the memo of artifact ``key`` (see :data:`SHIPPED`), present or not."""
+    return data_path(f"{SHIPPED}/{key}.npz")
