@@ -59,3 +59,16 @@ def test_on_an_empty_cache_the_child_starts_before_this_process_reads_the_datase
     monkeypatch.setattr(read_in, "import_predictions", _refuse_in_this_process)
     data = load_routing_data(dataset, get_pool("P2"))
     assert data.agent_ids == get_pool("P2").agent_ids and 0 < data.em.mean() < 1
+
+
+def test_on_a_warm_cache_nothing_starts_and_the_dataset_is_not_read(fresh_cache, monkeypatch):
+    import l2d_core.data
+
+    dataset = load_dataset("squad11")
+    load_routing_data(dataset, get_pool("P2"))  # read in: the cache is warm
+    started = []
+    monkeypatch.setattr(read_in, "_in_children", lambda *a, **k: started.append("child"))
+    monkeypatch.setattr(l2d_core.data, "load_dataset", lambda name: started.append(f"read {name}"))
+    read_in_early("squad11", "P2", meanwhile=lambda: started.append("meanwhile"))
+    read_in.ensure_cached(dataset, [], AgentCache())  # waits for the early read-in
+    assert started == []

@@ -195,10 +195,9 @@ class AgentCache:
         return hit
 
     def has(self, dataset: str, agent: str) -> bool:
-        _check_name("dataset", dataset), _check_name("agent", agent)
-        return (self.directory / dataset / agent / "cache.db").is_file() and bool(
-            self.done_ids(dataset, agent)
-        )
+        """Whether the agent has any answer on disk (its answers are not read)."""
+        c = self._cache(dataset, agent, create=False)
+        return c is not None and any(k not in (_META, _GEN) for k in c.iterkeys())
 
     def agents(self, dataset: str) -> list[str]:
         root = self.directory / _check_name("dataset", dataset)

@@ -199,18 +199,13 @@ def read_in_early(
 
 
 def _read_in_missing(dataset_name: str, ids: list[str], meanwhile: Callable[[], object] | None) -> None:
-    """Those of ``ids`` not read in yet, read in by one child process (none started when all are:
-    a warm cache's first view does not wait for a process that finds nothing to do). One, not
-    two: each child builds the dataset's gold index again, and this process imports on the
-    other core meanwhile. Where some agent has nothing on disk (an empty cache), the child starts
-    at once with every agent — it skips what is read in — and the dataset is read only where
-    each agent has answers already, to tell whether they are complete and current."""
-    from ..data import load_dataset
-
-    cache, todo = AgentCache(), ids
-    if all(cache.has(dataset_name, a) for a in ids):
-        dataset = load_dataset(dataset_name)
-        todo = [a for a in ids if needs_import(dataset, get_agent(a), cache)]
+    """``ids`` read in by one child process where some has nothing on disk (an empty cache): the
+    child starts at once with every agent and skips what is read in. One, not two: each child
+    builds the dataset's gold index again, and this process imports on the other core meanwhile.
+    Where every agent has answers on disk already, nothing is started and the dataset is not
+    read: whether they are complete and current is what :func:`ensure_cached` checks as the
+    benchmark is prepared, so a warm cache's first view gets no work beside it."""
+    todo = [] if all(AgentCache().has(dataset_name, a) for a in ids) else ids
     if todo:
         if meanwhile is not None:
             threading.Thread(target=meanwhile, name="l2d work beside the read-in", daemon=True).start()
