@@ -235,3 +235,17 @@ def test_the_answerable_benchmark_keeps_the_answerable_questions_in_every_split(
     assert ans.cache_key(False) != full.cache_key(False)
     with pytest.raises(ValueError, match="questions must be one of"):
         prepare("squad20", "PLLM", features_needed=False, questions="some")
+
+
+def test_on_plocal_the_aiq_over_latency_orders_the_routers_where_gflops_cannot(real_data):
+    """Plocal's larger LLM counts fewer GFLOPs per answer than its smaller one, so over GFLOPs the
+    routers' AIQ is 0; over the latency users wait, the zero router is the hull of both LLMs (each
+    on its own latency), and the learned router lies between it and the oracle."""
+    bench = prepare("squad11", "Plocal", features_needed=False)
+    res = run_comparison(bench, ComparisonPlan((0,), ["l2d-posthoc", "zero", "oracle"], n_boot=0))
+    r = res["routers"]
+    assert {p["agent"] for p in r["zero"]["points"]} == set(bench.test.agent_ids)
+    zero, ours, oracle = (r[k]["aiq_latency"] for k in ("zero", "l2d-posthoc", "oracle"))
+    assert 0 < zero < ours < oracle, (zero, ours, oracle)
+    paid = [p["latency_s"] for p in r["zero"]["points"]]
+    assert min(paid) == pytest.approx(bench.test.latency[:, 0].mean())  # the main LLM alone

@@ -27,6 +27,7 @@ from ..method.costs import (
     mean_latency,
     mean_usd,
     money_scale,
+    paid_per_agent,
 )
 from ..paths import DEFAULT_ENCODER, cache_dir
 from ..routers.encoder import Encoder, load_encoder
@@ -156,10 +157,7 @@ class Benchmark:
         every answer has its price (the main agent's paid on every question, as the money rule
         counts), else GFLOPs."""
         data = self.split(split)
-        if not self.has_money:
-            return data.gflops.mean(axis=0)
-        usd = data.usd.mean(axis=0)
-        return np.concatenate([usd[:1], usd[0] + usd[1:]])
+        return data.gflops.mean(axis=0) if not self.has_money else paid_per_agent(data.usd)
 
     @cached_property
     def money_prices(self) -> tuple[float, ...] | None:

@@ -9,12 +9,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..method.costs import paid_per_agent
 from . import metrics as M
 from .benchmark import Benchmark
 from .paired import point_em_intervals
 from .results import Point, expert_share
 
-__all__ = ["AiqCost", "aiq_cost", "bootstrap_summary", "curve_summary", "pgr_refs"]
+__all__ = ["AiqCost", "aiq_cost", "bootstrap_summary", "curve_summary", "latency_range", "pgr_refs"]
 
 
 def pgr_refs(bench: Benchmark) -> tuple[int, int]:
@@ -41,8 +42,19 @@ def aiq_cost(bench: Benchmark) -> AiqCost:
     return AiqCost("gflops", "gflops", 1.0, "GFLOPs")
 
 
+def latency_range(bench: Benchmark) -> tuple[float, float]:
+    """The least and the most mean latency per question (seconds) on the test articles of sending
+    every question to one agent, paid as the latency rule counts it (the main agent's always, the
+    expert's on top): the range :func:`curve_summary`'s AIQ over latency integrates over."""
+    paid = paid_per_agent(bench.test.latency)
+    return float(paid.min()), float(paid.max())
+
+
 def curve_summary(bench: Benchmark, points: list[Point], lo: float, hi: float) -> dict:
-    """AIQ (three ways), APGR, CPT(50%), CPT(80%) of one set of points."""
+    """AIQ (three ways), APGR, CPT(50%), CPT(80%) of one set of points; on a pool that logs every
+    agent's latency also ``aiq_latency``, the AIQ over the mean realised latency per question
+    (:func:`latency_range`): where the pool's costs are latencies, the GFLOPs axis may not order
+    its agents as their latencies do (Plocal's larger LLM counts fewer GFLOPs per answer)."""
     cost = np.array([p[aiq_cost(bench).point] for p in points], float)
     em = np.array([p["em"] for p in points], float)
     core = np.array([not p.get("dense") for p in points])
@@ -51,6 +63,9 @@ def curve_summary(bench: Benchmark, points: list[Point], lo: float, hi: float) -
         "aiq_flat": M.aiq(cost, em, lo, hi, left="flat"),
         "aiq_beta_points": M.aiq(cost[core], em[core], lo, hi) if core.any() else float("nan"),
     }
+    if bench.has_latency and all("latency_s" in p for p in points):
+        seconds = np.array([p["latency_s"] for p in points], float)
+        out["aiq_latency"] = M.aiq(seconds, em, *latency_range(bench))
     weak_j, strong_j = pgr_refs(bench)
     em_agents = 100 * bench.test.em.mean(axis=0)
     weak, strong = float(em_agents[weak_j]), float(em_agents[strong_j])

@@ -48,6 +48,7 @@ __all__ = [
     "mean_usd",
     "realised_latency",
     "realised_usd",
+    "paid_per_agent",
     "cost_matrix",
     "log_price_scale",
     "PRICE_TOP",
@@ -319,6 +320,18 @@ def realised_latency(latency: np.ndarray, choice: np.ndarray, main_always: bool 
     if not main_always:
         return picked
     return t[:, 0] + np.where(c != 0, picked, 0.0)
+
+
+def paid_per_agent(per_answer: np.ndarray) -> np.ndarray:
+    """Per agent (A,), the mean paid per question when every question goes to that agent, as
+    :func:`realised_latency` counts it (the main agent's always, that agent's on top): seconds of
+    latency, or dollars.
+
+    >>> paid_per_agent(np.array([[0.02, 0.7], [0.04, 0.9]])).round(2).tolist()
+    [0.03, 0.83]
+    """
+    m = np.asarray(per_answer, dtype=float).mean(axis=0)
+    return np.concatenate([m[:1], m[0] + m[1:]])
 
 
 def realised_usd(usd: np.ndarray, choice: np.ndarray) -> np.ndarray:

@@ -119,6 +119,7 @@ def summary_frame(results: Results) -> pd.DataFrame:
                 "AIQ 95% hi": aiq_ci[1],
                 "AIQ (flat left)": num(r.get("aiq_flat")),
                 "AIQ (β points)": num(r.get("aiq_beta_points")),
+                "AIQ over latency": num(r.get("aiq_latency")),
                 "APGR": num(r.get("apgr")),
                 "APGR std": num(r.get("apgr_std")),
                 "APGR 95% lo": apgr_ci[0],
@@ -135,6 +136,8 @@ def summary_frame(results: Results) -> pd.DataFrame:
     df = pd.DataFrame(rows) if rows else pd.DataFrame(columns=["router", "AIQ", "APGR", "points"])
     num_cols = [c for c in df.columns if c not in ("router", "points")]
     df[num_cols] = df[num_cols].astype(float)
+    if "AIQ over latency" in df and df["AIQ over latency"].isna().all():  # a pool with no latency
+        df = df.drop(columns=["AIQ over latency"])
     if df["APGR"].isna().all():
         df = df.drop(columns=[c for c in df.columns if c.startswith(("APGR", "CPT"))])
     return df
@@ -164,25 +167,29 @@ def _below_text(row: dict) -> str:
 
 def summary_table(results: Results) -> str:
     """Per router, the rows of :func:`summary_frame`: AIQ ± std over seeds [bootstrap 95% CI],
-    APGR likewise, CPT(50%), CPT(80%), mean TDL over the β₁ sweep and at how many β₁ the TDL is
-    below random with 95% confidence."""
+    AIQ over latency where the pool logs it, APGR likewise, CPT(50%), CPT(80%), mean TDL over
+    the β₁ sweep and at how many β₁ the TDL is below random with 95% confidence."""
+    frame = summary_frame(results)
+    latency = "AIQ over latency" in frame.columns
     rows = [
         [
             row["router"],
             _pm(row, "AIQ", 2),
             fmt(row.get("AIQ (β points)"), 2),
+            *([fmt(row.get("AIQ over latency"), 2)] if latency else []),
             _pm(row, "APGR"),
             fmt(row.get("CPT(50%)")),
             fmt(row.get("CPT(80%)")),
             fmt(row.get("mean TDL"), 4),
             _below_text(row),
         ]
-        for row in summary_frame(results).to_dict("records")
+        for row in frame.to_dict("records")
     ]
     header = [
         "router",
         "AIQ ± std [95% CI]",
         "AIQ (β₁ points)",
+        *(["AIQ over latency (s)"] if latency else []),
         "APGR ± std [95% CI]",
         "CPT(50%)",
         "CPT(80%)",

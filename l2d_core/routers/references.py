@@ -11,7 +11,7 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from ..method.costs import BETA_POINTS, CostConfig, cost_matrix, query_costs
+from ..method.costs import BETA_POINTS, CostConfig, cost_matrix, paid_per_agent, query_costs
 from ..method.mixing import upper_hull
 from ..method.policies import oracle_policy, random_policy
 from .base import DENSE_BETAS, Needs, OperatingPoint, Router, best_single_tdl
@@ -96,17 +96,22 @@ class ZeroRouter(Router):
 
     def operating_points(self, betas=BETA_POINTS, dense: bool = True, prices=()) -> list[OperatingPoint]:
         """Vertices of the single agents' upper hull (any mixture lies on the segments between), in
-        the cost random mixing is matched on (GFLOPs, or dollars where every answer has a price)."""
+        the cost random mixing is matched on (GFLOPs, or dollars where every answer has a price),
+        and in latency paid where every agent's is logged (the two may order agents differently),
+        cheapest first in the former."""
         test = self.bench_.test
         g = self.bench_.mixing_cost("test")
         em = 100 * test.em.mean(axis=0)
-        pts = []
-        for c, q in zip(*upper_hull(g, em)):
-            j = int(np.flatnonzero(np.isclose(g, c) & np.isclose(em, q))[0])
-            pts.append(
-                OperatingPoint(None, Decision(np.full(len(test), j)), None, {"agent": test.agent_ids[j]})
-            )
-        return pts
+        axes = [g, *([paid_per_agent(test.latency)] if test.has_latency else [])]
+        on_hull = {
+            int(np.flatnonzero(np.isclose(cost, c) & np.isclose(em, q))[0])
+            for cost in axes
+            for c, q in zip(*upper_hull(cost, em))
+        }
+        return [
+            OperatingPoint(None, Decision(np.full(len(test), j)), None, {"agent": test.agent_ids[j]})
+            for j in sorted(on_hull, key=lambda j: (g[j], em[j]))
+        ]
 
     def rule_points(self, rule: str, values) -> list[OperatingPoint]:
         return []  # its points are the single agents' hull, whatever the price
