@@ -201,8 +201,10 @@ def list_pools(dataset: str | None = None) -> list[PoolSpec]:
 # profiles' own table is agents.profiles.PROFILES, which imports torch; a test keeps the two equal)
 MADE_BY = {
     "P3-quick": "python scripts/train_agent.py --profile quick",
+    "Plocal-quick": "python scripts/train_agent.py --profile quick",
     "P3-live": "python scripts/train_agent.py",
     "P2-live": "python scripts/train_agent.py",
+    "Plocal-live": "python scripts/train_agent.py",
     "P3v2-quick": "python scripts/train_agent.py --dataset squad20 --profile quick",
     "P3v2-live": "python scripts/train_agent.py --dataset squad20",
     "P2v2-live": "python scripts/train_agent.py --dataset squad20",

@@ -92,7 +92,11 @@ PROFILES = {
         QATrainConfig.lr,
         None,
         (
-            ("squad11", ("P3-live=rnet-plus,bert-ens", "P2-live=bert-ens")),  # BENCHMARK.md's live pools
+            # BENCHMARK.md's live pools, and the trained model as the cheapest main in front of Plocal's LLMs
+            (
+                "squad11",
+                ("P3-live=rnet-plus,bert-ens", "P2-live=bert-ens", "Plocal-live=smollm2-135m,gemma3-270m"),
+            ),
             ("squad20", ("P3v2-live=nlnet,bert-single", "P2v2-live=bert-single")),  # P3v2 / P2v2's experts
         ),
         crossfit=True,
@@ -107,7 +111,10 @@ PROFILES = {
         4,
         2e-4,
         1200,
-        (("squad11", ("P3-quick=rnet-plus,bert-ens",)), ("squad20", ("P3v2-quick=nlnet,bert-single",))),
+        (
+            ("squad11", ("P3-quick=rnet-plus,bert-ens", "Plocal-quick=smollm2-135m,gemma3-270m")),
+            ("squad20", ("P3v2-quick=nlnet,bert-single",)),
+        ),
         False,
     ),
 }
