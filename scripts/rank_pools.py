@@ -29,7 +29,6 @@ import platform
 import sys
 
 import _bootstrap  # noqa: F401
-import numpy as np
 
 from l2d_core.agents import get_pool, list_pools
 from l2d_core.agents.catalog import builtin_pool_names
@@ -38,7 +37,7 @@ from l2d_core.app_logic.explorer import router_view
 from l2d_core.evaluation.benchmark import embeddings_on_disk, prepare
 from l2d_core.evaluation.validation import rank_by_validation
 from l2d_core.routers.registry import make_router, router_label
-from l2d_core.routers.trained import SHIPPED, shipped_file
+from l2d_core.routers.trained import SHIPPED, npz_bytes, shipped_file
 from l2d_core.stores import atomic_write_bytes, atomic_write_text
 
 
@@ -74,16 +73,12 @@ def pool_ranking(pool: str, embeddings: bool) -> dict:
 
 def ship(pools: list[str]) -> None:
     """Compute each pool's default ranking and write it into the shipped memos, with the index."""
-    import io
-
     index_path = shipped_file("index").with_suffix(".json")
     index = json.loads(index_path.read_text(encoding="utf-8")) if index_path.is_file() else {"pools": {}}
     for pool in pools:
         spec = get_pool(pool)
         key, arrays = default_ranking_memo(prepare(spec.dataset, pool, features_needed=False))
-        buf = io.BytesIO()
-        np.savez(buf, **arrays)
-        atomic_write_bytes(shipped_file(key), buf.getvalue())
+        atomic_write_bytes(shipped_file(key), npz_bytes(arrays))
         made = {
             "command": f"python scripts/rank_pools.py --ship --pools {pool}",
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

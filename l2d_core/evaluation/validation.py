@@ -16,6 +16,7 @@ above 0 (:meth:`Ranked.pays`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -219,9 +220,10 @@ def single_agent_score(bench: Benchmark) -> Ranked:
 def ranking_params(bench: Benchmark, ids: Sequence[str]) -> dict:
     """What a ranking of routers ``ids`` depends on besides the benchmark: each router's class and
     settings, what routers read, and the price grids (part of its memo's key)."""
-    params = {
-        rid: [type(r).__name__, repr(sorted(r.params.items()))] for rid in ids for r in [make_router(rid)]
-    }
+    params: dict = {}
+    for rid in ids:
+        router = make_router(rid)
+        params[rid] = [type(router).__name__, repr(sorted(router.params.items()))]
     latency, money = bench.has_latency, rule_grid(bench, "money") if bench.has_money else None
     # what routers read, or the prices, changed
     params["formats"] = [FEATURE_FORMAT, price_grid(bench), LATENCY_GRID if latency else None]
@@ -268,22 +270,15 @@ def rank_by_validation(
     """:class:`Ranked` scores, best gain first, for the plug-in routers of the registry (with
     ``ready_only``: those whose inputs are read in already); memoized on disk (keyed by the
     benchmark and every router's settings), so only the first ranking of a pool on a machine
-    fits the out-of-fold heads. ``fitted(router id)``: where the fitted routers come from (a
+    fits the out-of-fold heads (the built-in pools' default rankings ship with the package:
+    :data:`~l2d_core.routers.trained.SHIPPED`). ``fitted(router id)``: where the fitted routers come from (a
     caller that keeps them, such as the dashboard, fits each once for the ranking and its use).
     ``compute=False``: the ranking only when it is on disk already, else None (nothing is fitted).
     ``progress(k, n, router id)``: called as each router is scored, when the ranking is computed."""
     ids = candidates(bench, ready_only) if router_ids is None else list(router_ids)
-    fit = fitted or (lambda rid: make_router(rid).fit(bench))
-
-    def compute_scores() -> dict[str, np.ndarray]:  # the ids too: the key does not depend on their order
-        return ranking_scores(bench, ids, fit, progress)
-
+    compute_scores = partial(ranking_scores, bench, ids, fitted, progress) if compute else None
     memo = trained.memo_arrays(
-        RANKING_KIND,
-        bench,
-        ranking_params(bench, ids),
-        compute_scores if compute else None,
-        bench.has_embeddings,
+        RANKING_KIND, bench, ranking_params(bench, ids), compute_scores, bench.has_embeddings
     )
     if memo is None:
         return None

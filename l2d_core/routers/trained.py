@@ -31,6 +31,7 @@ __all__ = [
     "is_stored",
     "fitted",
     "memo_arrays",
+    "npz_bytes",
     "shipped_file",
 ]
 
@@ -132,12 +133,17 @@ def memo_arrays(
             if compute is None:
                 return None
             arrays = compute()
-            buf = io.BytesIO()
-            np.savez(buf, **arrays)
-            cache[key] = buf.getvalue()
+            cache[key] = npz_bytes(arrays)
             return arrays
     with np.load(io.BytesIO(blob), allow_pickle=False) as z:
         return {k: z[k] for k in z.files}
+
+
+def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    """``arrays`` as the bytes of an ``.npz`` file (what a memo holds, on disk or shipped)."""
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
 
 
 def shipped_file(key: str) -> Path:
