@@ -115,6 +115,12 @@ st.dataframe(
         if c not in ("router", "points")
     },
 )
+if "AIQ over latency" in summary.columns:
+    st.caption(
+        "**AIQ over latency**: the same mean EM, across the range of seconds a question waits (the main "
+        "model always, an expert on top): this pool logs every model's latency, and its GFLOPs may not "
+        "order its models as their waits do."
+    )
 fig_pgr = report.pgr_figure(res)
 if fig_pgr is not None:
     st.altair_chart(report.fit_width(fig_pgr), key="cmp_pgr", width="stretch")

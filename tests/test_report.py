@@ -523,3 +523,14 @@ def test_targets_code_has_no_threshold_literals():
     numbers = {n.value for n in ast.walk(code) if isinstance(n, ast.Constant) and type(n.value) is float}
     assert not numbers & {0.8, 0.77, 0.2, 0.3, 0.95, 1.0, 4.0, 16.05}
     assert '"P2"' not in src.split('"""', 2)[2] and '"bert-ens"' not in src and '"P3-live"' not in src
+
+
+def test_aiq_over_latency_is_a_column_only_where_the_results_have_it():
+    from l2d_core.report.tables import summary_table
+
+    plain = {"routers": {"a": {"aiq": 70.0}, "b": {"aiq": 80.0}}}
+    timed = {"routers": {"a": {"aiq": 0.0, "aiq_latency": 21.5}, "b": {"aiq": 0.0, "aiq_latency": 18.0}}}
+    assert "AIQ over latency" not in summary_frame(plain).columns
+    assert "AIQ over latency" not in summary_table(plain)
+    assert summary_frame(timed).set_index("router")["AIQ over latency"].to_dict() == {"a": 21.5, "b": 18.0}
+    assert "| AIQ over latency (s) |" in summary_table(timed) and "| 21.50 |" in summary_table(timed)
