@@ -110,6 +110,41 @@ def test_measured_gflops_come_from_the_architecture(pllm):
     assert pllm.gflops[:, 0] == pytest.approx(expected)
 
 
+@pytest.mark.parametrize(
+    "arch",
+    [
+        {"model_type": "bert", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+         "intermediate_size": 128},
+        {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000},
+        {"model_type": "deberta-v2", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+         "intermediate_size": 128, "vocab_size": 1000},
+    ],
+)  # fmt: skip
+def test_a_measured_architecture_counts_what_a_real_forward_counts(arch, fresh_cache):
+    """The count on shapes alone (the meta device, with or without the mask) is a real forward's."""
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoModelForQuestionAnswering
+
+    from l2d_core.agents.measured import architecture_gflops
+    from l2d_core.flops import forward_gflops, shape_gflops
+
+    cfg = AutoConfig.for_model(arch["model_type"], **{k: v for k, v in arch.items() if k != "model_type"})
+    cfg._attn_implementation = "eager"
+
+    def build():
+        try:
+            return AutoModelForQuestionAnswering.from_config(cfg).eval()
+        except ValueError:
+            return AutoModel.from_config(cfg).eval()
+
+    torch.manual_seed(0)
+    real = forward_gflops(build(), 48)
+    with torch.device("meta"):
+        assert shape_gflops(build(), 48) == pytest.approx(real, rel=1e-12)  # no fallback needed
+    assert architecture_gflops(arch, 48) == pytest.approx(real, rel=1e-12)
+
+
 def test_logs_and_abstain_are_never_a_cascades_helpers(real_data):
     helpers = cheap_builtin_agents("squad20", "nlnet", max_gflops=1e9)
     assert not {"bert-tiny", "gpt3-davinci", "llama-3.2-3b", "abstain"} & set(helpers)

@@ -21,8 +21,10 @@ ARCHITECTURE_TOKENS = 384  # BENCHMARK.md: costs are per query at a 384-token in
 def architecture_gflops(architecture: dict, tokens: int = ARCHITECTURE_TOKENS) -> float:
     """GFLOPs of one question-answering forward of the model ``architecture`` describes, at
     ``tokens`` tokens (of its backbone where the type has no span head: an LLM's prompt read
-    once), counted by torch's FLOP counter (eager attention) on weights left uninitialised (the
-    count depends on the shapes alone; drawing them at random gives the same)."""
+    once), counted by torch's FLOP counter (eager attention) on the model built on the ``meta``
+    device (shapes alone: :func:`~l2d_core.flops.shape_gflops`), or where it cannot run without
+    values, on weights left uninitialised (the count depends on the shapes alone; drawing them at
+    random gives the same)."""
     if not isinstance(architecture, dict) or not isinstance(architecture.get("model_type"), str):
         raise ValueError(f"an architecture is a configuration with a model_type, got {architecture!r}")
     key = f"architecture_gflops|{json.dumps(architecture, sort_keys=True)}|{tokens}"
@@ -36,18 +38,28 @@ def architecture_gflops(architecture: dict, tokens: int = ARCHITECTURE_TOKENS) -
                 "AutoConfig", "AutoModel", "AutoModelForQuestionAnswering"
             )
 
-            from ..flops import forward_gflops
+            from ..flops import forward_gflops, shape_gflops
 
             fields = {k: v for k, v in architecture.items() if k != "model_type"}
             config = AutoConfig.for_model(architecture["model_type"], **fields)
             config._attn_implementation = "eager"  # the fused kernels are undercounted
-            torch.manual_seed(0)
-            with _no_init_weights():  # the count reads shapes, not values: the same figure, in ms
+
+            def build():
                 try:
-                    model = AutoModelForQuestionAnswering.from_config(config).eval()
+                    return AutoModelForQuestionAnswering.from_config(config).eval()
                 except ValueError:  # no span head for this type (a generative LLM): its backbone
-                    model = AutoModel.from_config(config).eval()
-            meta[key] = forward_gflops(model, tokens)
+                    return AutoModel.from_config(config).eval()
+
+            try:
+                with torch.device("meta"):  # shapes only: no weights, no arithmetic
+                    gflops = shape_gflops(build(), tokens)
+            except (RuntimeError, NotImplementedError):  # a type that cannot be built on it
+                gflops = None
+            if gflops is None:  # a model that needs values to run: a real forward, weights left as allocated
+                torch.manual_seed(0)
+                with _no_init_weights():  # the count reads shapes, not values: the same figure, in ms
+                    gflops = forward_gflops(build(), tokens)
+            meta[key] = gflops
         return float(meta[key])
 
 
