@@ -188,6 +188,10 @@ def test_each_dataset_has_its_own_quick_run_and_pool(real_data, fresh_cache, mon
     offer = page_module._offer_text("squad20", Q.Measurement("none"))
     assert "The new pool P3v2-quick routes between it, nlnet and bert-single." in offer
     assert "`python scripts/train_agent.py --dataset squad20`, which trains" in offer
+    eleven = page_module._offer_text("squad11", Q.Measurement("none"))  # every pool the run makes
+    assert (
+        "P3-quick routes between it, rnet-plus and bert-ens; Plocal-quick, between it, smollm2-135m" in eleven
+    )
     assert Q.quick_pool("hf-squad") is None and Q.QUICK.datasets() == ["squad11", "squad20"]
 
 

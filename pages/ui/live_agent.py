@@ -95,7 +95,9 @@ def _offer_text(dataset: str, m, others: Sequence[str] = ()) -> str:
         f"a router can learn when to trust it: {when}. It is much less accurate than the full model, "
         f"`{train_command('full', dataset)}`, which trains {full_work['models']} models for "
         f"{PROFILES['full'].epochs} passes each, on {full_work['trained']:,} questions in all "
-        f"({full_when}). The new pool {pool} routes between it, {_names(experts)}."
+        f"({full_when}). The new pool {pool} routes between it, {_names(experts)}"
+        + "".join(f"; {name}, between it, {_names(ex)}" for name, ex in QUICK.pool_specs(dataset)[1:])
+        + "."
     )
 
 
