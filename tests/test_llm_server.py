@@ -157,9 +157,9 @@ def test_the_local_llm_pool_answers_new_text_live_and_its_recorded_questions_fro
     assert recorded["latency_ms"] == pytest.approx(1000 * log["latency_s"][0])
     try:
         got = answer_with(spec, "In what country is Normandy located?", CONTEXT)
-        server = shared_server(spec.options["live_model"])
+        server = shared_server(spec.live_model)
         assert answer_with(spec, "Who gave their name to Normandy?", CONTEXT)["status"] == "live"
-        assert shared_server(spec.options["live_model"]) is server  # started once
+        assert shared_server(spec.live_model) is server  # started once
         server.process.kill()
         server.process.wait(10)  # a server that died is started again, and the agent finds it
         assert answer_with(spec, "Who gave their name to Normandy?", CONTEXT)["status"] == "live"

@@ -151,7 +151,7 @@ def answer_with(
     return _result(
         agent_spec,
         "live",
-        f"ran {(agent_spec.options or {}).get('live_model') or agent_spec.path} now{note}",
+        f"ran {agent_spec.live_model or agent_spec.path} now{note}",
         answer=pred.answer,
         latency_ms=pred.latency_ms,
         gflops=pred.gflops,
@@ -167,12 +167,11 @@ def runnable_agent(spec: AgentSpec):
     """The runnable agent of ``spec`` (:func:`~l2d_core.agents.runners.load_agent`), loaded
     once per process and reused for every query (a local LLM's once per start of its shared
     server: one that died is started again on another port)."""
-    live = (spec.options or {}).get("live_model")
     port = None
-    if live:
+    if spec.live_model:
         from .llm_server import shared_server
 
-        port = shared_server(live).port
+        port = shared_server(spec.live_model).port
     return _load_runnable(
         spec.id,
         spec.dataset,

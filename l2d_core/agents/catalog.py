@@ -88,12 +88,17 @@ class AgentSpec:
         return data_path(self.path)
 
     @property
+    def live_model(self) -> str | None:
+        """The local LLM (``agents.llm_server.MODELS``) an outcome log was recorded from and that
+        answers new text in its place (``options["live_model"]``); None for any other agent."""
+        live = (self.options or {}).get("live_model") if self.kind == "outcome_log" else None
+        return str(live) if live else None
+
+    @property
     def answers_new_text(self) -> bool:
         """Whether the agent answers text outside its dataset: a model this tool runs, or a log
-        recorded from a local LLM the tool can start (``options["live_model"]``)."""
-        return self.kind in RUNNABLE_KINDS or (
-            self.kind == "outcome_log" and bool((self.options or {}).get("live_model"))
-        )
+        recorded from a local LLM the tool can start (:attr:`live_model`)."""
+        return self.kind in RUNNABLE_KINDS or self.live_model is not None
 
 
 @dataclass(frozen=True)

@@ -128,15 +128,13 @@ def load_agent(spec: AgentSpec, device=None, **overrides):
     if spec.kind == "extractive":
         options.setdefault("null_answer", spec.dataset in V2_DATASETS)
         return ExtractiveAgent(_model_path(spec), device=device, **options)
-    if spec.kind == "outcome_log" and options.get("live_model"):  # its LLM, on a server started here
+    if spec.live_model:  # a log recorded from a local LLM: that LLM, on a server started here
         from .llm_server import shared_server
         from .measured import agent_gflops
 
-        base_url = shared_server(options["live_model"]).base_url
+        base_url = shared_server(spec.live_model).base_url
         prompt = options.get("live_prompt", "chat")
-        return OpenAIChatAgent(
-            options["live_model"], base_url=base_url, gflops=agent_gflops(spec), prompt=prompt
-        )
+        return OpenAIChatAgent(spec.live_model, base_url=base_url, gflops=agent_gflops(spec), prompt=prompt)
     if spec.kind == "openai_chat":  # the model runs at the endpoint: no device here
         prices = TokenPrices.of({k: options.pop(k, None) for k in PRICE_OPTIONS}, f"agent {spec.id}")
         return OpenAIChatAgent(spec.path, gflops=spec.gflops, prices=prices, **options)

@@ -124,9 +124,7 @@ def offer_quick_agent(dataset: str, others: Sequence[str] = ()) -> None:
     """Offer the quick model (or show its run) for ``dataset``, whose pools ``others`` answer new
     text already (nothing where the quick model's pool is one of them)."""
     made = quick_pool(dataset)
-    if made is not None and made[0] in others:
-        return
-    if made is None and others:
+    if others and (made is None or made[0] in others):
         return
     if made is None:
         st.info(
