@@ -9,11 +9,13 @@ the same figure on the test articles with a 95% bootstrap interval.
     python scripts/rank_pools.py --ship               # regenerate the rankings shipped with the package
 
 ``--ship`` computes each built-in pool's default ranking (the routers that read no embeddings, as
-the dashboard ranks them) and writes it where the package ships memos (``l2d_core/routers/shipped``,
-one ``<key>.npz`` per pool, and ``index.json``: pool → key, with how they were made). The key is
-the content key of the pool's data and the routers' settings, so a fresh clone opens a built-in
-pool without ranking it first, and a shipped ranking whose data or settings changed is never read
-(``tests/test_default_view.py`` recomputes the default pool's and checks that every key is current).
+the dashboard ranks them) and fits the default router it picks, and writes both where the package
+ships them (``l2d_core/routers/shipped``: one ``<key>.npz`` per ranking, one ``<key>/`` folder per
+fitted artifact, and ``index.json``: pool → keys, with how they were made). Each key is the content
+key of the pool's data and the routers' settings, so a fresh clone opens a built-in pool without
+ranking or training first, and a shipped artifact whose data or settings changed is never read
+(``tests/test_default_view.py`` recomputes the default pool's and checks that every key is
+current). Everything it ships is computed now, never read from a cache or from what was shipped.
 
 The dashboard opens on the pool where this gain is the largest (``pages/ui/defaults.py``;
 ``tests/test_default_view.py`` checks that it still is and that it holds on the test articles).
@@ -26,18 +28,20 @@ import datetime as dt
 import json
 import os
 import platform
+import shutil
 import sys
 
 import _bootstrap  # noqa: F401
 
 from l2d_core.agents import get_pool, list_pools
 from l2d_core.agents.catalog import builtin_pool_names
-from l2d_core.app_logic.default_view import default_ranking_memo
+from l2d_core.app_logic.default_view import default_ranking_memo, default_router
 from l2d_core.app_logic.explorer import router_view
 from l2d_core.evaluation.benchmark import embeddings_on_disk, prepare
 from l2d_core.evaluation.validation import rank_by_validation
+from l2d_core.paths import cache_dir
 from l2d_core.routers.registry import make_router, router_label
-from l2d_core.routers.trained import SHIPPED, npz_bytes, shipped_file
+from l2d_core.routers.trained import SHIPPED, npz_bytes, recording, shipped_file
 from l2d_core.stores import atomic_write_bytes, atomic_write_text
 
 
@@ -71,26 +75,45 @@ def pool_ranking(pool: str, embeddings: bool) -> dict:
     }
 
 
+def ship_default_fit(bench) -> tuple[str, list[str]]:
+    """The pool's default router (read from its ranking, shipped just before), fitted now, and
+    every artifact that fit stores copied into the shipped folders. Returns its id and their keys."""
+    choice = default_router(bench, rank=False)
+    with recording(fresh=True) as keys:
+        make_router(choice.router_id).fit(bench)
+    for key in keys:
+        target = shipped_file(key, "")
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(cache_dir() / "routers" / key, target)
+    return choice.router_id, keys
+
+
 def ship(pools: list[str]) -> None:
-    """Compute each pool's default ranking and write it into the shipped memos, with the index."""
-    index_path = shipped_file("index").with_suffix(".json")
+    """Compute each pool's default ranking, fit its default router, and write both into the
+    shipped artifacts, with the index."""
+    index_path = shipped_file("index", ".json")
     index = json.loads(index_path.read_text(encoding="utf-8")) if index_path.is_file() else {"pools": {}}
     for pool in pools:
         spec = get_pool(pool)
-        key, arrays = default_ranking_memo(prepare(spec.dataset, pool, features_needed=False))
+        bench = prepare(spec.dataset, pool, features_needed=False)
+        key, arrays = default_ranking_memo(bench)
         atomic_write_bytes(shipped_file(key), npz_bytes(arrays))
+        default, fits = ship_default_fit(bench)
         made = {
             "command": f"python scripts/rank_pools.py --ship --pools {pool}",
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, 1-min load {os.getloadavg()[0]:.1f}",
         }
         routers = arrays["ids"].tolist()
-        index["pools"][pool] = {"dataset": spec.dataset, "key": key, "routers": routers, "made": made}
-        print(f"{pool}: shipped {key} ({', '.join(routers)})", flush=True)
-    keep = {f"{v['key']}.npz" for v in index["pools"].values()}
-    for stale in index_path.parent.glob("*.npz"):
-        if stale.name not in keep:
-            stale.unlink()
+        index["pools"][pool] = {
+            "dataset": spec.dataset, "key": key, "routers": routers, "default": default, "fitted": fits,
+            "made": made,
+        }  # fmt: skip
+        print(f"{pool}: shipped {key} ({', '.join(routers)}); {default} fitted: {', '.join(fits) or '-'}")
+    keep = {k for v in index["pools"].values() for k in (v["key"], *v["fitted"])}
+    for stale in index_path.parent.iterdir():
+        if stale.name != index_path.name and stale.name.removesuffix(".npz") not in keep:
+            shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
     atomic_write_text(index_path, json.dumps(index, indent=1, sort_keys=True) + "\n")
     print(f"index: {index_path} ({SHIPPED})")
 

@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from safetensors.numpy import load_file
 
 from l2d_core.agents import get_pool
 from l2d_core.agents.catalog import builtin_pool_names
@@ -15,8 +16,9 @@ from l2d_core.app_logic.default_view import default_candidates, default_ranking_
 from l2d_core.app_logic.explorer import router_view
 from l2d_core.evaluation.benchmark import prepare
 from l2d_core.evaluation.validation import ranking_key
+from l2d_core.paths import cache_dir
 from l2d_core.routers.registry import make_router
-from l2d_core.routers.trained import shipped_file
+from l2d_core.routers.trained import recording, shipped_file
 from pages.ui.defaults import DATASET_CHOICES, DEFAULT_POOL
 
 
@@ -65,12 +67,51 @@ def test_the_shipped_default_ranking_is_what_the_default_pool_computes(real_data
 @pytest.mark.slow
 def test_every_shipped_ranking_is_current_and_listed(real_data):
     """Every built-in pool's default ranking is shipped under its current key, and nothing else is."""
-    index = json.loads(shipped_file("index").with_suffix(".json").read_text(encoding="utf-8"))["pools"]
+    index = _index()
     assert set(index) == set(builtin_pool_names())
     for name, entry in sorted(index.items()):
         bench = prepare(get_pool(name).dataset, name, features_needed=False)
         key = ranking_key(bench, default_candidates(bench))
-        assert entry["key"] == key and shipped_file(key).is_file(), (
-            f"{name}: the shipped ranking is stale; run python scripts/rank_pools.py --ship --pools {name}"
-        )
-    assert {p.stem for p in shipped_file("index").parent.glob("*.npz")} == {e["key"] for e in index.values()}
+        stale = f"{name}: what ships is stale; run python scripts/rank_pools.py --ship --pools {name}"
+        assert entry["key"] == key and shipped_file(key).is_file(), stale
+        assert default_router(bench, rank=False).router_id == entry["default"], stale
+        with recording() as keys:
+            make_router(entry["default"]).fit(bench)
+        assert keys == entry["fitted"], stale
+        assert all((shipped_file(k, "") / "config.json").is_file() for k in keys), stale
+    listed = {k for e in index.values() for k in (e["key"], *e["fitted"])} | {"index.json"}
+    assert {p.name.removesuffix(".npz") for p in shipped_file("index").parent.iterdir()} == listed
+
+
+def _index() -> dict:
+    return json.loads(shipped_file("index", ".json").read_text(encoding="utf-8"))["pools"]
+
+
+def _arrays(folder) -> dict:
+    """Every tensor of a stored router's folder (and its sub-folders), by relative path and name."""
+    return {
+        f"{f.relative_to(folder)}:{name}": array
+        for f in sorted(folder.rglob("*.safetensors"))
+        for name, array in load_file(str(f)).items()
+    }
+
+
+def test_the_shipped_default_fit_is_what_the_default_pool_fits(real_data):
+    """The default pool's default router ships fitted (``scripts/rank_pools.py --ship``), so a fresh
+    clone's first view trains nothing: fitting it again here stores the same artifacts, under the
+    same keys, with the same weights."""
+    entry = _index()[DEFAULT_POOL]
+    bench = prepare(DATASET_CHOICES[0], DEFAULT_POOL, features_needed=False)
+    with recording(fresh=True) as keys:
+        make_router(entry["default"]).fit(bench)
+    assert keys == entry["fitted"] and keys, "stale: run python scripts/rank_pools.py --ship"
+    for key in keys:
+        fresh, shipped = cache_dir() / "routers" / key, shipped_file(key, "")
+        configs = sorted(p.relative_to(fresh) for p in fresh.rglob("config.json"))
+        assert configs == sorted(p.relative_to(shipped) for p in shipped.rglob("config.json"))
+        for c in configs:
+            assert json.loads((fresh / c).read_text()) == json.loads((shipped / c).read_text())
+        got, want = _arrays(fresh), _arrays(shipped)
+        assert got.keys() == want.keys() and got
+        for name, array in want.items():
+            np.testing.assert_allclose(got[name], array, rtol=0, atol=1e-6, err_msg=name)

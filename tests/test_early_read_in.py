@@ -69,6 +69,6 @@ def test_on_a_warm_cache_nothing_starts_and_the_dataset_is_not_read(fresh_cache,
     started = []
     monkeypatch.setattr(read_in, "_in_children", lambda *a, **k: started.append("child"))
     monkeypatch.setattr(l2d_core.data, "load_dataset", lambda name: started.append(f"read {name}"))
-    read_in_early("squad11", "P2", meanwhile=lambda: started.append("meanwhile"))
+    read_in_early("squad11", "P2")
     read_in.ensure_cached(dataset, [], AgentCache())  # waits for the early read-in
     assert started == []

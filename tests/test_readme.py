@@ -29,7 +29,7 @@ LONG = {
     "python scripts/build_llama_server.py --if-needed && "
     "python -m pytest -m 'not unit' -n 2 --dist loadfile": "this test suite itself",
     "python scripts/rank_pools.py --pools P2 P3": "a minute a pool (tests/test_default_view.py ranks pools)",
-    "python scripts/rank_pools.py --ship": "rewrites the shipped rankings (test_default_view.py checks them)",
+    "python scripts/rank_pools.py --ship": "rewrites what ships (test_default_view.py checks it)",
     "python scripts/bench_budgets.py --pools P2": "minutes (test_cascade.py and test_staged.py hold budgets)",
     "python scripts/train_agent.py --profile quick": "minutes of fine-tuning (tests/test_train_agent.py runs "
     "the same code on a tiny model)",

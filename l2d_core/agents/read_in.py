@@ -13,9 +13,8 @@ would delay the dashboard's early read-in by as much.
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from .. import background
@@ -38,8 +37,9 @@ __all__ = [
     "read_in_job",
 ]
 
-# (cache folder, dataset) → the read-in started by :func:`read_in_early`, in a child process
-_EARLY: dict[tuple[str, str], Future] = {}
+# (cache folder, dataset) → the read-in started by :func:`read_in_early`, in a child process (None:
+# nothing was to read in)
+_EARLY: dict[tuple[str, str], Future | None] = {}
 _POLL_S = 0.1  # how often the caller looks at its children's progress files
 
 
@@ -177,36 +177,32 @@ def import_agents(dataset: QADataset, agent_ids: Sequence[str], processes: int =
     _in_children(dataset.name, [ids[k::processes] for k in range(processes) if ids[k::processes]], on_agent)
 
 
-def read_in_early(
-    dataset_name: str, pool_name: str, also: Sequence[str] = (), meanwhile: Callable[[], object] | None = None
-) -> None:
+def read_in_early(dataset_name: str, pool_name: str, also: Sequence[str] = ()) -> None:
     """Start reading a pool's prediction-file agents (and ``also``: the default router's helper
     agents) in, in a child process (so on the other core), while this process goes on: a fresh
-    dashboard imports torch and the routers meanwhile, and its first view waits for both.
+    dashboard imports the pages meanwhile, and its first view waits for both.
     :func:`ensure_cached` waits for it. Once per process, cache folder and dataset; the child
-    skips what is cached already. Unknown pools or agents raise KeyError here; a child that
-    cannot start or fails leaves the work to :func:`ensure_cached`. ``meanwhile()`` runs in a
-    thread of this process while a child reads in (not where nothing is to read in: a warm
-    cache's first view gets no work beside it)."""
+    skips what is cached already. Where every agent has answers on disk already (a few
+    milliseconds to say), nothing is started and the dataset is not read: whether they are
+    complete and current is what :func:`ensure_cached` checks as the benchmark is prepared, so a
+    warm cache's first view gets no work beside it. Unknown pools or agents raise KeyError here; a
+    child that cannot start or fails leaves the work to :func:`ensure_cached`."""
     key = (str(cache_dir()), dataset_name)
     wanted = dict.fromkeys([*get_pool(pool_name).agent_ids, *also])
     ids = [a for a in wanted if get_agent(a).kind in ("prediction_file", *LOG_KINDS)]
     if key in _EARLY or not ids:
         return
+    cache = AgentCache()
+    if all(cache.has(dataset_name, a) for a in ids):  # here, not in a thread: one beside the
+        _EARLY[key] = None  # page's imports waits for the GIL at every SQLite call (seconds)
+        return
     runner = ThreadPoolExecutor(1)
-    _EARLY[key] = runner.submit(_read_in_missing, dataset_name, ids, meanwhile)
+    _EARLY[key] = runner.submit(_read_in_missing, dataset_name, ids)
     runner.shutdown(wait=False)  # its one thread ends with the child
 
 
-def _read_in_missing(dataset_name: str, ids: list[str], meanwhile: Callable[[], object] | None) -> None:
-    """``ids`` read in by one child process where some has nothing on disk (an empty cache): the
-    child starts at once with every agent and skips what is read in. One, not two: each child
-    builds the dataset's gold index again, and this process imports on the other core meanwhile.
-    Where every agent has answers on disk already, nothing is started and the dataset is not
-    read: whether they are complete and current is what :func:`ensure_cached` checks as the
-    benchmark is prepared, so a warm cache's first view gets no work beside it."""
-    todo = [] if all(AgentCache().has(dataset_name, a) for a in ids) else ids
-    if todo:
-        if meanwhile is not None:
-            threading.Thread(target=meanwhile, name="l2d work beside the read-in", daemon=True).start()
-        _in_children(dataset_name, [todo], lambda _: None)
+def _read_in_missing(dataset_name: str, ids: list[str]) -> None:
+    """``ids`` read in by one child process: it starts at once with every agent and skips what is
+    read in. One, not two: each child builds the dataset's gold index again, and this process
+    imports on the other core meanwhile."""
+    _in_children(dataset_name, [ids], lambda _: None)

@@ -137,7 +137,7 @@ def default_router(
 def default_ranking_memo(bench: Benchmark) -> tuple[str, dict]:
     """The memo key of ``bench``'s default ranking (:func:`default_router`) and its arrays, computed
     now (never read from a memo): what ``scripts/rank_pools.py --ship`` ships with the package, so
-    that a fresh clone's first view of a built-in pool fits only the default router."""
+    that a fresh clone's first view of a built-in pool ranks nothing."""
     read_in_waiting(bench)
     ids = default_candidates(bench)
     return ranking_key(bench, ids), ranking_scores(bench, ids)

@@ -8,13 +8,14 @@ so a killed run never leaves a half-written one behind.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
@@ -30,13 +31,15 @@ __all__ = [
     "artifact_key",
     "is_stored",
     "fitted",
+    "recording",
     "memo_arrays",
     "npz_bytes",
     "shipped_file",
 ]
 
-# memos shipped with the package, one ``<key>.npz`` each: what a fresh clone would otherwise compute
-# first on its first view (the built-in pools' validation rankings; ``scripts/rank_pools.py --ship``)
+# what a fresh clone would otherwise compute first on its first view, shipped with the package
+# under its content key (``scripts/rank_pools.py --ship``): the built-in pools' validation rankings
+# (memos, one ``<key>.npz`` each) and their default routers fitted (one ``<key>/`` folder each)
 SHIPPED = PACKAGED + "routers/shipped"
 # Part of every key: bump when a fit or a feature changes what an artifact holds.
 STORE_FORMAT = 7  # 7: the post-hoc estimator cross-fits K calibrated heads
@@ -75,39 +78,68 @@ def artifact_key(kind: str, bench, params: dict, embeddings: bool = True) -> str
     return hashlib.sha256(doc.encode()).hexdigest()[:24]
 
 
-def _dir(kind: str, bench, params: dict, embeddings: bool = True) -> Path:
-    return cache_dir() / "routers" / artifact_key(kind, bench, params, embeddings)
-
-
 def is_stored(kind: str, bench, est, embeddings: bool = True, **extra) -> bool:
-    """Whether :func:`fitted` would load ``est`` from disk rather than train it."""
-    return (_dir(kind, bench, {**estimator_params(est), **extra}, embeddings) / "config.json").is_file()
+    """Whether :func:`fitted` would load ``est`` from disk (the cache or the package) rather than
+    train it."""
+    key = artifact_key(kind, bench, {**estimator_params(est), **extra}, embeddings)
+    return any((d / "config.json").is_file() for d in (cache_dir() / "routers" / key, shipped_file(key, "")))
 
 
 def fitted(kind: str, bench, est, fit: Callable[[object], object], load=None, embeddings=True, **extra):
-    """``est`` fitted by ``fit(est)``, or loaded from disk when the same fit was stored before.
+    """``est`` fitted by ``fit(est)``, or loaded from disk when the same fit was stored before: in
+    the cache, or shipped with the package under the same key (:func:`shipped_file`).
 
     ``extra`` joins the key (e.g. a digest of features that are not the benchmark's own);
     ``embeddings=False``: the fit does not read the benchmark's embeddings (the same artifact
     serves a benchmark prepared with or without them); ``load(path)`` rebuilds a stored
-    estimator (default ``type(est).load``).
+    estimator (default ``type(est).load``). Inside :func:`recording` every key is recorded, and
+    with ``fresh=True`` nothing stored is read.
     """
-    path = _dir(kind, bench, {**estimator_params(est), **extra}, embeddings)
-    if (path / "config.json").is_file():
-        try:
-            return (load or type(est).load)(path)
-        except Exception as exc:  # a damaged checkpoint (truncated, garbage): train it again
-            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            set_aside(path, "the trained router", why, "the router is trained again")
+    key = artifact_key(kind, bench, {**estimator_params(est), **extra}, embeddings)
+    for keys in _RECORDING:
+        keys.append(key)
+    path = cache_dir() / "routers" / key
+    fresh = any(keys.fresh for keys in _RECORDING)
+    for stored in () if fresh else (path, shipped_file(key, "")):
+        if (stored / "config.json").is_file():
+            try:
+                return (load or type(est).load)(stored)
+            except Exception as exc:  # a damaged checkpoint (truncated, garbage): train it again
+                if stored == path:
+                    why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                    set_aside(path, "the trained router", why, "the router is trained again")
     fit(est)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
         est.save(tmp)
+        if fresh:
+            shutil.rmtree(path, ignore_errors=True)
         os.replace(tmp, path)
     except OSError:  # another process stored the same artifact first: keep theirs
         shutil.rmtree(tmp, ignore_errors=True)
     return est
+
+
+class _Keys(list):
+    fresh = False
+
+
+_RECORDING: list[_Keys] = []
+
+
+@contextlib.contextmanager
+def recording(fresh: bool = False) -> Iterator[list[str]]:
+    """The keys of the fits :func:`fitted` looks up inside the block, in order; ``fresh``: every
+    one is fitted now, nothing stored is read, and what it stores replaces what the cache held
+    (what ``scripts/rank_pools.py --ship`` ships of a default router)."""
+    keys = _Keys()
+    keys.fresh = fresh
+    _RECORDING.append(keys)
+    try:
+        yield keys
+    finally:
+        _RECORDING.remove(keys)
 
 
 def memo_arrays(
@@ -146,6 +178,7 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     return buf.getvalue()
 
 
-def shipped_file(key: str) -> Path:
-    """Where the package ships the memo of artifact ``key`` (see :data:`SHIPPED`), present or not."""
-    return data_path(f"{SHIPPED}/{key}.npz")
+def shipped_file(key: str, suffix: str = ".npz") -> Path:
+    """Where the package ships artifact ``key`` (see :data:`SHIPPED`), present or not: a memo's
+    ``.npz``, or (``suffix=""``) a fitted router's folder."""
+    return data_path(f"{SHIPPED}/{key}{suffix}")

@@ -8,9 +8,6 @@ the frame has not run in this session it runs it (this navigation, whose address
 its file name, finds the page) and stops; otherwise it does nothing. It comes before the page's
 own imports, so that such a visit starts the early read-in without waiting for them."""
 
-import sys
-from functools import partial
-from importlib import import_module
 from pathlib import Path
 
 import streamlit as st
@@ -30,26 +27,15 @@ PAGES = (  # file in pages/ (= its address), title, icon; the first is the home 
 IN_APP = "_l2d_in_app"  # session key: the frame ran in this session (tests set it to run a page alone)
 
 
-SOLVERS = ("torch", "scipy.optimize")  # what a router head's first fit imports
-
-
-def _import(modules) -> None:
-    for name in modules:
-        import_module(name)
-
-
 def run_app() -> None:
     """Page config, the early read-in on a fresh server, and the navigation; runs the asked page."""
     st.session_state[IN_APP] = True
     # an emoji favicon is drawn by the browser itself (a :material/…: one is fetched from a font host)
     st.set_page_config(page_title="L2D routing for extractive QA", page_icon="🔀", layout="wide")
-    if "torch" not in sys.modules:  # a fresh server: while the page imports the router modules,
-        # the default pool and the helper agents its best router reads are read in on
-        # another core (once per process; nothing is started where they are read in already), and
-        # torch and scipy's solver, which fit the routers' heads next, are imported while this
-        # waits for them
-        helpers = cheap_builtin_agents(DATASET_CHOICES[0], get_pool(DEFAULT_POOL).main)
-        read_in_early(DATASET_CHOICES[0], DEFAULT_POOL, helpers, meanwhile=partial(_import, SOLVERS))
+    # the default pool and the helper agents its best router reads are read in on another core
+    # while the page imports (once per process; nothing is started where they are read in already)
+    helpers = cheap_builtin_agents(DATASET_CHOICES[0], get_pool(DEFAULT_POOL).main)
+    read_in_early(DATASET_CHOICES[0], DEFAULT_POOL, helpers)
     pages = [
         st.Page(
             PAGES_DIR / f"{name}.py", title=title, icon=f":material/{icon}:", url_path=name, default=k == 0
