@@ -6,7 +6,7 @@ the same figure on the test articles with a 95% bootstrap interval.
 
     python scripts/rank_pools.py                      # every pool of squad11 ready here
     python scripts/rank_pools.py --pools P2 P3 --json ranking.json
-    python scripts/rank_pools.py --ship               # regenerate the rankings shipped with the package
+    python scripts/rank_pools.py --ship               # regenerate the rankings and fits the package ships
 
 ``--ship`` computes each built-in pool's default ranking (the routers that read no embeddings, as
 the dashboard ranks them) and fits the default router it picks, and writes both where the package

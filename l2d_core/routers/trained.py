@@ -82,7 +82,12 @@ def is_stored(kind: str, bench, est, embeddings: bool = True, **extra) -> bool:
     """Whether :func:`fitted` would load ``est`` from disk (the cache or the package) rather than
     train it."""
     key = artifact_key(kind, bench, {**estimator_params(est), **extra}, embeddings)
-    return any((d / "config.json").is_file() for d in (cache_dir() / "routers" / key, shipped_file(key, "")))
+    return any((d / "config.json").is_file() for d in _places(key))
+
+
+def _places(key: str) -> tuple[Path, Path]:
+    """Where a fit stored under ``key`` is looked for: the cache, then the package."""
+    return cache_dir() / "routers" / key, shipped_file(key, "")
 
 
 def fitted(kind: str, bench, est, fit: Callable[[object], object], load=None, embeddings=True, **extra):
@@ -98,9 +103,9 @@ def fitted(kind: str, bench, est, fit: Callable[[object], object], load=None, em
     key = artifact_key(kind, bench, {**estimator_params(est), **extra}, embeddings)
     for keys in _RECORDING:
         keys.append(key)
-    path = cache_dir() / "routers" / key
+    path = _places(key)[0]
     fresh = any(keys.fresh for keys in _RECORDING)
-    for stored in () if fresh else (path, shipped_file(key, "")):
+    for stored in () if fresh else _places(key):
         if (stored / "config.json").is_file():
             try:
                 return (load or type(est).load)(stored)
