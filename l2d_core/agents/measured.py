@@ -13,7 +13,13 @@ from ..paths import cache_dir
 from ..runtime import transformers_names
 from ..stores import open_disk_cache
 
-__all__ = ["ARCHITECTURE_TOKENS", "architecture_gflops", "agent_gflops", "per_query_gflops"]
+__all__ = [
+    "ARCHITECTURE_TOKENS",
+    "architecture_gflops",
+    "architecture_model",
+    "agent_gflops",
+    "per_query_gflops",
+]
 
 ARCHITECTURE_TOKENS = 384  # BENCHMARK.md: costs are per query at a 384-token input
 
@@ -34,33 +40,35 @@ def architecture_gflops(architecture: dict, tokens: int = ARCHITECTURE_TOKENS) -
         if key not in meta:
             import torch
 
-            AutoConfig, AutoModel, AutoModelForQuestionAnswering = transformers_names(
-                "AutoConfig", "AutoModel", "AutoModelForQuestionAnswering"
-            )
-
             from ..flops import forward_gflops, shape_gflops
-
-            fields = {k: v for k, v in architecture.items() if k != "model_type"}
-            config = AutoConfig.for_model(architecture["model_type"], **fields)
-            config._attn_implementation = "eager"  # the fused kernels are undercounted
-
-            def build():
-                try:
-                    return AutoModelForQuestionAnswering.from_config(config).eval()
-                except ValueError:  # no span head for this type (a generative LLM): its backbone
-                    return AutoModel.from_config(config).eval()
 
             try:
                 with torch.device("meta"):  # shapes only: no weights, no arithmetic
-                    gflops = shape_gflops(build(), tokens)
+                    gflops = shape_gflops(architecture_model(architecture), tokens)
             except (RuntimeError, NotImplementedError):  # a type that cannot be built on it
                 gflops = None
             if gflops is None:  # a model that needs values to run: a real forward, weights left as allocated
                 torch.manual_seed(0)
                 with _no_init_weights():  # the count reads shapes, not values: the same figure, in ms
-                    gflops = forward_gflops(build(), tokens)
+                    gflops = forward_gflops(architecture_model(architecture), tokens)
             meta[key] = gflops
         return float(meta[key])
+
+
+def architecture_model(architecture: dict):
+    """The model ``architecture`` describes (see :func:`architecture_gflops`), eager attention, in
+    eval mode, on the current default device: its question-answering model, or its backbone where
+    the type has no span head (a generative LLM)."""
+    AutoConfig, AutoModel, AutoModelForQuestionAnswering = transformers_names(
+        "AutoConfig", "AutoModel", "AutoModelForQuestionAnswering"
+    )
+    fields = {k: v for k, v in architecture.items() if k != "model_type"}
+    config = AutoConfig.for_model(architecture["model_type"], **fields)
+    config._attn_implementation = "eager"  # the fused kernels are undercounted
+    try:
+        return AutoModelForQuestionAnswering.from_config(config).eval()
+    except ValueError:  # no span head for this type: its backbone
+        return AutoModel.from_config(config).eval()
 
 
 def _no_init_weights():

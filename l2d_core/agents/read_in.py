@@ -196,13 +196,8 @@ def read_in_early(dataset_name: str, pool_name: str, also: Sequence[str] = ()) -
     if all(cache.has(dataset_name, a) for a in ids):  # here, not in a thread: one beside the
         _EARLY[key] = None  # page's imports waits for the GIL at every SQLite call (seconds)
         return
+    # one child with every agent, not two: each child builds the dataset's gold index again, and
+    # this process imports on the other core meanwhile
     runner = ThreadPoolExecutor(1)
-    _EARLY[key] = runner.submit(_read_in_missing, dataset_name, ids)
+    _EARLY[key] = runner.submit(_in_children, dataset_name, [ids], lambda _: None)
     runner.shutdown(wait=False)  # its one thread ends with the child
-
-
-def _read_in_missing(dataset_name: str, ids: list[str]) -> None:
-    """``ids`` read in by one child process: it starts at once with every agent and skips what is
-    read in. One, not two: each child builds the dataset's gold index again, and this process
-    imports on the other core meanwhile."""
-    _in_children(dataset_name, [ids], lambda _: None)
