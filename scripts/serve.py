@@ -102,7 +102,7 @@ def main(argv=None) -> int:
     try:
         path = artifact_for(args)
         router = load_router(path)  # checked here, once, before any worker starts
-        router.warm_up()  # routes one query: an artifact that cannot route stops here, not at a user's
+        router.warm_up(threads)  # routes one query: an artifact that cannot route stops here, not at a user's
         limit_threads(threads)
     except (ArtifactError, KeyError, ValueError, FileNotFoundError, LookupError) as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)

@@ -121,9 +121,9 @@ def test_the_server_warms_up_before_it_says_serving(artifact, monkeypatch, capsy
     events = []
     warm = DeployedRouter.warm_up
 
-    def warm_up(self):
+    def warm_up(self, threads=None):
         events.append("warmed")
-        return warm(self)
+        return warm(self, threads)
 
     def run(self, sockets=None):
         events.append(("run", sockets[0].getsockname()[1]))

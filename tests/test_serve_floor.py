@@ -22,10 +22,12 @@ from _serving import cascade_artifact
 
 import l2d_core.agents.cache as agent_cache
 from l2d_core.agents.cache import AgentCache
+from l2d_core.agents.extractive import ExtractiveAgent
 from l2d_core.data import load_dataset
 from l2d_core.deploy import deploy, load_router
 from l2d_core.method.costs import CostConfig
 from l2d_core.routers.registry import make_router
+from l2d_core.runtime import limit_threads, on_model_thread
 
 SERVE = Path(__file__).resolve().parent.parent / "scripts" / "serve.py"
 CONTEXT = "Moby-Dick is an 1851 novel by American writer Herman Melville about the whale."
@@ -144,6 +146,30 @@ def test_serving_is_said_once_it_answers_and_accepted_sockets_send_at_once(artif
         proc.terminate()
         proc.wait(60)
     assert f"127.0.0.1:{port}/docs" in line
+
+
+def test_a_worker_warms_every_shape_up_on_its_share_of_the_threads(artifact, monkeypatch):
+    """``serve.py --workers N`` gives each worker cores / N torch threads; a worker warms up every
+    input shape on that share once its model is loaded (workers warming up side by side on every
+    core's thread each crowded the cores, and took twice as long to serve)."""
+    import torch
+
+    seen = []
+    real = ExtractiveAgent.warm_up
+    monkeypatch.setattr(
+        ExtractiveAgent,
+        "warm_up",
+        lambda agent: seen.append(on_model_thread(torch.get_num_threads)) or real(agent),
+    )
+    before = torch.get_num_threads()
+    try:
+        load_router(artifact).warm_up(1)
+        assert seen == [1]
+        limit_threads(2)
+        load_router(artifact).warm_up()  # no share given: the threads as they are
+        assert seen == [1, 2]
+    finally:
+        limit_threads(before)
 
 
 # --- startup errors: one sentence ----------------------------------------------------------------

@@ -282,9 +282,10 @@ def app_from_env() -> FastAPI:
     path = os.environ.get(ROUTER_ENV)
     if not path:
         raise RuntimeError(f"set {ROUTER_ENV} to a router artifact folder (scripts/serve.py does)")
-    router = load_router(path).warm_up()  # models loaded before the first request, not during it
-    if os.environ.get(THREADS_ENV):
-        limit_threads(int(os.environ[THREADS_ENV]))
+    threads = int(os.environ[THREADS_ENV]) if os.environ.get(THREADS_ENV) else None
+    router = load_router(path).warm_up(threads)  # models loaded before the first request, not during it
+    if threads is not None:
+        limit_threads(threads)  # a router that runs no model at its warm-up: torch imported later
     return create_app(router)
 
 

@@ -4,11 +4,9 @@ writes it as an artifact (:mod:`~l2d_core.deploy.artifact`), :func:`load_router`
 through the registry (the router's own frozen class: no router is special here).
 
 ``route(question, context)`` gives the decision — the chosen agent, what decided it (the step and
-each agent's value: the chosen agent has the least), the signals behind it, and the GFLOPs it
-pays, counting only what ran. ``answer(question, context)`` also asks the chosen agent when it
-can answer; an agent known only by its prediction file is reported as unable to answer new
-text, never faked.
-"""
+each agent's value: the least is chosen), the signals behind it, and the GFLOPs paid for what ran.
+``answer(question, context)`` also asks the chosen agent when it can answer; an agent known only
+by its prediction file is reported as unable to answer new text, never faked."""
 
 from __future__ import annotations
 
@@ -31,6 +29,7 @@ from ..method.costs import CostConfig
 from ..routers.base import Needs, NotExportable, Router, supports_budget
 from ..routers.features import answer_context, reads_answer_context
 from ..routers.registry import make_router, router_label
+from ..runtime import limit_threads
 from .artifact import (
     ESTIMATOR_DIR,
     MANIFEST,
@@ -162,8 +161,7 @@ class DeployedRouter:
         return all(runs(self.specs[a]) for a in self.needs.answers)
 
     def save(self, folder: str | Path) -> Path:
-        """Write the artifact: the estimator first, ``router.json`` last (atomically), so a folder
-        with a manifest is always complete."""
+        """Write the artifact, estimator first, ``router.json`` last (atomically): then it is whole."""
         folder = Path(folder).expanduser()
         (folder / ESTIMATOR_DIR).mkdir(parents=True, exist_ok=True)
         self.router.save(folder / ESTIMATOR_DIR)
@@ -216,16 +214,18 @@ class DeployedRouter:
             (r := self._records.get(q)) and (r.question, r.context) == t for q, t in zip(qids, queries)
         )
 
-    def warm_up(self) -> DeployedRouter:
+    def warm_up(self, threads: int | None = None) -> DeployedRouter:
         """Load what the first query would load (the encoder, the main agent, the recorded answers:
         :meth:`prepare`) by routing one — new text, or the first question of its dataset for a
-        router that routes those only — and let the agents that run warm up at every input shape.
-        An artifact that loads but cannot route (a hand-edited setting) raises
-        :class:`ArtifactError` here, before it serves anyone."""
+        router that routes those only — and let the agents that run warm up at every input shape
+        on ``threads`` torch threads (a worker's share; default: as torch has them). An artifact
+        that loads but cannot route raises :class:`ArtifactError` here, before it serves anyone."""
         try:
             self.prepare()
             if self.routes_new_text():
                 self.route_batch([("Who wrote it?", "It was written by the router's warm-up.")])
+                if threads is not None:
+                    limit_threads(threads)
                 for a in self.needs.answers:  # kernels for every input shape built now, not per query
                     if hasattr(agent := runnable_agent(self.specs[a]), "warm_up"):
                         agent.warm_up()
