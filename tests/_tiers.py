@@ -35,15 +35,15 @@ BROWSER_FILES = frozenset({"test_browser.py"})
 TIERS = ("unit", "integration", "browser")
 # The files that run longest, handed to the pytest-xdist workers first (``--dist loadfile``) so
 # that the workers end together; every other file follows in collection order. test_app_pages
-# embeds SQuAD v1.1 and test_single_query_comparison waits for those embeddings: run beside each
-# other, the embedding has both cores to itself (files that train models meanwhile slowed both).
+# embeds SQuAD v1.1 and test_single_query_comparison waits for those embeddings: the other worker
+# runs three long files first, so that it works meanwhile instead of waiting.
 FIRST = (
     "test_app_pages.py",
     "test_readme.py",
-    "test_single_query_comparison.py",
     "test_browser.py",
-    "test_serve_floor.py",
     "test_consistency.py",
+    "test_single_query_comparison.py",
+    "test_serve_floor.py",
     "test_page_words.py",
     "test_llm_pools_pages.py",
     "test_train_agent.py",

@@ -29,6 +29,10 @@ sys.dont_write_bytecode = False
 def pytest_configure(config):
     if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: files go out in the items' order
         config.option.loadscopereorder = False
+    # pytest-xdist workers side by side: each one's torch (and every process it starts) on its
+    # share of the cores, not an OpenMP team of every core's threads per worker crowding them
+    if workers := os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // int(workers))))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
