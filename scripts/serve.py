@@ -35,7 +35,6 @@ from l2d_core.deploy import ArtifactError, load_router
 from l2d_core.deploy.api import ROUTER_ENV, THREADS_ENV, create_app
 from l2d_core.deploy.server import LOG_LEVELS, server_config
 from l2d_core.paths import cache_dir
-from l2d_core.runtime import limit_threads
 
 # seconds a worker process may take to answer uvicorn's first health check: it imports torch and the
 # models before it can (uvicorn's 5 s default kills and restarts it forever on a busy machine)
@@ -103,7 +102,6 @@ def main(argv=None) -> int:
         path = artifact_for(args)
         router = load_router(path)  # checked here, once, before any worker starts
         router.warm_up(threads)  # routes one query: an artifact that cannot route stops here, not at a user's
-        limit_threads(threads)
     except (ArtifactError, KeyError, ValueError, FileNotFoundError, LookupError) as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2

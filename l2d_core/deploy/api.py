@@ -35,7 +35,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from ..agents.catalog import ENDPOINT_KINDS
 from ..agents.endpoint import EndpointError, released_while_waiting
-from ..runtime import limit_threads, model_executor
+from ..runtime import model_executor
 from .api_models import BODY_TAGS, LIMITS, RESPONSES, Answered, Query, QueryBody, Routed
 from .deployed import DeployedRouter, load_router
 from .signals import QueryError
@@ -283,10 +283,7 @@ def app_from_env() -> FastAPI:
     if not path:
         raise RuntimeError(f"set {ROUTER_ENV} to a router artifact folder (scripts/serve.py does)")
     threads = int(os.environ[THREADS_ENV]) if os.environ.get(THREADS_ENV) else None
-    router = load_router(path).warm_up(threads)  # models loaded before the first request, not during it
-    if threads is not None:
-        limit_threads(threads)  # a router that runs no model at its warm-up: torch imported later
-    return create_app(router)
+    return create_app(load_router(path).warm_up(threads))  # models loaded before the first request
 
 
 def finite(value):

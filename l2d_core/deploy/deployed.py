@@ -222,16 +222,16 @@ class DeployedRouter:
         that loads but cannot route raises :class:`ArtifactError` here, before it serves anyone."""
         try:
             self.prepare()
-            if self.routes_new_text():
+            if new_text := self.routes_new_text():
                 self.route_batch([("Who wrote it?", "It was written by the router's warm-up.")])
-                if threads is not None:
-                    limit_threads(threads)
-                for a in self.needs.answers:  # kernels for every input shape built now, not per query
-                    if hasattr(agent := runnable_agent(self.specs[a]), "warm_up"):
-                        agent.warm_up()
             else:
                 first = next(iter(load_dataset(self.manifest["dataset"])))
                 self.route_batch([(first.question, first.context)], [first.qid])
+            if threads is not None:
+                limit_threads(threads)  # once torch is in (where it is): the models are loaded
+            for a in self.needs.answers if new_text else ():  # every input shape's kernels built now
+                if hasattr(agent := runnable_agent(self.specs[a]), "warm_up"):
+                    agent.warm_up()
         except ArtifactError:
             raise
         except Exception as exc:  # noqa: BLE001 - whatever it is, the artifact cannot be served
