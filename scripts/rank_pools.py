@@ -39,9 +39,8 @@ from l2d_core.app_logic.default_view import default_ranking_memo, default_router
 from l2d_core.app_logic.explorer import router_view
 from l2d_core.evaluation.benchmark import embeddings_on_disk, prepare
 from l2d_core.evaluation.validation import rank_by_validation
-from l2d_core.paths import cache_dir
 from l2d_core.routers.registry import make_router, router_label
-from l2d_core.routers.trained import SHIPPED, npz_bytes, recording, shipped_file
+from l2d_core.routers.trained import SHIPPED, cached_fit, npz_bytes, recording, shipped_file
 from l2d_core.stores import atomic_write_bytes, atomic_write_text
 
 
@@ -84,7 +83,7 @@ def ship_default_fit(bench) -> tuple[str, list[str]]:
     for key in keys:
         target = shipped_file(key, "")
         shutil.rmtree(target, ignore_errors=True)
-        shutil.copytree(cache_dir() / "routers" / key, target)
+        shutil.copytree(cached_fit(key), target)
     return choice.router_id, keys
 
 

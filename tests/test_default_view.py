@@ -16,9 +16,8 @@ from l2d_core.app_logic.default_view import default_candidates, default_ranking_
 from l2d_core.app_logic.explorer import router_view
 from l2d_core.evaluation.benchmark import prepare
 from l2d_core.evaluation.validation import ranking_key
-from l2d_core.paths import cache_dir
 from l2d_core.routers.registry import make_router
-from l2d_core.routers.trained import recording, shipped_file
+from l2d_core.routers.trained import cached_fit, recording, shipped_file
 from pages.ui.defaults import DATASET_CHOICES, DEFAULT_POOL
 
 
@@ -106,7 +105,7 @@ def test_the_shipped_default_fit_is_what_the_default_pool_fits(real_data):
         make_router(entry["default"]).fit(bench)
     assert keys == entry["fitted"] and keys, "stale: run python scripts/rank_pools.py --ship"
     for key in keys:
-        fresh, shipped = cache_dir() / "routers" / key, shipped_file(key, "")
+        fresh, shipped = cached_fit(key), shipped_file(key, "")
         configs = sorted(p.relative_to(fresh) for p in fresh.rglob("config.json"))
         assert configs == sorted(p.relative_to(shipped) for p in shipped.rglob("config.json"))
         for c in configs:

@@ -31,6 +31,7 @@ __all__ = [
     "artifact_key",
     "is_stored",
     "fitted",
+    "cached_fit",
     "recording",
     "memo_arrays",
     "npz_bytes",
@@ -87,7 +88,12 @@ def is_stored(kind: str, bench, est, embeddings: bool = True, **extra) -> bool:
 
 def _places(key: str) -> tuple[Path, Path]:
     """Where a fit stored under ``key`` is looked for: the cache, then the package."""
-    return cache_dir() / "routers" / key, shipped_file(key, "")
+    return cached_fit(key), shipped_file(key, "")
+
+
+def cached_fit(key: str) -> Path:
+    """The folder of the cache where :func:`fitted` stores the fit of ``key``, present or not."""
+    return cache_dir() / "routers" / key
 
 
 def fitted(kind: str, bench, est, fit: Callable[[object], object], load=None, embeddings=True, **extra):
