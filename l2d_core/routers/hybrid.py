@@ -21,13 +21,13 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
-from scipy.special import expit
 
 from ..agents.routing_data import RoutingData
 from ..method.costs import CostConfig, cost_matrix, query_costs
 from ..method.training import FAST_CONFIG
 from . import trained
 from .base import TARGET_SHARES, OperatingPoint, Router
+from .calibration import sigmoid
 from .decision import Decision
 from .head import HeadEstimator
 from .registry import register
@@ -126,7 +126,7 @@ class HybridClassifier(HeadEstimator):
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         """P[S is good enough] per query, (N,)."""
-        return expit(self.raw_scores(X)[:, 0].astype(np.float64))
+        return sigmoid(self.raw_scores(X)[:, 0].astype(np.float64))
 
 
 class HybridRouter(Router):

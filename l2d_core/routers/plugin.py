@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
-from scipy.special import expit
 
 from ..agents.routing_data import textless_agents
 from ..method.costs import CostConfig, realised_usd
@@ -40,7 +39,7 @@ from .budget import (
     reach_note,
     surcharge_choice,
 )
-from .calibration import article_folds
+from .calibration import article_folds, sigmoid
 from .decision import BudgetStart, Decision, Stage
 from .encoder import encoder_spec
 from .head import AgentHead
@@ -102,7 +101,7 @@ class PluginRejector(AgentHead):
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         """p̂_j^i(x) = P[agent j wrong on endpoint i], (N, 2, A)."""
-        return expit(self.raw_scores(X).astype(np.float64))
+        return sigmoid(self.raw_scores(X).astype(np.float64))
 
 
 def plugin_decision(

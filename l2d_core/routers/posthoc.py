@@ -16,13 +16,12 @@ from pathlib import Path
 
 import numpy as np
 from safetensors.numpy import load_file
-from scipy.special import expit
 
 from ..agents.catalog import get_agent
 from ..method.training import FAST_CONFIG, POSTHOC_CONFIG, TrainConfig
 from ..stores import atomic_save_file, model_fingerprint
 from .base import DENSE_BETAS, Needs, NotExportable, OperatingPoint, Router
-from .calibration import calibration_split, crossfit_splits, fit_platt
+from .calibration import calibration_split, crossfit_splits, fit_platt, sigmoid
 from .estimator import Estimator, check_fitted
 from .features import posthoc_matrix
 from .head import fit_heads
@@ -122,7 +121,7 @@ class PosthocRejector(Estimator):
             z = _logits(head, F)
             if self.platt_ is not None:
                 z = z * self.platt_[None, k, :, :, 0] + self.platt_[None, k, :, :, 1]
-            p = p + expit(z)
+            p = p + sigmoid(z)
         return p / len(self.heads_)
 
     def out_of_fold(self, F: np.ndarray, groups: np.ndarray) -> np.ndarray | None:
@@ -140,7 +139,7 @@ class PosthocRejector(Estimator):
         out = np.empty((len(F), *self.platt_.shape[1:3]))
         for k, (head, fitted_on) in enumerate(zip(self.heads_, masks)):
             z = _logits(head, F[~fitted_on])
-            out[~fitted_on] = expit(z * self.platt_[None, k, :, :, 0] + self.platt_[None, k, :, :, 1])
+            out[~fitted_on] = sigmoid(z * self.platt_[None, k, :, :, 0] + self.platt_[None, k, :, :, 1])
         return out
 
     def save(self, directory: str | Path) -> Path:

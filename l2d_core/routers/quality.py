@@ -9,7 +9,6 @@ with ``y`` every agent's quality, ``predict(X)``); routers: ``knn``, ``mlp``.
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import expit
 
 from ..agents.routing_data import RoutingData
 from ..method.costs import CostConfig
@@ -17,6 +16,7 @@ from ..method.policies import plugin_policy
 from ..method.training import FAST_CONFIG
 from . import trained
 from .base import OperatingPoint, Router
+from .calibration import sigmoid
 from .decision import Decision
 from .estimator import Estimator, check_fitted
 from .head import HeadEstimator
@@ -114,7 +114,7 @@ class MLPAccuracy(HeadEstimator):
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Predicted quality of every agent, (N, A) in [0, 1]."""
-        return expit(self.raw_scores(X).astype(np.float64))
+        return sigmoid(self.raw_scores(X).astype(np.float64))
 
 
 class KNNAccuracy(Estimator):

@@ -1,0 +1,83 @@
+"""The first view, prepared as the server starts.
+
+``streamlit run app.py`` serves the ``st.App`` that ``app.py`` assigns (Streamlit finds it there);
+its lifespan, :func:`lifespan`, starts :func:`prepare` in a thread while the browser loads the page
+(about a second on two cores). Where the default pool's answers are on disk already, it loads what
+the cost explorer's first view reads — the benchmark, the default router and its fit — into the
+same Streamlit caches that the page then reads (a page that asks meanwhile waits for the same
+computation, never a second one), and imports the page's modules. On an empty cache it does
+nothing: the first page run reads the answers in on the other core, and work beside it in this
+process only slowed that first view down.
+
+This module imports nothing heavy itself: the server imports it before it serves.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib
+import logging
+import threading
+from pathlib import Path
+
+THREAD = "l2d first view"
+PAGE = Path(__file__).resolve().parent.parent / "cost_explorer.py"
+
+
+class _QuietHere(logging.Filter):
+    """Drops Streamlit's "missing ScriptRunContext" warnings of this module's thread: it calls the
+    pages' cached functions outside any browser session, on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return threading.current_thread().name != THREAD
+
+
+def page_modules(page: Path = PAGE) -> list[str]:
+    """The modules a page script imports (``from X import …`` and ``import X``), in its order.
+
+    >>> "pages.ui.cache" in page_modules(), "streamlit" in page_modules()
+    (True, True)
+    """
+    tree = ast.parse(page.read_text(encoding="utf-8"))
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+        elif isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+    return list(dict.fromkeys(names))
+
+
+def prepare() -> bool:
+    """Load the default pool's first view into the pages' caches; False (nothing done) where its
+    answers are not on disk yet."""
+    from l2d_core.agents.catalog import cheap_builtin_agents, get_pool
+    from l2d_core.agents.read_in import answers_on_disk
+    from pages.ui.defaults import DATASET_CHOICES, DEFAULT_POOL
+
+    dataset, pool = DATASET_CHOICES[0], DEFAULT_POOL
+    if not answers_on_disk(dataset, pool, cheap_builtin_agents(dataset, get_pool(pool).main)):
+        return False
+    from pages.ui import cache
+
+    cache.benchmark(dataset, pool)
+    choice = cache.default_router(dataset, pool, rank=False)
+    if choice is not None:  # None: not ranked yet; the page ranks the routers, with a bar
+        cache.fitted_router(dataset, pool, choice.router_id)
+    for name in page_modules():
+        importlib.import_module(name)
+    return True
+
+
+def _prepare_quietly() -> None:
+    with contextlib.suppress(Exception):  # the page computes anything that failed here, and says why
+        prepare()
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app):
+    """The server's lifespan: :func:`prepare` in a thread of its own, started as the server starts."""
+    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(_QuietHere())
+    threading.Thread(target=_prepare_quietly, name=THREAD, daemon=True).start()
+    yield

@@ -1,0 +1,52 @@
+"""The first view prepared as the server starts (``pages/ui/first_view.py``): Streamlit serves
+``app.py``'s ``st.App``, whose lifespan loads the default pool's first view into the pages' caches
+where its answers are on disk already, and does nothing on an empty cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.web.server.app_discovery import discover_asgi_app
+
+from l2d_core.agents.cache import AgentCache
+from pages.ui import cache as page_cache
+from pages.ui import first_view
+from pages.ui.defaults import DATASET_CHOICES, DEFAULT_POOL
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_streamlit_serves_the_app_that_prepares_the_first_view():
+    found = discover_asgi_app(ROOT / "app.py")
+    assert found.is_asgi_app and found.import_string == "app:app"
+    assert "first_view import lifespan" in (ROOT / "app.py").read_text()
+
+
+def test_page_modules_are_a_page_scripts_top_level_imports_in_order(tmp_path):
+    page = tmp_path / "page.py"
+    page.write_text(
+        "from a.b import c\nimport x, y.z\nfrom . import rel\n"
+        "if True:\n    import hidden\nfrom a.b import d\n"
+    )
+    assert first_view.page_modules(page) == ["a.b", "x", "y.z"]
+    shown = first_view.page_modules()  # the cost explorer's: its caches, no model library
+    assert "pages.ui.cache" in shown and not {"torch", "transformers"} & set(shown)
+
+
+def test_nothing_is_prepared_or_read_in_on_an_empty_cache(real_data, fresh_cache, monkeypatch):
+    monkeypatch.setattr(page_cache, "prepare", lambda *a, **k: pytest.fail("the benchmark was prepared"))
+    assert first_view.prepare() is False
+    assert AgentCache().agents(DATASET_CHOICES[0]) == []  # no answer was read in
+
+
+def test_on_a_warm_cache_the_page_reads_what_was_prepared(real_data, seeded_cache, monkeypatch):
+    assert first_view.prepare() is True
+    # what the cost explorer's first run asks for is served from the caches, not computed again
+    monkeypatch.setattr(page_cache, "prepare", lambda *a, **k: pytest.fail("benchmark prepared twice"))
+    monkeypatch.setattr(page_cache, "_fit", lambda *a, **k: pytest.fail("default router fitted twice"))
+    bench = page_cache.benchmark(DATASET_CHOICES[0], DEFAULT_POOL)
+    choice = page_cache.default_router(DATASET_CHOICES[0], DEFAULT_POOL, rank=False)
+    assert choice is not None and bench.pool.name == DEFAULT_POOL
+    router = page_cache.fitted_router(DATASET_CHOICES[0], DEFAULT_POOL, choice.router_id)
+    assert router.id == choice.router_id
