@@ -20,7 +20,6 @@ from l2d_core.app_logic.explorer import (
 )
 from l2d_core.app_logic.tiles import TILE_WORDS
 from l2d_core.method.costs import PRICE_STEP, PRICE_TOP, CostConfig, InvalidCostError
-from l2d_core.report import charts
 from l2d_core.routers.registry import supports_budget
 from pages.ui.cache import benchmark, fitted_router
 from pages.ui.deploy_panel import deploy_panel
@@ -299,6 +298,8 @@ def results() -> None:
         remember_metrics(slots[v.router_id], setting, v.metrics)
     st.caption(f"{len(bench.test):,} test questions. Changes: since the previous setting of each router.")
     st.caption(TILE_WORDS)
+
+    from l2d_core.report import charts  # altair: imported after the tiles are drawn
 
     left, right = st.columns(2)
     chart_alloc = charts.allocation_chart(view.allocation)

@@ -71,7 +71,7 @@ class HeadArrays:
     def forward(self, X: np.ndarray) -> np.ndarray:
         """The head's outputs in float64, (N, *out_shape) — what the network in eval mode computes
         in float64 (standardise, then each layer, torch's exact GELU between two)."""
-        from scipy.special import erf  # here: a first view reads linear heads only (scipy: 0.1-0.3 s)
+        from scipy.special import erf  # on first use: importing a router stays scipy-free (0.1-0.3 s)
 
         x = (np.asarray(X, np.float64) - self.mean) / self.scale
         for i, (W, b) in enumerate(self.layers):

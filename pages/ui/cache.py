@@ -28,7 +28,6 @@ from l2d_core.evaluation.benchmark import Benchmark, embeddings_on_disk, prepare
 from l2d_core.evaluation.results import load_results
 from l2d_core.evaluation.validation import Ranked, rank_by_validation, waiting
 from l2d_core.paths import cache_dir
-from l2d_core.report import charts
 from l2d_core.routers.registry import Router, make_router, router_class, router_label
 from pages.ui.progress import Background, timed_bar, wait_for
 
@@ -219,6 +218,8 @@ def sweep(
 @st.cache_resource(show_spinner=False, max_entries=32)
 def sweep_charts(frame, x: str, x_title: str, symlog: float | None = None) -> dict:
     """The sweep charts of a sweep frame, built once; a slider move only moves their marker."""
+    from l2d_core.report import charts  # altair: imported once a chart is drawn, after the tiles
+
     return charts.sweep_charts(frame, x=x, x_title=x_title, symlog=symlog)
 
 

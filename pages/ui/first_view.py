@@ -5,7 +5,8 @@ its lifespan, :func:`lifespan`, starts :func:`prepare` in a thread while the bro
 (about a second on two cores). Where the default pool's answers are on disk already, it loads what
 the cost explorer's first view reads — the benchmark, the default router and its fit — into the
 same Streamlit caches that the page then reads (a page that asks meanwhile waits for the same
-computation, never a second one), and imports the page's modules. On an empty cache it does
+computation, never a second one), makes the router's first decision, and imports the page's
+modules. On an empty cache it does
 nothing: the first page run reads the answers in on the other core, and work beside it in this
 process only slowed that first view down.
 
@@ -59,12 +60,16 @@ def prepare() -> bool:
     dataset, pool = DATASET_CHOICES[0], DEFAULT_POOL
     if not answers_on_disk(dataset, pool, cheap_builtin_agents(dataset, get_pool(pool).main)):
         return False
+    from l2d_core.app_logic.explorer import explore
     from pages.ui import cache
 
-    cache.benchmark(dataset, pool)
+    bench = cache.benchmark(dataset, pool)
     choice = cache.default_router(dataset, pool, rank=False)
     if choice is not None:  # None: not ranked yet; the page ranks the routers, with a bar
-        cache.fitted_router(dataset, pool, choice.router_id)
+        router = cache.fitted_router(dataset, pool, choice.router_id)
+        # its first decision runs its heads on the test questions (scipy's erf is imported then)
+        # and draws random mixing's resamples (kept per benchmark): the page's takes milliseconds
+        explore(bench, {choice.router_id: router}, bench.price_costs(choice.price))
     for name in page_modules():
         importlib.import_module(name)
     return True

@@ -6,7 +6,6 @@ import pandas as pd
 import streamlit as st
 
 from l2d_core.app_logic.explorer import SWEEPS, sweep_points, untrained_settings
-from l2d_core.report import charts
 from pages.ui.cache import sweep, sweep_charts
 from pages.ui.widgets import shown_errors, train_for, training_time
 
@@ -26,6 +25,8 @@ def sweep_panel(
     """Draw the sweep of ``rule`` (the price rule's where the costs are set by hand); returns its
     charts by title. ``price_end``: the top of the per-TFLOP price slider; ``marked``: the
     setting in force is marked on the charts."""
+    from l2d_core.report import charts  # altair: imported once a chart is drawn, after the tiles
+
     sweep_rule = rule if rule in SWEEPS else "price"
     st.subheader(f"Sweep over {X_TITLES[sweep_rule]}")
     scale = bench.money_prices if sweep_rule == "money" else bench.log_prices
