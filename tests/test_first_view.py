@@ -50,3 +50,14 @@ def test_on_a_warm_cache_the_page_reads_what_was_prepared(real_data, seeded_cach
     assert choice is not None and bench.pool.name == DEFAULT_POOL
     router = page_cache.fitted_router(DATASET_CHOICES[0], DEFAULT_POOL, choice.router_id)
     assert router.id == choice.router_id
+
+
+def test_a_first_view_that_fails_at_start_is_one_line_in_the_log(monkeypatch, caplog):
+    def broken():
+        raise OSError("cache.db: disk I/O error\nmore detail")
+
+    monkeypatch.setattr(first_view, "prepare", broken)
+    first_view.prepare_or_log()  # no exception escapes the server's thread
+    assert [r.getMessage() for r in caplog.records if r.name == first_view.__name__] == [
+        "the first view was not prepared as the server started: cache.db: disk I/O error"
+    ]

@@ -6,9 +6,9 @@ its lifespan, :func:`lifespan`, starts :func:`prepare` in a thread while the bro
 the cost explorer's first view reads — the benchmark, the default router and its fit — into the
 same Streamlit caches that the page then reads (a page that asks meanwhile waits for the same
 computation, never a second one), makes the router's first decision, and imports the page's
-modules. On an empty cache it does
-nothing: the first page run reads the answers in on the other core, and work beside it in this
-process only slowed that first view down.
+modules. On an empty cache it does nothing: the first page run reads the answers in on the other
+core, and work beside it in this process only slowed that first view down. Anything that fails
+here is one line in the server's log; the page then computes it and says why it cannot.
 
 This module imports nothing heavy itself: the server imports it before it serves.
 """
@@ -23,6 +23,7 @@ import threading
 from pathlib import Path
 
 THREAD = "l2d first view"
+_LOG = logging.getLogger(__name__)
 PAGE = Path(__file__).resolve().parent.parent / "cost_explorer.py"
 
 
@@ -35,11 +36,8 @@ class _QuietHere(logging.Filter):
 
 
 def page_modules(page: Path = PAGE) -> list[str]:
-    """The modules a page script imports (``from X import …`` and ``import X``), in its order.
-
-    >>> "pages.ui.cache" in page_modules(), "streamlit" in page_modules()
-    (True, True)
-    """
+    """The modules a page script imports at its top level (``from X import …``, ``import X``),
+    in its order."""
     tree = ast.parse(page.read_text(encoding="utf-8"))
     names = []
     for node in tree.body:
@@ -75,14 +73,18 @@ def prepare() -> bool:
     return True
 
 
-def _prepare_quietly() -> None:
-    with contextlib.suppress(Exception):  # the page computes anything that failed here, and says why
+def prepare_or_log() -> None:
+    """:func:`prepare`; what fails is one line in the server's log, never an exception."""
+    try:
         prepare()
+    except Exception as exc:  # the page computes it again and shows the error
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        _LOG.warning("the first view was not prepared as the server started: %s", why)
 
 
 @contextlib.asynccontextmanager
 async def lifespan(app):
     """The server's lifespan: :func:`prepare` in a thread of its own, started as the server starts."""
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(_QuietHere())
-    threading.Thread(target=_prepare_quietly, name=THREAD, daemon=True).start()
+    threading.Thread(target=prepare_or_log, name=THREAD, daemon=True).start()
     yield
