@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.optimize import minimize
+from scipy.special import expit
 
-from l2d_core.routers.calibration import fit_platt
+from l2d_core.routers.calibration import fit_platt, sigmoid
 
 
 def penalised_log_loss(w, z, y, ridge):
@@ -47,3 +48,10 @@ def test_platt_scarce_data_stays_near_identity():
     few = fit_platt(z[:2], errors[:2], ridge=1.0)
     many = fit_platt(z, errors, ridge=1.0)
     assert np.abs(few - [1.0, 0.0]).max() < np.abs(many - [1.0, 0.0]).max()
+
+
+def test_the_sigmoid_is_scipys_expit_to_the_last_bit_without_scipy():
+    x = np.random.default_rng(0).normal(size=200_000) * np.repeat([1.0, 8.0, 40.0, 800.0], 50_000)
+    x = np.concatenate([x, [-np.inf, -1000.0, -0.0, 0.0, 1000.0, np.inf]])
+    assert np.abs(sigmoid(x) - expit(x)).max() <= 2.3e-16
+    assert sigmoid(np.array([-np.inf, 0.0, np.inf])).tolist() == [0.0, 0.5, 1.0]
