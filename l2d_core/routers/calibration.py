@@ -94,7 +94,7 @@ def fit_platt(z: np.ndarray, errors: np.ndarray, ridge: float = 1.0, steps: int 
     active = np.ones(e * a, bool)
     eye = ridge * np.eye(2)
     for _ in range(steps):
-        p = np.exp(-np.logaddexp(0.0, -(zk * w[:, 0] + w[:, 1])))
+        p = sigmoid(zk * w[:, 0] + w[:, 1])
         r, s = p - y, p * (1 - p)
         g = np.stack([(r * zk).sum(0), r.sum(0)], 1) + ridge * (w - w0)
         sz = (s * zk).sum(0)

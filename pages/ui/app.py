@@ -34,8 +34,7 @@ def run_app() -> None:
     st.set_page_config(page_title="L2D routing for extractive QA", page_icon="🔀", layout="wide")
     # the default pool and the helper agents its best router reads are read in on another core
     # while the page imports (once per process; nothing is started where they are read in already)
-    helpers = cheap_builtin_agents(DATASET_CHOICES[0], get_pool(DEFAULT_POOL).main)
-    read_in_early(DATASET_CHOICES[0], DEFAULT_POOL, helpers)
+    read_in_early(DATASET_CHOICES[0], DEFAULT_POOL, default_helpers())
     pages = [
         st.Page(
             PAGES_DIR / f"{name}.py", title=title, icon=f":material/{icon}:", url_path=name, default=k == 0
@@ -43,6 +42,11 @@ def run_app() -> None:
         for k, (name, title, icon) in enumerate(PAGES)
     ]
     st.navigation(pages).run()
+
+
+def default_helpers() -> list[str]:
+    """The helper agents that the default pool's best router reads besides the pool's own."""
+    return cheap_builtin_agents(DATASET_CHOICES[0], get_pool(DEFAULT_POOL).main)
 
 
 def within_app(page_file: str) -> None:

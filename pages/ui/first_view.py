@@ -51,12 +51,12 @@ def page_modules(page: Path = PAGE) -> list[str]:
 def prepare() -> bool:
     """Load the default pool's first view into the pages' caches; False (nothing done) where its
     answers are not on disk yet."""
-    from l2d_core.agents.catalog import cheap_builtin_agents, get_pool
     from l2d_core.agents.read_in import answers_on_disk
+    from pages.ui.app import default_helpers
     from pages.ui.defaults import DATASET_CHOICES, DEFAULT_POOL
 
     dataset, pool = DATASET_CHOICES[0], DEFAULT_POOL
-    if not answers_on_disk(dataset, pool, cheap_builtin_agents(dataset, get_pool(pool).main)):
+    if not answers_on_disk(dataset, pool, default_helpers()):
         return False
     from l2d_core.app_logic.explorer import explore
     from pages.ui import cache
