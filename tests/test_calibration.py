@@ -1,15 +1,18 @@
 """The Platt fit of the post-hoc heads (l2d_core.routers.calibration.fit_platt): its vectorised
 Newton solve lands where scipy.optimize's own minimiser of the same penalised log loss does, on
-every output at once."""
+every output at once. The routers' scipy-free special functions (the sigmoid, erf and the heads'
+exact GELU) against scipy's own."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from scipy.optimize import minimize
+from scipy.special import erf as scipy_erf
 from scipy.special import expit
 
 from l2d_core.routers.calibration import fit_platt, sigmoid
+from l2d_core.routers.special import erf, gelu
 
 
 def penalised_log_loss(w, z, y, ridge):
@@ -55,3 +58,15 @@ def test_the_sigmoid_is_scipys_expit_to_the_last_bit_without_scipy():
     x = np.concatenate([x, [-np.inf, -1000.0, -0.0, 0.0, 1000.0, np.inf]])
     assert np.abs(sigmoid(x) - expit(x)).max() <= 2.3e-16
     assert sigmoid(np.array([-np.inf, 0.0, np.inf])).tolist() == [0.0, 0.5, 1.0]
+
+
+def test_erf_is_scipys_to_one_unit_in_the_last_place_without_scipy():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=300_000) * np.repeat([0.5, 1.0, 3.0], 100_000)
+    ends = [-np.inf, -1e300, -27.0, -8.0, -1.0, -0.0, 0.0, 5e-324, 1.0, 1.0 + 2e-16, 8.0, 26.0, 1e300, np.inf]
+    x = np.concatenate([x, np.linspace(-10, 10, 100_001), ends])
+    got, want = erf(x), scipy_erf(x)
+    assert np.all(np.abs(got - want) <= np.spacing(np.abs(want)))
+    assert erf(np.array([-np.inf, np.inf])).tolist() == [-1.0, 1.0] and np.isnan(erf(np.array([np.nan])))[0]
+    h = rng.normal(size=(50, 64)) * 4
+    assert np.abs(gelu(h) - 0.5 * h * (1.0 + scipy_erf(h / np.sqrt(2.0)))).max() <= 1e-15

@@ -14,7 +14,8 @@ only whole batches. Stores written per question by earlier versions are read and
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import diskcache
@@ -45,8 +46,29 @@ _META = "\x00meta"
 _GEN = "\x00generation"
 _SEG = "\x00segment:"  # + the write's generation, zero-padded: segments sort in write order
 _LEGACY_TABLE = "\x00table"  # the packed copy earlier versions kept beside per-question records
-# store folder → what :meth:`AgentCache._read` read there, for its (file inode, generation)
-_READ: dict[str, tuple] = {}
+
+
+@dataclass
+class _Records:
+    """What :meth:`AgentCache._read` read from one store, for its (file inode, generation)
+    ``stamp``: the question ids, one list per record field, each id's row; the DataFrame of
+    :meth:`AgentCache.table` is built on first use (the routing data reads the lists)."""
+
+    stamp: tuple
+    qids: list[str]
+    columns: dict[str, list]
+    at: dict[str, int]
+    _frame: pd.DataFrame | None = None
+
+    def frame(self) -> pd.DataFrame:
+        if self._frame is None:
+            index = pd.Index(self.qids, name="qid")
+            self._frame = pd.DataFrame(self.columns, index=index, columns=list(RECORD_FIELDS)).sort_index()
+        return self._frame
+
+
+# store folder → what :meth:`AgentCache._read` read there
+_READ: dict[str, _Records] = {}
 
 
 def _check_name(kind: str, name: str) -> str:
@@ -76,7 +98,7 @@ class AgentCache:
     def __init__(self, directory: str | Path | None = None, snapshot: bool = False):
         self.directory = Path(directory) if directory else cache_dir() / "agents"
         self._open: dict[tuple[str, str], diskcache.Cache] = {}
-        self._held: dict[tuple[str, str], tuple] | None = {} if snapshot else None
+        self._held: dict[tuple[str, str], _Records] | None = {} if snapshot else None
 
     def _cache(self, dataset: str, agent: str, create: bool = True) -> diskcache.Cache | None:
         """The agent's store (a damaged one is set aside and rebuilt, see ``l2d_core.stores``);
@@ -143,10 +165,9 @@ class AgentCache:
         shutil.rmtree(self.directory / dataset / agent, ignore_errors=True)
 
     # --- reading -------------------------------------------------------------------------
-    def _read(self, dataset: str, agent: str) -> tuple | None:
-        """``(stamp, question ids, {field: column}, {qid: row number}, DataFrame)`` of every
-        record, read once per generation of writes (a write by any process moves it on), or
-        once at all for a snapshot; None when the agent has nothing on disk."""
+    def _read(self, dataset: str, agent: str) -> _Records | None:
+        """Every record, read once per generation of writes (a write by any process moves it
+        on), or once at all for a snapshot; None when the agent has nothing on disk."""
         if self._held is None:
             return self._read_current(dataset, agent)
         if (dataset, agent) not in self._held:
@@ -156,14 +177,14 @@ class AgentCache:
             self._held[(dataset, agent)] = hit
         return self._held[(dataset, agent)]
 
-    def _read_current(self, dataset: str, agent: str) -> tuple | None:
+    def _read_current(self, dataset: str, agent: str) -> _Records | None:
         c = self._cache(dataset, agent, create=False)
         if c is None:
             return None
         folder = self.directory / dataset / agent
         stamp = ((folder / "cache.db").stat().st_ino, int(c.get(_GEN, default=0)))
         hit = _READ.get(str(folder))
-        if hit is not None and hit[0] == stamp:
+        if hit is not None and hit.stamp == stamp:
             return hit
         keys = list(c.iterkeys())
         if any(not k.startswith("\x00") for k in keys):
@@ -190,8 +211,7 @@ class AgentCache:
                     qids.append(q)
                     for f in RECORD_FIELDS:
                         columns[f].append(row[f])
-        frame = pd.DataFrame(columns, index=pd.Index(qids, name="qid"), columns=list(RECORD_FIELDS))
-        _READ[str(folder)] = hit = (stamp, qids, columns, at, frame.sort_index())
+        _READ[str(folder)] = hit = _Records(stamp, qids, columns, at)
         return hit
 
     def has(self, dataset: str, agent: str) -> bool:
@@ -209,15 +229,15 @@ class AgentCache:
 
     def get(self, dataset: str, agent: str, qid: str) -> dict | None:
         read = self._read(dataset, agent)
-        if read is None or qid not in read[3]:
+        if read is None or qid not in read.at:
             return None
-        i = read[3][qid]
-        return {f: read[2][f][i] for f in RECORD_FIELDS}
+        i = read.at[qid]
+        return {f: read.columns[f][i] for f in RECORD_FIELDS}
 
     def done_ids(self, dataset: str, agent: str) -> set[str]:
         """Question ids already cached (what a resumed precompute skips)."""
         read = self._read(dataset, agent)
-        return set(read[1]) if read is not None else set()
+        return set(read.qids) if read is not None else set()
 
     def ids_with(self, dataset: str, agent: str, field: str) -> set[str]:
         """Question ids whose record has ``field`` set (e.g. answers recorded with confidence)."""
@@ -229,7 +249,21 @@ class AgentCache:
         read = self._read(dataset, agent)
         if read is None:
             return pd.DataFrame(columns=list(RECORD_FIELDS), index=pd.Index([], name="qid"))
-        return read[4].copy()
+        return read.frame().copy()
+
+    def rows(
+        self, dataset: str, agent: str, qids: Sequence[str], fields: Sequence[str] = RECORD_FIELDS
+    ) -> tuple[list[bool], dict[str, list]]:
+        """The records of ``qids`` in their order, without a DataFrame: whether the agent has
+        each one, and the values of each of ``fields`` (None where it has none)."""
+        read = self._read(dataset, agent)
+        if read is None:
+            return [False] * len(qids), {f: [None] * len(qids) for f in fields}
+        if read.qids == list(qids):  # in the dataset's order already (a whole file read in)
+            return [True] * len(qids), {f: read.columns[f] for f in fields}
+        rows = [read.at.get(q) for q in qids]
+        pick = lambda col: [None if i is None else col[i] for i in rows]  # noqa: E731
+        return [i is not None for i in rows], {f: pick(read.columns[f]) for f in fields}
 
     def summary(self, dataset: str, agents: Iterable[str] | None = None) -> pd.DataFrame:
         """One row per cached agent: questions, EM, F1 (percent over cached questions), GFLOPs."""

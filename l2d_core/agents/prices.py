@@ -74,10 +74,15 @@ def flat_usd(options: dict | None, agent: str = "agent") -> float | None:
 
 
 def answer_prices(recorded, options: dict | None, agent: str = "agent"):
-    """Each answer's price (a pandas Series by question): as recorded, else the agent's one
-    price per answer (``usd_per_question``) where it declares one; NaN where neither is known."""
+    """Each answer's price (a pandas Series by question, or an array): as recorded, else the
+    agent's one price per answer (``usd_per_question``) where it declares one; NaN where neither
+    is known."""
     flat = flat_usd(options, agent)
-    return recorded if flat is None else recorded.fillna(flat)
+    if flat is None:
+        return recorded
+    if hasattr(recorded, "fillna"):
+        return recorded.fillna(flat)
+    return np.where(np.isnan(recorded), flat, recorded)
 
 
 def answer_price(recorded: float | None, options: dict | None, agent: str = "agent") -> float | None:

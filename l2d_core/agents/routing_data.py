@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-import pandas as pd
 
 from ..data.records import QADataset
 from .cache import AgentCache
@@ -21,6 +20,8 @@ from .prices import answer_prices
 from .read_in import answers_a_subset, ensure_cached
 
 __all__ = ["RoutingData", "load_routing_data", "textless_agents"]
+
+READ_FIELDS = ("answer", "start_ok", "end_ok", "em", "f1", "gflops", "latency_ms", "confidence", "usd")
 
 
 @dataclass(frozen=True, eq=False)
@@ -139,27 +140,27 @@ def load_routing_data(
         k: [] for k in ("start_ok", "end_ok", "em", "f1", "gflops", "answer", "confidence", "latency", "usd")
     }
     for s in specs:
-        t = cache.table(dataset.name, s.id).reindex(qids)
-        missing = t["em"].isna().to_numpy()
+        has, rec = cache.rows(dataset.name, s.id, qids, READ_FIELDS)
+        em = numbers(rec["em"])
+        missing = np.isnan(em)
         if per_query_gflops(s):  # a model that ran: what each query cost; gaps filled with its mean
-            gf = t["gflops"].astype(float).to_numpy()
+            gf = numbers(rec["gflops"])
             gf = np.where(np.isnan(gf), np.nanmean(gf) if np.isfinite(gf).any() else s.gflops, gf)
         else:  # declared, or measured from its architecture
             gf = np.full(len(qids), agent_gflops(s))
-        cols["start_ok"].append(t["start_ok"].fillna(False).astype(bool).to_numpy() & ~missing)
-        cols["end_ok"].append(t["end_ok"].fillna(False).astype(bool).to_numpy() & ~missing)
-        cols["em"].append(t["em"].fillna(0.0).astype(float).to_numpy())
-        cols["f1"].append(t["f1"].fillna(0.0).astype(float).to_numpy())
+        cols["start_ok"].append(flags(rec["start_ok"]) & ~missing)
+        cols["end_ok"].append(flags(rec["end_ok"]) & ~missing)
+        cols["em"].append(np.nan_to_num(em, nan=0.0))
+        cols["f1"].append(np.nan_to_num(numbers(rec["f1"]), nan=0.0))
         cols["gflops"].append(gf)
-        cols["answer"].append(t["answer"].to_numpy(dtype=object))
-        conf = t["confidence"] if "confidence" in t else pd.Series(None, index=t.index, dtype=object)
-        conf = [c if isinstance(c, dict) else None for c in conf]
+        answers = answer_texts(rec["answer"], has)
+        cols["answer"].append(answers)
+        conf = [c if isinstance(c, dict) else None for c in rec["confidence"]]
         if isinstance(s.options, dict) and s.options.get("confidence_file"):  # kept beside the predictions
-            conf = file_confidences(s, qids, t["answer"].tolist())
+            conf = file_confidences(s, qids, answers.tolist())
         cols["confidence"].append(np.array(conf, dtype=object))
-        cols["latency"].append(pd.to_numeric(t["latency_ms"], errors="coerce").to_numpy(float) / 1000.0)
-        usd = pd.to_numeric(t["usd"] if "usd" in t else pd.Series(np.nan, index=t.index), errors="coerce")
-        cols["usd"].append(answer_prices(usd, s.options, f"agent {s.id}").to_numpy(float))
+        cols["latency"].append(numbers(rec["latency_ms"]) / 1000.0)
+        cols["usd"].append(answer_prices(numbers(rec["usd"]), s.options, f"agent {s.id}"))
     stack = {k: np.stack(v, axis=1) for k, v in cols.items()}
     data = RoutingData(
         dataset=dataset.name,
@@ -182,6 +183,50 @@ def load_routing_data(
         if answers_a_subset(dataset, s, cache):
             keep &= np.isin(qids, list(cache.ids_with(dataset.name, s.id, "confidence")))
     return data if keep.all() else data.take(keep)
+
+
+def numbers(values: Sequence) -> np.ndarray:
+    """Recorded values as floats: NaN for None and for what is not a number.
+
+    >>> numbers([1, None, "2.5", "x", True]).tolist()
+    [1.0, nan, 2.5, nan, 1.0]
+    """
+    try:
+        return np.array(values, dtype=float).reshape(len(values))
+    except (TypeError, ValueError):
+        return np.array([_number(v) for v in values], dtype=float)
+
+
+def _number(v) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def flags(values: Sequence) -> np.ndarray:
+    """Recorded true/false values as bools: False for None and NaN.
+
+    >>> flags([True, None, float("nan"), 0, 1]).tolist()
+    [True, False, False, False, True]
+    """
+    return np.array([v is not None and v == v and bool(v) for v in values], dtype=bool)
+
+
+def answer_texts(values: Sequence, has: Sequence[bool]) -> np.ndarray:
+    """An agent's answers to the asked questions, as the routing data has always held them: NaN
+    for a question it has no record of; where it has any text, NaN also for a record without
+    one (a text column's missing value); None for a record without text in a log of none.
+
+    >>> answer_texts(["a", None, None], [True, True, False]).tolist()
+    ['a', nan, nan]
+    >>> answer_texts([None, None], [True, False]).tolist()
+    [None, nan]
+    """
+    texts = any(isinstance(v, str) for v in values)
+    nan = float("nan")
+    out = [v if h and (v is not None or not texts) else nan for v, h in zip(values, has)]
+    return np.array(out + [None], dtype=object)[:-1]  # the None: never a 2-d array of characters
 
 
 def textless_agents(agent_ids: Sequence[str], answers: np.ndarray) -> list[str]:

@@ -273,9 +273,12 @@ def bootstrap_weights(n: int, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
         raise ValueError("bootstrap needs at least one question and one resample")
     idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
     counts = np.empty((n_boot, n))
-    for b, row in enumerate(idx):  # row by row: no (n_boot × n) array of offset ids to count
-        counts[b] = np.bincount(row, minlength=n)
-    return counts / n
+    rows = max(1, 2**20 // n)  # resamples counted at once: one bincount over ≤ 1M offset ids
+    for b in range(0, n_boot, rows):
+        block = idx[b : b + rows] + (np.arange(len(idx[b : b + rows])) * n)[:, None]
+        counts[b : b + rows] = np.bincount(block.ravel(), minlength=block.size).reshape(-1, n)
+    counts /= n
+    return counts
 
 
 def resample_means(values: np.ndarray, weights: np.ndarray) -> np.ndarray:

@@ -25,6 +25,7 @@ from ..runtime import in_threads, seeded, set_seed
 from ..stores import atomic_save_file
 from .estimator import Estimator, check_fitted
 from .scaling import Projection, Scaler, fit_scaler, scaler_from_state, scaler_state
+from .special import gelu
 
 if TYPE_CHECKING:
     import torch
@@ -71,17 +72,13 @@ class HeadArrays:
     def forward(self, X: np.ndarray) -> np.ndarray:
         """The head's outputs in float64, (N, *out_shape) — what the network in eval mode computes
         in float64 (standardise, then each layer, torch's exact GELU between two)."""
-        from scipy.special import erf  # on first use: importing a router stays scipy-free (0.1-0.3 s)
-
         x = (np.asarray(X, np.float64) - self.mean) / self.scale
         for i, (W, b) in enumerate(self.layers):
             if i:
-                x = 0.5 * x * (1.0 + erf(x * SQRT_HALF))
+                x = gelu(x)
             x = x @ W + b
         return x.reshape(len(x), *self.out_shape)
 
-
-SQRT_HALF = math.sqrt(0.5)
 
 
 def save_head(directory: str | Path, head: nn.Module, config: dict, scaler: Scaler | None = None) -> Path:
