@@ -78,13 +78,14 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @contextmanager
-def dashboard_server(log_path: Path, env: dict | None = None) -> Iterator[str]:
-    """``streamlit run app.py`` on a free local port; yields its base URL once healthy.
+def dashboard_server(log_path: Path, env: dict | None = None, port: int | None = None) -> Iterator[str]:
+    """``streamlit run app.py`` on ``port`` (default: a free local port); yields its base URL once
+    healthy.
 
     The server runs in its own process group, always terminated on exit. Its output goes to
     ``log_path`` (quoted in the error when it dies or never becomes healthy).
     """
-    port = free_port()
+    port = port or free_port()
     cmd = [
         sys.executable, "-m", "streamlit", "run", "app.py",
         "--server.headless", "true",
@@ -114,7 +115,7 @@ def dashboard_server(log_path: Path, env: dict | None = None) -> Iterator[str]:
                 pass
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no health response in {HEALTH_TIMEOUT_S:.0f} s:\n{log_tail(log_path)}")
-            time.sleep(0.25)
+            time.sleep(0.05)
         yield base
     finally:
         _stop(proc)

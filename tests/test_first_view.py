@@ -1,6 +1,6 @@
 """The first view prepared as the server starts (``pages/ui/first_view.py``): Streamlit serves
 ``app.py``'s ``st.App``, whose lifespan loads the default pool's first view into the pages' caches
-where its answers are on disk already, and does nothing on an empty cache."""
+where its answers are on disk already; on an empty cache it only starts reading them in."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 from streamlit.web.server.app_discovery import discover_asgi_app
 
+from l2d_core.agents import read_in
 from l2d_core.agents.cache import AgentCache
+from l2d_core.agents.catalog import get_pool
 from pages.ui import cache as page_cache
 from pages.ui import first_view
+from pages.ui.app import default_helpers
 from pages.ui.defaults import DATASET_CHOICES, DEFAULT_POOL
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,10 +37,22 @@ def test_page_modules_are_a_page_scripts_top_level_imports_in_order(tmp_path):
     assert "pages.ui.cache" in shown and not {"torch", "transformers"} & set(shown)
 
 
-def test_nothing_is_prepared_or_read_in_on_an_empty_cache(real_data, fresh_cache, monkeypatch):
+def test_on_an_empty_cache_the_answers_are_read_in_as_the_server_starts_and_nothing_else(
+    real_data, fresh_cache, monkeypatch
+):
+    started = []
+    monkeypatch.setattr(read_in, "_EARLY", {})
+    monkeypatch.setattr(read_in, "_in_children", lambda dataset, groups, _: started.append((dataset, groups)))
     monkeypatch.setattr(page_cache, "prepare", lambda *a, **k: pytest.fail("the benchmark was prepared"))
     assert first_view.prepare() is False
-    assert AgentCache().agents(DATASET_CHOICES[0]) == []  # no answer was read in
+    for future in read_in._EARLY.values():  # the read-in's thread
+        future.result(timeout=60)
+    pool = get_pool(DEFAULT_POOL)
+    assert started == [(DATASET_CHOICES[0], [[*pool.agent_ids, *default_helpers()]])]
+    assert AgentCache().agents(DATASET_CHOICES[0]) == []  # nothing was read in here
+    # the page's first run finds it started: no second read-in
+    assert read_in.read_in_early(DATASET_CHOICES[0], DEFAULT_POOL, default_helpers()) is False
+    assert len(started) == 1
 
 
 def test_on_a_warm_cache_the_page_reads_what_was_prepared(real_data, seeded_cache, monkeypatch):

@@ -192,24 +192,26 @@ def answers_on_disk(dataset_name: str, pool_name: str, also: Sequence[str] = ())
     return all(cache.has(dataset_name, a) for a in _file_agents(pool_name, also))
 
 
-def read_in_early(dataset_name: str, pool_name: str, also: Sequence[str] = ()) -> None:
+def read_in_early(dataset_name: str, pool_name: str, also: Sequence[str] = ()) -> bool:
     """Start reading a pool's prediction-file agents (and ``also``: the default router's helper
     agents) in, in a child process (so on the other core), while this process goes on: a fresh
     dashboard imports the pages meanwhile, and its first view waits for both.
     :func:`ensure_cached` waits for it. Once per process, cache folder and dataset; the child
     skips what is cached already. Where every agent has answers on disk already
     (:func:`answers_on_disk`), nothing is started and the dataset is not read, so a warm cache's
-    first view gets no work beside it. Unknown pools or agents raise KeyError here; a child that
-    cannot start or fails leaves the work to :func:`ensure_cached`."""
+    first view gets no work beside it. Returns whether that was so (nothing to read in). Unknown
+    pools or agents raise KeyError here; a child that cannot start or fails leaves the work to
+    :func:`ensure_cached`."""
     key = (str(cache_dir()), dataset_name)
     ids = _file_agents(pool_name, also)
     if key in _EARLY or not ids:
-        return
+        return _EARLY.get(key) is None
     if answers_on_disk(dataset_name, pool_name, also):  # here, not in a thread: one beside the
         _EARLY[key] = None  # page's imports waits for the GIL at every SQLite call (seconds)
-        return
+        return True
     # one child with every agent, not two: each child builds the dataset's gold index again, and
     # this process imports on the other core meanwhile
     runner = ThreadPoolExecutor(1)
     _EARLY[key] = runner.submit(_in_children, dataset_name, [ids], lambda _: None)
     runner.shutdown(wait=False)  # its one thread ends with the child
+    return False

@@ -80,7 +80,6 @@ class HeadArrays:
         return x.reshape(len(x), *self.out_shape)
 
 
-
 def save_head(directory: str | Path, head: nn.Module, config: dict, scaler: Scaler | None = None) -> Path:
     """Write ``model.safetensors`` (and ``scaler.safetensors``), then ``config.json`` (never pickle)."""
     directory = Path(directory)

@@ -51,12 +51,12 @@ def page_modules(page: Path = PAGE) -> list[str]:
 def prepare() -> bool:
     """Load the default pool's first view into the pages' caches; False (nothing done) where its
     answers are not on disk yet."""
-    from l2d_core.agents.read_in import answers_on_disk
+    from l2d_core.agents.read_in import read_in_early
     from pages.ui.app import default_helpers
     from pages.ui.defaults import DATASET_CHOICES, DEFAULT_POOL
 
     dataset, pool = DATASET_CHOICES[0], DEFAULT_POOL
-    if not answers_on_disk(dataset, pool, default_helpers()):
+    if not read_in_early(dataset, pool, default_helpers()):  # being read in, in a child process
         return False
     from l2d_core.app_logic.explorer import explore
     from pages.ui import cache
@@ -65,8 +65,8 @@ def prepare() -> bool:
     choice = cache.default_router(dataset, pool, rank=False)
     if choice is not None:  # None: not ranked yet; the page ranks the routers, with a bar
         router = cache.fitted_router(dataset, pool, choice.router_id)
-        # its first decision runs its heads on the test questions (scipy's erf is imported then)
-        # and draws random mixing's resamples (kept per benchmark): the page's takes milliseconds
+        # its first decision runs its heads on the test questions and draws random mixing's
+        # resamples (kept per benchmark): the page's then takes milliseconds
         explore(bench, {choice.router_id: router}, bench.price_costs(choice.price))
     for name in page_modules():
         importlib.import_module(name)
