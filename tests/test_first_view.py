@@ -56,6 +56,12 @@ def test_on_an_empty_cache_the_answers_are_read_in_as_the_server_starts_and_noth
 
 
 def test_on_a_warm_cache_the_page_reads_what_was_prepared(real_data, seeded_cache, monkeypatch):
+    import streamlit as st
+
+    st.cache_data.clear()  # as on a fresh server: nothing another test's pages cached
+    st.cache_resource.clear()
+    page_cache.fitted_router.clear()
+    monkeypatch.setattr(read_in, "_EARLY", {})
     assert first_view.prepare() is True
     # what the cost explorer's first run asks for is served from the caches, not computed again
     monkeypatch.setattr(page_cache, "prepare", lambda *a, **k: pytest.fail("benchmark prepared twice"))
