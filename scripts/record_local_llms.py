@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import heapq
 import json
 import os
 import platform
 import subprocess
 import sys
+from collections import deque
 from importlib import metadata
 from pathlib import Path
 
@@ -57,6 +59,35 @@ def questions(per_split: int):
     ds = load_dataset("squad11")
     train, test = benchmark_split(ds)
     return ds, [*spread(train.records, per_split), *spread(test.records, per_split)]
+
+
+def asking_order(recs: list) -> list:
+    """``recs`` in the order they are asked: never two questions of one paragraph in a row where
+    another paragraph has questions left (the most questions left first). llama-server keeps the
+    last prompt: a question after another of its paragraph would find the paragraph read already,
+    and its latency would not be what a user with a new paragraph waits. Spread questions rarely
+    share one; a whole split asked in its order would, four times in five.
+
+    >>> from types import SimpleNamespace as R
+    >>> [r.qid for r in asking_order([R(qid=q, context=c) for q, c in ("1a", "2a", "3a", "4b", "5c")])]
+    ['1', '4', '2', '5', '3']
+    """
+    queues: dict[str, deque] = {}
+    for r in recs:
+        queues.setdefault(r.context, deque()).append(r)
+    heap = [(-len(q), k, q) for k, q in enumerate(queues.values())]
+    heapq.heapify(heap)
+    out, last = [], None
+    while heap:
+        top = heapq.heappop(heap)
+        if top[2] is last and heap:  # its paragraph was just asked: another one first
+            top = heapq.heapreplace(heap, top)
+        _, k, q = top
+        out.append(q.popleft())
+        last = q
+        if q:
+            heapq.heappush(heap, (-len(q), k, q))
+    return out
 
 
 def server_version(binary: Path) -> str:
@@ -152,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = AgentCache()
     for model in args.models:
         try:
-            summary = record(model, args, ds, recs, cache)
+            summary = record(model, args, ds, asking_order(recs), cache)
         except LLMServerError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
