@@ -35,7 +35,6 @@ __all__ = [
     "import_agents",
     "read_in_early",
     "read_in_job",
-    "answers_on_disk",
 ]
 
 # (cache folder, dataset) → the read-in started by :func:`read_in_early`, in a child process (None:
@@ -178,35 +177,24 @@ def import_agents(dataset: QADataset, agent_ids: Sequence[str], processes: int =
     _in_children(dataset.name, [ids[k::processes] for k in range(processes) if ids[k::processes]], on_agent)
 
 
-def _file_agents(pool_name: str, also: Sequence[str]) -> list[str]:
-    """The pool's agents (and ``also``) that are read in from prediction files or outcome logs."""
-    wanted = dict.fromkeys([*get_pool(pool_name).agent_ids, *also])
-    return [a for a in wanted if get_agent(a).kind in ("prediction_file", *LOG_KINDS)]
-
-
-def answers_on_disk(dataset_name: str, pool_name: str, also: Sequence[str] = ()) -> bool:
-    """Whether every prediction-file agent of the pool (and ``also``) has answers in the agent
-    cache (a few milliseconds to say; whether they are complete and current is what
-    :func:`ensure_cached` checks)."""
-    cache = AgentCache()
-    return all(cache.has(dataset_name, a) for a in _file_agents(pool_name, also))
-
-
 def read_in_early(dataset_name: str, pool_name: str, also: Sequence[str] = ()) -> bool:
     """Start reading a pool's prediction-file agents (and ``also``: the default router's helper
     agents) in, in a child process (so on the other core), while this process goes on: a fresh
     dashboard imports the pages meanwhile, and its first view waits for both.
     :func:`ensure_cached` waits for it. Once per process, cache folder and dataset; the child
-    skips what is cached already. Where every agent has answers on disk already
-    (:func:`answers_on_disk`), nothing is started and the dataset is not read, so a warm cache's
-    first view gets no work beside it. Returns whether that was so (nothing to read in). Unknown
+    skips what is cached already. Where every agent has answers on disk already (a few
+    milliseconds to say; whether they are complete and current is what :func:`ensure_cached`
+    checks), nothing is started and the dataset is not read, so a warm cache's first view gets
+    no work beside it. Returns whether that was so (nothing to read in). Unknown
     pools or agents raise KeyError here; a child that cannot start or fails leaves the work to
     :func:`ensure_cached`."""
     key = (str(cache_dir()), dataset_name)
-    ids = _file_agents(pool_name, also)
+    wanted = dict.fromkeys([*get_pool(pool_name).agent_ids, *also])
+    ids = [a for a in wanted if get_agent(a).kind in ("prediction_file", *LOG_KINDS)]
     if key in _EARLY or not ids:
         return _EARLY.get(key) is None
-    if answers_on_disk(dataset_name, pool_name, also):  # here, not in a thread: one beside the
+    cache = AgentCache()
+    if all(cache.has(dataset_name, a) for a in ids):  # here, not in a thread: one beside the
         _EARLY[key] = None  # page's imports waits for the GIL at every SQLite call (seconds)
         return True
     # one child with every agent, not two: each child builds the dataset's gold index again, and

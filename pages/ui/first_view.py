@@ -6,8 +6,9 @@ its lifespan, :func:`lifespan`, starts :func:`prepare` in a thread while the bro
 the cost explorer's first view reads — the benchmark, the default router and its fit — into the
 same Streamlit caches that the page then reads (a page that asks meanwhile waits for the same
 computation, never a second one), makes the router's first decision, and imports the page's
-modules. On an empty cache it does nothing: the first page run reads the answers in on the other
-core, and work beside it in this process only slowed that first view down. Anything that fails
+modules. On an empty cache it only starts reading the answers in, in a child process on the other
+core (the page's first run would, a second or two later): more work beside it in this process
+only slowed that first view down. Anything that fails
 here is one line in the server's log; the page then computes it and says why it cannot.
 
 This module imports nothing heavy itself: the server imports it before it serves.
@@ -49,8 +50,8 @@ def page_modules(page: Path = PAGE) -> list[str]:
 
 
 def prepare() -> bool:
-    """Load the default pool's first view into the pages' caches; False (nothing done) where its
-    answers are not on disk yet."""
+    """Load the default pool's first view into the pages' caches; False (nothing loaded) where its
+    answers are not on disk yet: their read-in is started instead."""
     from l2d_core.agents.read_in import read_in_early
     from pages.ui.app import default_helpers
     from pages.ui.defaults import DATASET_CHOICES, DEFAULT_POOL
