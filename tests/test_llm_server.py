@@ -215,18 +215,3 @@ def test_the_local_llm_pool_answers_new_text_live_and_its_recorded_questions_fro
     assert got["status"] == "live" and got["answer"] and got["latency_ms"] > 0
     assert 0.0 < got["confidence"]["score"] <= 1.0 and got["gflops"] > 0
     assert server.process is None  # stopped (the first server, restarted above, was stopped too)
-
-
-def test_the_recording_never_asks_two_questions_of_one_paragraph_in_a_row():
-    """llama-server keeps the last prompt: a question right after another of its paragraph would
-    find the paragraph read already, and its latency would not be a new user's."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    from record_local_llms import asking_order, questions
-
-    _, recs = questions(10**6)  # every question of both splits, in the dataset's order
-    order = asking_order(recs)
-    assert sorted(r.qid for r in order) == sorted(r.qid for r in recs)
-    assert sum(a.context == b.context for a, b in zip(recs, recs[1:])) > len(recs) // 2
-    assert not any(a.context == b.context for a, b in zip(order, order[1:]))
-    alone = [QARecord(f"q{i}", "t", "one paragraph", "?", ()) for i in range(3)]
-    assert [r.qid for r in asking_order(alone)] == ["q0", "q1", "q2"]  # no other paragraph to ask
