@@ -4,6 +4,8 @@ where its answers are on disk already; on an empty cache it only starts reading 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from streamlit.web.server.app_discovery import discover_asgi_app
 from l2d_core.agents import read_in
 from l2d_core.agents.cache import AgentCache
 from l2d_core.agents.catalog import get_pool
+from l2d_core.data import load_dataset
 from pages.ui import cache as page_cache
 from pages.ui import first_view
 from pages.ui.app import default_helpers
@@ -55,7 +58,17 @@ def test_on_an_empty_cache_the_answers_are_read_in_as_the_server_starts_and_noth
     assert len(started) == 1
 
 
-def test_on_a_warm_cache_the_page_reads_what_was_prepared(real_data, seeded_cache, monkeypatch):
+@pytest.fixture
+def warm_cache(real_data, seeded_cache):
+    """A cache that holds the default pool's answers (and its router's helpers'), as after a first
+    visit: read in here where the session's cache did not hold them yet."""
+    agents = [*get_pool(DEFAULT_POOL).agent_ids, *default_helpers()]
+    read_in.import_agents(load_dataset(DATASET_CHOICES[0]), agents)
+    assert set(agents) <= set(AgentCache().agents(DATASET_CHOICES[0]))
+    return seeded_cache
+
+
+def test_on_a_warm_cache_the_page_reads_what_was_prepared(warm_cache, monkeypatch):
     import streamlit as st
 
     st.cache_data.clear()  # as on a fresh server: nothing another test's pages cached
@@ -71,6 +84,20 @@ def test_on_a_warm_cache_the_page_reads_what_was_prepared(real_data, seeded_cach
     assert choice is not None and bench.pool.name == DEFAULT_POOL
     router = page_cache.fitted_router(DATASET_CHOICES[0], DEFAULT_POOL, choice.router_id)
     assert router.id == choice.router_id
+
+
+def test_the_first_view_imports_no_pandas(warm_cache):
+    """pandas takes a quarter of a second to import: the tables and charts that need it come
+    after the tiles, and import it then."""
+    script = (
+        "import sys; from pages.ui import cache, first_view, defaults; assert first_view.prepare(); "
+        "assert cache.default_router(defaults.DATASET_CHOICES[0], defaults.DEFAULT_POOL, rank=False); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pandas')[:3])"
+    )
+    run = [sys.executable, "-c", script]
+    out = subprocess.run(run, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_a_first_view_that_fails_at_start_is_one_line_in_the_log(monkeypatch, caplog):

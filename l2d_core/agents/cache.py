@@ -17,12 +17,15 @@ import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import diskcache
-import pandas as pd
 
 from ..paths import cache_dir
 from ..stores import open_disk_cache
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["AgentCache", "RECORD_FIELDS"]
 
@@ -62,6 +65,8 @@ class _Records:
 
     def frame(self) -> pd.DataFrame:
         if self._frame is None:
+            import pandas as pd  # here, not at the top: the first view's tiles import no pandas
+
             index = pd.Index(self.qids, name="qid")
             self._frame = pd.DataFrame(self.columns, index=index, columns=list(RECORD_FIELDS)).sort_index()
         return self._frame
@@ -248,6 +253,8 @@ class AgentCache:
         """All records of one agent as a DataFrame indexed by question id (sorted)."""
         read = self._read(dataset, agent)
         if read is None:
+            import pandas as pd
+
             return pd.DataFrame(columns=list(RECORD_FIELDS), index=pd.Index([], name="qid"))
         return read.frame().copy()
 
@@ -267,6 +274,8 @@ class AgentCache:
 
     def summary(self, dataset: str, agents: Iterable[str] | None = None) -> pd.DataFrame:
         """One row per cached agent: questions, EM, F1 (percent over cached questions), GFLOPs."""
+        import pandas as pd
+
         rows = []
         for a in agents if agents is not None else self.agents(dataset):
             t = self.table(dataset, a)

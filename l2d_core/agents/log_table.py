@@ -13,11 +13,14 @@ import io
 import json
 import stat
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ..data import safe_json
 from ..data.records import DataFormatError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 __all__ = ["MAX_LOG_BYTES", "MAX_LOG_COLUMNS", "MAX_LOG_CELLS", "JSONL_SUFFIXES", "read_table"]
 
@@ -55,6 +58,8 @@ def _over_budget(name: str, cells: int) -> DataFormatError:
 
 
 def _csv(path: Path, name: str) -> pd.DataFrame:
+    import pandas as pd
+
     with open(path, "rb") as f:
         head = f.read(MAX_HEADER_BYTES)
     first = head.split(b"\n", 1)[0]
@@ -79,6 +84,8 @@ def _csv(path: Path, name: str) -> pd.DataFrame:
 
 
 def _jsonl(path: Path, name: str) -> pd.DataFrame:
+    import pandas as pd
+
     rows, cells = [], 0
     for n, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
         if not line.strip():
@@ -104,6 +111,8 @@ def _jsonl(path: Path, name: str) -> pd.DataFrame:
 def read_table(path: str | Path, name: str, suffix: str | None = None) -> pd.DataFrame:
     """The rows of a log at ``path`` as strings (CSV) or JSON values (JSONL: ``suffix`` ``.jsonl``
     or ``.ndjson``, default ``path``'s); every problem one :class:`DataFormatError` naming ``name``."""
+    import pandas as pd  # here, not at the top: the first view's tiles import no pandas
+
     path = Path(path)
     _regular(path, name)
     suffix = (suffix if suffix is not None else path.suffix).lower()

@@ -28,8 +28,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ..data.records import DataFormatError, QADataset
 from ..paths import data_path
@@ -40,6 +39,10 @@ from .confidence import oriented
 from .log_table import MAX_LOG_BYTES, read_table
 from .measured import agent_gflops
 from .prices import MAX_USD, TokenPrices
+
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 __all__ = [
     "LOG_KINDS",

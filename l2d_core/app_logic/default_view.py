@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ..agents.read_in import import_agents
 from ..evaluation.benchmark import Benchmark
@@ -24,6 +23,10 @@ from ..evaluation.validation import (
 )
 from ..routers.base import Router
 from ..routers.registry import router_label, routers, validated
+
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 __all__ = [
     "PRICE_UNITS",
@@ -161,6 +164,8 @@ def ranking_frame(ranking: list[Ranked], rule: str = "price") -> pd.DataFrame:
     """The validation ranking as a table, best first under ``rule``: router, EM above random
     mixing, at which price of ``rule`` (λ per TFLOP, or λ_s per second of latency), the low end
     of that gain's 95% interval, AIQ."""
+    import pandas as pd  # here, not at the top: the first view's tiles import no pandas
+
     ranking = sorted(ranking, key=lambda r: -r.best(rule)[0])
     return pd.DataFrame(
         [(router_label(r.router_id), *r.best(rule), r.low(rule), r.aiq) for r in ranking],

@@ -6,10 +6,11 @@ and the points of the cost–EM plane. β₁ sweeps are computed here too.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ..evaluation import metrics as M
 from ..evaluation.benchmark import BETA_POINTS, PRICE_POINTS, Benchmark
@@ -23,6 +24,9 @@ from ..routers.base import Router, supports_budget
 from ..routers.decision import Decision
 from ..routers.registry import router_label
 from .tiles import metric_tiles
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "RouterView",
@@ -59,9 +63,19 @@ class ExplorerView:
     costs: CostConfig
     views: tuple[RouterView, ...]
     tiles: dict[str, list[dict]]  # router id → metric tiles
-    allocation: pd.DataFrame  # router, agent, share
-    plane: pd.DataFrame  # name, kind, gflops, em
     below_zero: tuple[str, ...] = ()  # ids of the routers below the zero router's line
+    bench: Benchmark | None = field(default=None, repr=False)  # where the plane's other points come from
+
+    # the charts' tables, built when a chart draws them (after the tiles, which import no pandas)
+    @cached_property
+    def allocation(self) -> pd.DataFrame:
+        """Router, agent, share."""
+        return allocation_frame(self.views)
+
+    @cached_property
+    def plane(self) -> pd.DataFrame:
+        """Name, kind, cost (GFLOPs or dollars per 1,000 questions), EM."""
+        return cost_em_points(self.bench, self.costs, self.views)
 
 
 def router_view(
@@ -93,22 +107,17 @@ def explore(
     changes)."""
     views = tuple(router_view(bench, r, costs, budget) for r in routers.values())
     prev = previous or {}
-    plane = cost_em_points(bench, costs, views)
     below = tuple(v.router_id for v in views if v.metrics["gain"] < -1e-9)
-    return ExplorerView(
-        costs,
-        views,
-        {v.router_id: metric_tiles(v.metrics, prev.get(v.router_id)) for v in views},
-        allocation_frame(views),
-        plane,
-        below,
-    )
+    tiles = {v.router_id: metric_tiles(v.metrics, prev.get(v.router_id)) for v in views}
+    return ExplorerView(costs, views, tiles, below, bench)
 
 
 def cost_em_points(bench: Benchmark, costs: CostConfig, views=()) -> pd.DataFrame:
     """Points of the cost–EM plane: single agents, the zero-router hull, oracle, random, views —
     the cost in GFLOPs per query (``gflops``), or on a pool whose answers have prices in dollars
     per 1,000 questions as the money rule counts them (``usd_per_1k``)."""
+    import pandas as pd  # here, not at the top: the first view's tiles import no pandas
+
     test, priced, axis = bench.test, bench.has_money, aiq_cost(bench)
     col, alone = axis.point, axis.scale * bench.mixing_cost("test")
     rows = [
@@ -132,6 +141,8 @@ def cost_em_points(bench: Benchmark, costs: CostConfig, views=()) -> pd.DataFram
 
 def allocation_frame(views) -> pd.DataFrame:
     """Allocation ratios of each view, long format: router, agent, share."""
+    import pandas as pd
+
     return pd.DataFrame(
         [
             {"router": v.label, "agent": a, "share": s}
@@ -180,6 +191,8 @@ def sweep_frame(
     latency price λ_s or the money price λ_$; at fixed α; ``points``, by default BENCHMARK.md's or
     the pool's money prices): EM, GFLOPs/EM, TDL, random TDL and allocation shares of a fitted
     router; the setting is in column ``beta1``, ``price``, ``latency_price`` or ``money_price``."""
+    import pandas as pd
+
     column = SWEEPS[rule][0]
     if points is None:
         points = sweep_points(rule, bench.money_prices if rule == "money" else None)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ..agents.answering import can_answer_new_text
 from ..agents.cache import AgentCache
@@ -12,6 +12,10 @@ from ..agents.prices import answer_prices
 from ..agents.read_in import ensure_cached
 from ..data import load_dataset
 from .answers import cost_words, f1_note, kind_words
+
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 __all__ = ["agent_table", "textless_note"]
 
@@ -47,6 +51,8 @@ def agent_table(dataset: str, agent_ids: tuple[str, ...], cache: AgentCache) -> 
 def _usd_per_1000(spec, table: pd.DataFrame) -> float | None:
     """An agent's mean price per 1,000 questions — recorded per answer, or its one price per
     answer — where every answer has one (the money rule needs it), else None."""
+    import pandas as pd  # here, not at the top: the first view's tiles import no pandas
+
     recorded = pd.to_numeric(table["usd"] if "usd" in table else pd.Series(dtype=float), errors="coerce")
     usd = answer_prices(recorded, spec.options, f"agent {spec.id}")
     return 1000.0 * float(usd.mean()) if len(usd) and usd.notna().all() else None

@@ -2,7 +2,6 @@
 force (β₁, λ per TFLOP, λₛ per second or λ$ per dollar), up to the slider's end, with the setting
 in force marked."""
 
-import pandas as pd
 import streamlit as st
 
 from l2d_core.app_logic.explorer import SWEEPS, sweep_points, untrained_settings
@@ -60,6 +59,8 @@ def sweep_panel(
         frames.append(sweep(dataset, pool, rid, sweep_rule, alpha, points))
     if not frames:
         return {}
+    import pandas as pd  # here, not at the top: the first view's tiles import no pandas
+
     column = SWEEPS[sweep_rule][0]
     sweep_set = sweep_charts(pd.concat(frames, ignore_index=True), column, X_TITLES[sweep_rule], symlog)
     if marked:
