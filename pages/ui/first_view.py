@@ -2,14 +2,15 @@
 
 ``streamlit run app.py`` serves the ``st.App`` that ``app.py`` assigns (Streamlit finds it there);
 its lifespan, :func:`lifespan`, starts :func:`prepare` in a thread while the browser loads the page
-(about a second on two cores). Where the default pool's answers are on disk already, it loads what
-the cost explorer's first view reads — the benchmark, the default router and its fit — into the
-same Streamlit caches that the page then reads (a page that asks meanwhile waits for the same
-computation, never a second one), makes the router's first decision, and imports the page's
-modules. On an empty cache it only starts reading the answers in, in a child process on the other
-core (the page's first run would, a second or two later): more work beside it in this process
-only slowed that first view down. Anything that fails
-here is one line in the server's log; the page then computes it and says why it cannot.
+(about a second on two cores). Where the default pool's answers are on disk already, it imports
+the cost explorer's modules (the page's script needs them first), then loads what its first view
+reads — the benchmark, the default router and its fit — into the same Streamlit caches that the
+page then reads (a page that asks meanwhile waits for the same computation, never a second one),
+draws random mixing's resamples and runs the router's heads on the test questions. On an empty
+cache it only starts reading the answers in, in a child process on the other core (the page's
+first run would, a second or two later): more work beside it in this process only slowed that
+first view down. Anything that fails here is one line in the server's log; the page then computes
+it and says why it cannot.
 
 This module imports nothing heavy itself: the server imports it before it serves.
 """
@@ -59,18 +60,20 @@ def prepare() -> bool:
     dataset, pool = DATASET_CHOICES[0], DEFAULT_POOL
     if not read_in_early(dataset, pool, default_helpers()):  # being read in, in a child process
         return False
-    from l2d_core.app_logic.explorer import explore
+    for name in page_modules():  # first: the page's script imports them before it reads any data
+        importlib.import_module(name)
+    from l2d_core.evaluation.gain import resampling
     from pages.ui import cache
 
     bench = cache.benchmark(dataset, pool)
     choice = cache.default_router(dataset, pool, rank=False)
+    resampling(len(bench.test))  # random mixing's interval resamples, drawn once per process
     if choice is not None:  # None: not ranked yet; the page ranks the routers, with a bar
         router = cache.fitted_router(dataset, pool, choice.router_id)
-        # its first decision runs its heads on the test questions and draws random mixing's
-        # resamples (kept per benchmark): the page's then takes milliseconds
-        explore(bench, {choice.router_id: router}, bench.price_costs(choice.price))
-    for name in page_modules():
-        importlib.import_module(name)
+        # its heads run on the test questions once (kept by the router): the page's first
+        # decision then takes milliseconds. Not the whole first view: the page, waiting for the
+        # same fit, would compute it at the same time
+        router.decide(bench.price_costs(choice.price))
     return True
 
 
