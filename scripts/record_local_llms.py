@@ -354,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{m}: {answered} questions in {path}, EM {em:.2f}")
     if failed:
         print(f"warning: {failed} questions failed; run the same command again", file=sys.stderr)
+    # the pool's validation ranking and default router ship under the content key of its logs
+    print("Plocal's shipped ranking follows its logs: python scripts/rank_pools.py --ship --pools Plocal")
     return 0
 
 
