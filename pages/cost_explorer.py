@@ -30,6 +30,7 @@ from pages.ui.widgets import (
     default_choice,
     default_price,
     metric_row,
+    page_sets,
     previous_metrics,
     remember_metrics,
     select_pool,
@@ -99,15 +100,15 @@ def seed_betas() -> None:
 default_price(choice)
 on_scale = on_price_scale(st.session_state.get("price", 0.0), log_prices, price_end)
 if st.session_state.get("price") != on_scale:  # written only to change it, as every widget key here
-    st.session_state["price"] = on_scale
+    page_sets("price", on_scale)
 # the latency price needs logged latency; the money price, every answer's price
 rules = [r for r in RULES if (r != "latency" or bench.has_latency) and (r != "money" or money_prices)]
 if money_prices:  # the middle of the pool's money prices, or the nearest to the one left from another pool
     money = st.session_state.get("money_price", money_prices[len(money_prices) // 2])
     if st.session_state.get("money_price") != (on := on_price_scale(money, money_prices, money_prices[-1])):
-        st.session_state["money_price"] = on
+        page_sets("money_price", on)
 for key, default in (("cost_rule", "price"), ("beta1", 0.05), ("decide_by", "costs"), ("latency_price", 0.1)):
-    st.session_state.setdefault(key, default)
+    page_sets(key, default, if_absent=True)
 if st.session_state["cost_rule"] not in rules:  # left over from a pool that logs latency
     st.session_state["cost_rule"] = "price"
 for j, b in enumerate(bench.costs(0.05).beta, start=1):

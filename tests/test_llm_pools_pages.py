@@ -277,6 +277,39 @@ def test_the_price_slider_spans_the_prices_that_change_a_decision():
     assert not p2.select_slider
 
 
+def test_after_a_pool_switch_the_slider_shows_the_default_price_the_sidebar_names():
+    """A newcomer opens the cost explorer on P2 (per-TFLOP price), then picks Plocal (latency
+    price) and goes back: each time the slider stands at the price the sidebar's default names,
+    because a price the page wrote itself (a starting value, another pool's default) is not the
+    user's own. A price the user moved is kept across the switch."""
+    at = run("cost_explorer", "P2", dataset="squad11")
+    seen = {}
+    for pool, key in (("P2", "price"), ("Plocal", "latency_price"), ("P2", "price")):
+        if at.selectbox(key="pool").value != pool:
+            at.selectbox(key="pool").set_value(pool)
+            at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        default, rule = at.session_state["_price_default"]
+        assert rule == {"price": "price", "latency_price": "latency"}[key]
+        assert at.radio(key="cost_rule").value == rule
+        assert float(at.slider(key=key).value) == default
+        unit = "errors per second" if rule == "latency" else "errors per TFLOP"
+        assert f"= {default:g} {unit}" in " ".join(c.value for c in at.sidebar.caption)
+        seen[pool] = default
+    # the check above means something only where the default differs from the slider's start
+    assert seen["Plocal"] != 0.1, "Plocal's default λₛ is the slider's start: pick another pool here"
+    mine = 0.37 if seen["Plocal"] != 0.37 else 0.41
+    at.selectbox(key="pool").set_value("Plocal")
+    at.run()
+    at.slider(key="latency_price").set_value(mine)
+    at.run()
+    at.selectbox(key="pool").set_value("P2")
+    at.run()
+    at.selectbox(key="pool").set_value("Plocal")
+    at.run()
+    assert not at.exception and float(at.slider(key="latency_price").value) == mine
+
+
 def test_where_no_router_pays_the_default_is_the_most_accurate_agent():
     """Pllama: Llama-3.2-3B costs more than the v2.0 reader and is less accurate, so no router
     beats random mixing of agents on validation articles. A default that loses to mixing would be

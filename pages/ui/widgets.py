@@ -30,6 +30,7 @@ __all__ = [
     "default_choice",
     "default_caption",
     "default_price",
+    "page_sets",
     "finish_preparing",
     "cost_from_state",
     "budget_from_state",
@@ -148,20 +149,43 @@ def default_caption(choice: DefaultChoice) -> str:
 PRICE_KEYS = {"price": "price", "latency": "latency_price", "money": "money_price"}
 
 
+# each widget key's value as the page itself last wrote it: a key still there is not the user's own
+_PAGE_VALUES = "_page_values"
+
+
+def users_own(key: str) -> bool:
+    """Whether widget ``key`` holds a value the user chose (the page did not write it)."""
+    wrote = st.session_state.get(_PAGE_VALUES, {})
+    return key in st.session_state and (key not in wrote or st.session_state[key] != wrote[key])
+
+
+def page_sets(key: str, value, *, if_absent: bool = False) -> None:
+    """Write widget ``key`` as the page's own starting value (a later default may replace it, a
+    user's choice it never does); ``if_absent``: only where the key has no value yet. A value
+    the page brought onto a slider's scale stays the page's; the user's stays the user's."""
+    if if_absent and key in st.session_state:
+        return
+    mine = not users_own(key)
+    st.session_state[key] = value
+    if mine:
+        st.session_state[_PAGE_VALUES] = {**st.session_state.get(_PAGE_VALUES, {}), key: value}
+
+
 def default_price(choice: DefaultChoice) -> None:
     """Start the default rule's price slider (λ, or λₛ on a pool that logs latency) at the default
-    router's best price, and the rule at the default's; a user's own price and rule are kept."""
+    router's best price, and the rule at the default's; a user's own price and rule are kept. A
+    price the page wrote itself (another pool's default, a slider's starting value) is not the
+    user's: the sidebar names this pool's default price, and the slider shows it."""
     key, before = PRICE_KEYS[choice.rule], st.session_state.get("_price_default")
-    at = st.session_state.get(key)  # a widget's key is written only to change it (see below)
-    if (at is None or (at, choice.rule) == before) and at != choice.price:
-        st.session_state[key] = choice.price
-    # written only to change it: a widget's key set by hand on every run lost the next slider move
+    # a widget's key is written only to change it: one set by hand on every run lost the next slider move
+    if not users_own(key) and st.session_state.get(key) != choice.price:
+        page_sets(key, choice.price)
     rule = st.session_state.get("cost_rule")
     if rule is None or (before is not None and rule == before[1] != choice.rule):
         st.session_state["cost_rule"] = choice.rule
     st.session_state["_price_default"] = (choice.price, choice.rule)
     if choice.rule != "price" and choice.ranking:  # λ's slider starts at that router's best λ
-        st.session_state.setdefault("price", choice.ranking[0].price)
+        page_sets("price", choice.ranking[0].price, if_absent=True)
 
 
 def finish_preparing(dataset: str, pool: str, where) -> list | None:
