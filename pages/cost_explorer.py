@@ -107,10 +107,10 @@ if money_prices:  # the middle of the pool's money prices, or the nearest to the
     money = st.session_state.get("money_price", money_prices[len(money_prices) // 2])
     if st.session_state.get("money_price") != (on := on_price_scale(money, money_prices, money_prices[-1])):
         page_sets("money_price", on)
-for key, default in (("cost_rule", "price"), ("beta1", 0.05), ("decide_by", "costs"), ("latency_price", 0.1)):
+for key, default in (("beta1", 0.05), ("decide_by", "costs"), ("latency_price", 0.1)):
     page_sets(key, default, if_absent=True)
 if st.session_state["cost_rule"] not in rules:  # left over from a pool that logs latency
-    st.session_state["cost_rule"] = "price"
+    page_sets("cost_rule", "price")
 for j, b in enumerate(bench.costs(0.05).beta, start=1):
     st.session_state.setdefault(f"alpha_{j}", 1.0)
     st.session_state.setdefault(f"beta_{j}", b)

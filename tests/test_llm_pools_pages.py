@@ -281,7 +281,7 @@ def test_after_a_pool_switch_the_slider_shows_the_default_price_the_sidebar_name
     """A newcomer opens the cost explorer on P2 (per-TFLOP price), then picks Plocal (latency
     price) and goes back: each time the slider stands at the price the sidebar's default names,
     because a price the page wrote itself (a starting value, another pool's default) is not the
-    user's own. A price the user moved is kept across the switch."""
+    user's own. A price the user moved, and a rule the user picked, are kept across the switch."""
     at = run("cost_explorer", "P2", dataset="squad11")
     seen = {}
     for pool, key in (("P2", "price"), ("Plocal", "latency_price"), ("P2", "price")):
@@ -308,6 +308,11 @@ def test_after_a_pool_switch_the_slider_shows_the_default_price_the_sidebar_name
     at.selectbox(key="pool").set_value("Plocal")
     at.run()
     assert not at.exception and float(at.slider(key="latency_price").value) == mine
+    at.radio(key="cost_rule").set_value("gflops")  # a rule the user picks is kept the same way
+    at.run()
+    at.selectbox(key="pool").set_value("P2")
+    at.run()
+    assert not at.exception and at.radio(key="cost_rule").value == "gflops"
 
 
 def test_where_no_router_pays_the_default_is_the_most_accurate_agent():

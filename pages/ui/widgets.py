@@ -174,15 +174,12 @@ def page_sets(key: str, value, *, if_absent: bool = False) -> None:
 def default_price(choice: DefaultChoice) -> None:
     """Start the default rule's price slider (λ, or λₛ on a pool that logs latency) at the default
     router's best price, and the rule at the default's; a user's own price and rule are kept. A
-    price the page wrote itself (another pool's default, a slider's starting value) is not the
-    user's: the sidebar names this pool's default price, and the slider shows it."""
-    key, before = PRICE_KEYS[choice.rule], st.session_state.get("_price_default")
+    price or rule the page wrote itself (another pool's default, a slider's starting value) is not
+    the user's: the sidebar names this pool's default, and the controls show it."""
     # a widget's key is written only to change it: one set by hand on every run lost the next slider move
-    if not users_own(key) and st.session_state.get(key) != choice.price:
-        page_sets(key, choice.price)
-    rule = st.session_state.get("cost_rule")
-    if rule is None or (before is not None and rule == before[1] != choice.rule):
-        st.session_state["cost_rule"] = choice.rule
+    for key, value in ((PRICE_KEYS[choice.rule], choice.price), ("cost_rule", choice.rule)):
+        if not users_own(key) and st.session_state.get(key) != value:
+            page_sets(key, value)
     st.session_state["_price_default"] = (choice.price, choice.rule)
     if choice.rule != "price" and choice.ranking:  # λ's slider starts at that router's best λ
         page_sets("price", choice.ranking[0].price, if_absent=True)
